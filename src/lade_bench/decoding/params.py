@@ -1,0 +1,135 @@
+"""Parameter and result types shared by every decoding method.
+
+Validation lives here so that bad values fail before any model is loaded or any forward pass runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+class DecodingConfigError(ValueError):
+    """A decoding parameter has a value outside its allowed range."""
+
+
+@dataclass(frozen=True)
+class LookaheadParams:
+    """Shape of the lookahead window and verification branch.
+
+    Attributes:
+        ngram: N, the n-gram size; the window has N-1 levels. Allowed: N >= 2.
+        window: W, the number of parallel Jacobi columns. Allowed: W >= 1.
+        guesses: G, the most candidates verified per step and the per-key pool cap. Allowed: G >= 0
+            (G = 0 disables verification: one token per step).
+        prompt_as_reference: seed the n-gram pool with the prompt's n-grams and feed accepted output
+            n-grams back into it.
+    """
+
+    ngram: int = 5
+    window: int = 7
+    guesses: int = 7
+    prompt_as_reference: bool = True
+
+    def __post_init__(self) -> None:
+        _require_int("ngram (N)", self.ngram, minimum=2)
+        _require_int("window (W)", self.window, minimum=1)
+        _require_int("guesses (G)", self.guesses, minimum=0)
+        if not isinstance(self.prompt_as_reference, bool):
+            raise DecodingConfigError(
+                f"prompt_as_reference={self.prompt_as_reference!r} is not allowed: use true or false"
+            )
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Most input tokens of one steady-state step: (W + G) * (N - 1)."""
+        return (self.window + self.guesses) * (self.ngram - 1)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling settings; ``do_sample=False`` means greedy and ignores the rest.
+
+    The warping (temperature, then top-k, then top-p) is transformers' own, so lookahead sampling and
+    ``model.generate`` sample from the same distribution.
+    """
+
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.do_sample, bool):
+            raise DecodingConfigError(f"do_sample={self.do_sample!r} is not allowed: use true or false")
+        if (
+            isinstance(self.temperature, bool)
+            or not isinstance(self.temperature, (int, float))
+            or not math.isfinite(self.temperature)
+            or self.temperature <= 0
+        ):
+            raise DecodingConfigError(
+                f"temperature={self.temperature!r} is not allowed: use a finite number > 0 "
+                "(for greedy decoding set do_sample=false instead of temperature 0)"
+            )
+        _require_int("top_k", self.top_k, minimum=0)
+        if (
+            isinstance(self.top_p, bool)
+            or not isinstance(self.top_p, (int, float))
+            or not (0 < self.top_p <= 1)
+        ):
+            raise DecodingConfigError(f"top_p={self.top_p!r} is not allowed: use a number in (0, 1]")
+
+
+@dataclass
+class DecodeResult:
+    """What every decoding method returns for one prompt.
+
+    Step counting (identical for every method): ``steps`` counts every forward pass of the model for
+    this generation, the prefill included. Autoregressive decoding therefore has ``steps ==
+    len(tokens)`` and a compression ratio of exactly 1.0, and ``accept_lengths`` (tokens emitted by
+    each forward pass, prefill first) sums to ``len(tokens)``.
+
+    Attributes:
+        tokens: generated token ids (prompt excluded), EOS included when it was produced.
+        steps: forward passes, prefill included.
+        accept_lengths: tokens emitted per forward pass, in order; ``len == steps``.
+        wall_time_s: wall-clock time of the whole generation (prefill + decode), device-synchronised.
+        forward_time_s: part of ``wall_time_s`` spent inside model forward calls (lookahead and
+            Jacobi only; ``nan`` for methods run through ``model.generate``).
+        method: name of the method that produced it.
+        stats: method-specific counters (e.g. pool hit rate).
+    """
+
+    tokens: list[int]
+    steps: int
+    accept_lengths: list[int]
+    wall_time_s: float
+    forward_time_s: float = float("nan")
+    method: str = ""
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def new_tokens(self) -> int:
+        """Number of generated tokens."""
+        return len(self.tokens)
+
+    @property
+    def compression_ratio(self) -> float:
+        """New tokens per forward pass."""
+        return self.new_tokens / self.steps if self.steps else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second of wall time."""
+        return self.new_tokens / self.wall_time_s if self.wall_time_s > 0 else float("nan")
+
+
+def validate_max_new_tokens(max_new_tokens: int) -> None:
+    """Raise DecodingConfigError unless ``max_new_tokens`` is an int >= 1."""
+    _require_int("max_new_tokens", max_new_tokens, minimum=1)
+
+
+def _require_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= {minimum}")
