@@ -1,0 +1,144 @@
+"""Baselines through ``model.generate``: autoregressive greedy/sampling and prompt lookup decoding."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import torch
+from transformers import GenerationConfig
+
+from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
+from lade_bench.decoding.params import DecodeResult, DecodingConfigError, SamplingParams, validate_max_new_tokens
+from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
+
+
+@torch.no_grad()
+def autoregressive_generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    *,
+    sampling: SamplingParams | None = None,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+) -> DecodeResult:
+    """The paper's "HuggingFace greedy search" baseline (or plain sampling): ``model.generate``.
+
+    ``seed`` seeds torch's global generator right before the call, which is what ``generate``
+    samples from.
+    """
+    return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, method="ar")
+
+
+@torch.no_grad()
+def prompt_lookup_generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    *,
+    num_tokens: int = 10,
+    max_ngram_size: int = 2,
+    sampling: SamplingParams | None = None,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+) -> DecodeResult:
+    """Prompt lookup decoding, transformers' ``prompt_lookup_num_tokens`` (a baseline of the paper).
+
+    Args:
+        num_tokens: tokens copied from the prompt as candidates per step (>= 1).
+        max_ngram_size: longest n-gram matched against the prompt (>= 1).
+    """
+    for name, value in (("prompt_lookup num_tokens", num_tokens), ("prompt_lookup max_ngram_size", max_ngram_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
+    extra = {"prompt_lookup_num_tokens": num_tokens, "max_matching_ngram_size": max_ngram_size}
+    return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, "prompt_lookup", extra)
+
+
+def _generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    sampling: SamplingParams | None,
+    eos_token_id: int | Iterable[int] | None,
+    seed: int,
+    method: str,
+    extra: dict | None = None,
+) -> DecodeResult:
+    sampling = sampling or SamplingParams()
+    validate_max_new_tokens(max_new_tokens)
+    prompt = prompt_ids_as_list(input_ids)
+    stop_ids = sorted(eos_set(eos_token_id))
+    device = model_device(model)
+    # A fresh config: the checkpoint's own generation_config (repetition penalty, default top_k=50,
+    # other EOS ids...) must not leak into the baseline.
+    config = GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        do_sample=sampling.do_sample,
+        temperature=sampling.temperature if sampling.do_sample else None,
+        top_k=sampling.top_k if sampling.do_sample else None,
+        top_p=sampling.top_p if sampling.do_sample else None,
+        eos_token_id=stop_ids or None,
+        pad_token_id=stop_ids[0] if stop_ids else 0,
+        **(extra or {}),
+    )
+    prompt_tensor = torch.tensor([prompt], device=device)
+    counter = _ForwardCounter(model, len(prompt))
+    sync = device_synchronizer(device)
+    torch.manual_seed(seed)
+    with counter:
+        sync()
+        started = time.perf_counter()
+        output = model.generate(
+            prompt_tensor,
+            attention_mask=torch.ones_like(prompt_tensor),
+            generation_config=config,
+        )
+        sync()
+        wall = time.perf_counter() - started
+    tokens = output[0, len(prompt) :].tolist()
+    return DecodeResult(
+        tokens=tokens,
+        steps=counter.calls,
+        accept_lengths=counter.accept_lengths(len(prompt) + len(tokens)),
+        wall_time_s=wall,
+        method=method if not sampling.do_sample else f"{method}_sampling",
+    )
+
+
+class _ForwardCounter:
+    """Counts model forward passes and the cache length each one started from.
+
+    The cache always lags the sequence by one token (the newest token is fed at the next step), so
+    the sequence length after forward k is the cache length seen by forward k+1, plus one.
+    """
+
+    def __init__(self, model: torch.nn.Module, prompt_length: int) -> None:
+        self._model = model
+        self._prompt_length = prompt_length
+        self._cache_key = cache_argument_name(model)
+        self._cache_lengths: list[int] = []
+        self._handle = None
+
+    @property
+    def calls(self) -> int:
+        return len(self._cache_lengths)
+
+    def __enter__(self) -> _ForwardCounter:
+        self._handle = self._model.register_forward_pre_hook(self._record, with_kwargs=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._handle.remove()
+
+    def _record(self, module, args, kwargs) -> None:
+        cache = kwargs.get(self._cache_key, kwargs.get("past_key_values"))
+        self._cache_lengths.append(cache.get_seq_length() if cache is not None else 0)
+
+    def accept_lengths(self, final_length: int) -> list[int]:
+        """Tokens emitted by each forward pass (prefill first); they sum to the new tokens."""
+        lengths_after = [length + 1 for length in self._cache_lengths[1:]] + [final_length]
+        before = [self._prompt_length, *lengths_after[:-1]]
+        return [after - start for after, start in zip(lengths_after, before)]

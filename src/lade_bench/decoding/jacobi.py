@@ -1,0 +1,94 @@
+"""Jacobi decoding without an n-gram pool: the paper's motivating ablation.
+
+Each step feeds cur plus a block of guesses under a plain causal mask, accepts the guesses that equal
+the greedy prediction before them (plus one more token), and uses the predictions for the rest of
+the block as the next guesses (a Jacobi fixed-point iteration).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
+from lade_bench.decoding.params import DecodeResult, DecodingConfigError, validate_max_new_tokens
+from lade_bench.decoding.timing import Stopwatch, cache_argument_name, device_synchronizer, model_device
+from lade_bench.decoding.window import initial_guesses
+
+
+@torch.no_grad()
+def jacobi_generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    *,
+    block_size: int = 7,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+) -> DecodeResult:
+    """Greedy Jacobi decoding with ``block_size`` guesses per step; output equals AR greedy.
+
+    Args:
+        block_size: guessed tokens fed after cur each step (>= 1).
+        seed: seeds the initial guesses (drawn from the prompt) and the refills.
+    """
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise DecodingConfigError(f"jacobi block_size={block_size!r} is not allowed: use an integer >= 1")
+    validate_max_new_tokens(max_new_tokens)
+    prompt = prompt_ids_as_list(input_ids)
+    check_custom_mask_support(model)
+    stop_ids = eos_set(eos_token_id)
+    device = model_device(model)
+    generator = torch.Generator().manual_seed(seed)
+    cache_key = cache_argument_name(model)
+    cache = DynamicCache()
+    forward_clock = Stopwatch(device)
+    sync = device_synchronizer(device)
+
+    def forward(ids: list[int]) -> list[int]:
+        forward_clock.start()
+        output = model(input_ids=torch.tensor([ids], device=device), **{cache_key: cache}, use_cache=True)
+        forward_clock.stop()
+        return output.logits[0].argmax(dim=-1).tolist()
+
+    tokens: list[int] = []
+    accept_lengths: list[int] = []
+
+    def emit(accepted: list[int]) -> bool:
+        kept = accepted[: max_new_tokens - len(tokens)]
+        for i, token in enumerate(kept):
+            if token in stop_ids:
+                kept = kept[: i + 1]
+                break
+        tokens.extend(kept)
+        accept_lengths.append(len(kept))
+        return len(tokens) >= max_new_tokens or kept[-1] in stop_ids
+
+    sync()
+    started = time.perf_counter()
+    finished = emit([forward(prompt)[-1]])
+    guesses = initial_guesses(prompt, block_size, generator)
+    while not finished:
+        predictions = forward([tokens[-1], *guesses])
+        matched = 0
+        while matched < block_size and guesses[matched] == predictions[matched]:
+            matched += 1
+        accepted = predictions[: matched + 1]
+        # The cache holds cur plus all guesses; only cur and the matched guesses are real tokens.
+        cache.crop(-(block_size - matched))
+        # Predictions past the accepted ones are the Jacobi update of the remaining guesses.
+        guesses = predictions[matched + 1 :]
+        guesses += initial_guesses(prompt, block_size - len(guesses), generator)
+        finished = emit(accepted)
+    sync()
+    return DecodeResult(
+        tokens=tokens,
+        steps=len(accept_lengths),
+        accept_lengths=accept_lengths,
+        wall_time_s=time.perf_counter() - started,
+        forward_time_s=forward_clock.total,
+        method="jacobi",
+    )

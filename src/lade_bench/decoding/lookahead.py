@@ -1,0 +1,206 @@
+"""Lookahead decoding: Jacobi window + n-gram pool + verification in one forward pass per step."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
+from lade_bench.decoding.kv_cache import commit_accepted
+from lade_bench.decoding.layout import LayoutCache, StepLayout
+from lade_bench.decoding.params import DecodeResult, LookaheadParams, SamplingParams, validate_max_new_tokens
+from lade_bench.decoding.pool import NGramPool
+from lade_bench.decoding.sampling import build_warpers, warped_probabilities
+from lade_bench.decoding.timing import (
+    Stopwatch,
+    cache_argument_name,
+    device_synchronizer,
+    model_device,
+    model_dtype,
+)
+from lade_bench.decoding.verify import verify_greedy, verify_sampling
+from lade_bench.decoding.window import LookaheadWindow, initial_guesses
+
+
+@torch.no_grad()
+def lookahead_generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    params: LookaheadParams,
+    max_new_tokens: int,
+    *,
+    sampling: SamplingParams | None = None,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+) -> DecodeResult:
+    """Generate up to ``max_new_tokens`` tokens after ``input_ids`` with lookahead decoding.
+
+    Greedy (the default) emits exactly the tokens of ``model.generate(do_sample=False)``; with
+    ``sampling.do_sample`` the output follows the same distribution as autoregressive sampling. One
+    forward pass per step carries the window and up to G pooled candidates under a custom 4D mask.
+
+    Args:
+        model: a decoder-only transformers model using eager or SDPA attention, batch size 1.
+        input_ids: the prompt, a list of ids or a 1 x L / L tensor.
+        params: N, W, G and prompt-as-reference.
+        max_new_tokens: most tokens to generate (>= 1).
+        sampling: greedy when None or ``do_sample=False``.
+        eos_token_id: stop after emitting any of these ids (included in the output).
+        seed: seeds the window initialisation and every sampling draw.
+
+    Returns:
+        DecodeResult; ``steps`` counts the prefill and every lookahead step (one forward each).
+    """
+    sampling = sampling or SamplingParams()
+    validate_max_new_tokens(max_new_tokens)
+    prompt = prompt_ids_as_list(input_ids)
+    check_custom_mask_support(model)
+    stop_ids = eos_set(eos_token_id)
+    return _LookaheadRun(model, prompt, params, max_new_tokens, sampling, stop_ids, seed).run()
+
+
+class _LookaheadRun:
+    """State of one lookahead generation (kept out of module scope: one object per call)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        prompt: list[int],
+        params: LookaheadParams,
+        max_new_tokens: int,
+        sampling: SamplingParams,
+        stop_ids: frozenset[int],
+        seed: int,
+    ) -> None:
+        self.model = model
+        self.prompt = prompt
+        self.params = params
+        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling
+        self.stop_ids = stop_ids
+        self.device = model_device(model)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.warpers = build_warpers(sampling) if sampling.do_sample else None
+        self.layouts = LayoutCache(params.ngram - 1, model_dtype(model), self.device)
+        self.forward_clock = Stopwatch(self.device)
+        self.cache = DynamicCache()
+        self.cache_argument = cache_argument_name(model)
+        self.tokens: list[int] = []
+        # prompt + tokens, kept incrementally because the pool reads n-grams across the boundary.
+        self.sequence: list[int] = list(prompt)
+        self.accept_lengths: list[int] = []
+        self.steps_with_candidates = 0
+        self.steps_with_hit = 0
+
+    def run(self) -> DecodeResult:
+        sync = device_synchronizer(self.device)
+        sync()
+        started = time.perf_counter()
+        finished = self._prefill()
+        if not finished:
+            self._decode()
+        sync()
+        wall = time.perf_counter() - started
+        decode_steps = max(len(self.accept_lengths) - 1, 1)
+        return DecodeResult(
+            tokens=self.tokens,
+            steps=len(self.accept_lengths),
+            accept_lengths=self.accept_lengths,
+            wall_time_s=wall,
+            forward_time_s=self.forward_clock.total,
+            method="lookahead_sampling" if self.sampling.do_sample else "lookahead",
+            stats={
+                "pool_hit_rate": self.steps_with_hit / decode_steps,
+                "steps_with_candidates": float(self.steps_with_candidates),
+                "steps_with_hit": float(self.steps_with_hit),
+            },
+        )
+
+    def _forward(self, ids: list[int], **kwargs) -> torch.Tensor:
+        """One model forward on top of the cache; returns the kept logits, shape (rows, V)."""
+        input_tensor = torch.tensor([ids], device=self.device)
+        self.forward_clock.start()
+        output = self.model(input_ids=input_tensor, **{self.cache_argument: self.cache}, use_cache=True, **kwargs)
+        self.forward_clock.stop()
+        return output.logits[0]
+
+    def _prefill(self) -> bool:
+        logits = self._forward(self.prompt, logits_to_keep=1)
+        if self.warpers is None:
+            first = int(logits[-1].argmax())
+        else:
+            probabilities = warped_probabilities(logits[-1], self.warpers)
+            first = int(torch.multinomial(probabilities.cpu(), 1, generator=self.generator))
+        return self._emit([first])
+
+    def _decode(self) -> None:
+        n, w, g = self.params.ngram, self.params.window, self.params.guesses
+        pool = NGramPool(length=n - 1, cap=g)
+        if self.params.prompt_as_reference:
+            pool.add_ngrams_of(self.sequence)
+        window = LookaheadWindow(n, w, initial_guesses(self.prompt, w + n - 3, self.generator))
+        while True:
+            cur = self.tokens[-1]
+            position = len(self.sequence) - 1
+            candidates = pool.candidates(cur)
+            layout = self.layouts.get(window.num_levels, window.num_columns, len(candidates))
+            step_ids = window.input_tokens(cur)
+            for candidate in candidates:
+                step_ids.extend(candidate)
+            logits = self._forward(
+                step_ids,
+                attention_mask=self._attention_mask(layout, position),
+                position_ids=(layout.position_offsets + position)[None, :],
+                logits_to_keep=layout.logit_rows,
+            )
+            predictions = logits.argmax(dim=-1).tolist()
+            if self.warpers is None:
+                accepted, winner, matched = verify_greedy(predictions, candidates, layout.candidate_rows)
+            else:
+                accepted, winner, matched = verify_sampling(
+                    lambda row: warped_probabilities(logits[row], self.warpers),
+                    candidates,
+                    layout.candidate_rows,
+                    self.generator,
+                )
+            self.steps_with_candidates += bool(candidates)
+            self.steps_with_hit += matched > 0
+
+            last_level = [predictions[r] for r in layout.last_level_rows]
+            for ngram in window.ngrams(cur, last_level):
+                pool.add(ngram[0], ngram[1:])
+            window.update(last_level)
+
+            first_candidate_token = layout.candidate_offset + winner * (n - 1)
+            kept = [first_candidate_token + t for t in range(matched)]
+            commit_accepted(self.cache, position, layout.num_tokens, kept)
+
+            emitted_from = len(self.sequence)
+            finished = self._emit(accepted)
+            if self.params.prompt_as_reference:
+                pool.add_ngrams_of(self.sequence, first_end=emitted_from)
+            if finished:
+                return
+
+    def _attention_mask(self, layout: StepLayout, position: int) -> torch.Tensor:
+        """(1, 1, q, position + q) additive mask: the whole cache is visible, then the step block."""
+        q = layout.num_tokens
+        mask = torch.zeros((1, 1, q, position + q), dtype=layout.mask_block.dtype, device=self.device)
+        mask[0, 0, :, position:] = layout.mask_block
+        return mask
+
+    def _emit(self, accepted: list[int]) -> bool:
+        """Append this step's tokens, cut at EOS and the budget; True when generation is over."""
+        budget = self.max_new_tokens - len(self.tokens)
+        kept = accepted[:budget]
+        for i, token in enumerate(kept):
+            if token in self.stop_ids:
+                kept = kept[: i + 1]
+                break
+        self.tokens.extend(kept)
+        self.sequence.extend(kept)
+        self.accept_lengths.append(len(kept))
+        return len(self.tokens) >= self.max_new_tokens or kept[-1] in self.stop_ids

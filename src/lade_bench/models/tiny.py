@@ -1,0 +1,108 @@
+"""Tiny randomly initialised models of several architectures, for CPU tests (token-id level API).
+
+They are real transformers model classes with small configs: exactly the code paths (attention,
+rotary/absolute positions, caches) that full-size checkpoints of the same family run.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    GPTNeoXConfig,
+    LlamaConfig,
+    MistralConfig,
+    Phi3Config,
+    PretrainedConfig,
+    Qwen2Config,
+    Qwen3Config,
+)
+
+# Special ids inside the tiny vocabulary (the configs' defaults point past it).
+_SPECIAL = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+_COMMON = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, **_SPECIAL)
+
+
+def _llama(vocab: int, positions: int) -> PretrainedConfig:
+    return LlamaConfig(vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, **_COMMON)
+
+
+def _qwen2(vocab: int, positions: int) -> PretrainedConfig:
+    return Qwen2Config(
+        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, use_sliding_window=False,
+        **_COMMON,
+    )
+
+
+def _qwen3(vocab: int, positions: int) -> PretrainedConfig:
+    return Qwen3Config(
+        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, head_dim=8,
+        use_sliding_window=False, **_COMMON,
+    )
+
+
+def _mistral(vocab: int, positions: int) -> PretrainedConfig:
+    return MistralConfig(
+        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, sliding_window=None,
+        **_COMMON,
+    )
+
+
+def _phi3(vocab: int, positions: int) -> PretrainedConfig:
+    return Phi3Config(
+        vocab_size=vocab, max_position_embeddings=positions, original_max_position_embeddings=positions,
+        num_key_value_heads=2, sliding_window=None, **_COMMON,
+    )
+
+
+def _gpt2(vocab: int, positions: int) -> PretrainedConfig:
+    return GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=32, n_layer=2, n_head=4, n_inner=64, **_SPECIAL
+    )
+
+
+def _gpt_neox(vocab: int, positions: int) -> PretrainedConfig:
+    return GPTNeoXConfig(vocab_size=vocab, max_position_embeddings=positions, **_COMMON)
+
+
+TINY_ARCHITECTURES = {
+    "llama": _llama,
+    "qwen2": _qwen2,
+    "qwen3": _qwen3,
+    "mistral": _mistral,
+    "phi3": _phi3,
+    "gpt2": _gpt2,
+    "gpt_neox": _gpt_neox,
+}
+
+
+def tiny_model(
+    architecture: str,
+    *,
+    vocab_size: int = 128,
+    max_positions: int = 512,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    attn_implementation: str = "sdpa",
+    init_scale: float = 1.0,
+) -> torch.nn.Module:
+    """A randomly initialised causal LM of ``architecture`` (one of TINY_ARCHITECTURES), in eval mode.
+
+    float64 is the default because exactness tests compare argmaxes: at float32 the 1e-7 differences
+    between a multi-branch forward and single-token decoding can flip a near tie in a random model.
+    ``init_scale`` multiplies all weights; larger values give peakier next-token distributions, which
+    makes n-gram guesses (and so the verification paths) hit more often.
+    """
+    if architecture not in TINY_ARCHITECTURES:
+        raise ValueError(
+            f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}"
+        )
+    config = TINY_ARCHITECTURES[architecture](vocab_size, max_positions)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+    if init_scale != 1.0:
+        with torch.no_grad():
+            for parameter in model.parameters():
+                if parameter.dim() > 1:
+                    parameter.mul_(init_scale)
+    return model.to(dtype).eval()
