@@ -9,7 +9,12 @@ import torch
 from transformers import GenerationConfig
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
-from lade_bench.decoding.params import DecodeResult, DecodingConfigError, SamplingParams, validate_max_new_tokens
+from lade_bench.decoding.params import (
+    DecodeResult,
+    DecodingConfigError,
+    SamplingParams,
+    validate_max_new_tokens,
+)
 from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
 
 
@@ -80,7 +85,8 @@ def _generate(
         temperature=sampling.temperature if sampling.do_sample else None,
         top_k=sampling.top_k if sampling.do_sample else None,
         top_p=sampling.top_p if sampling.do_sample else None,
-        eos_token_id=stop_ids or None,
+        # An empty list (not None) stops generate from falling back to the checkpoint's own EOS.
+        eos_token_id=stop_ids,
         pad_token_id=stop_ids[0] if stop_ids else 0,
         **(extra or {}),
     )
@@ -141,4 +147,4 @@ class _ForwardCounter:
         """Tokens emitted by each forward pass (prefill first); they sum to the new tokens."""
         lengths_after = [length + 1 for length in self._cache_lengths[1:]] + [final_length]
         before = [self._prompt_length, *lengths_after[:-1]]
-        return [after - start for after, start in zip(lengths_after, before)]
+        return [after - start for after, start in zip(lengths_after, before, strict=True)]

@@ -38,9 +38,7 @@ def prompt_ids_as_list(input_ids: Sequence[int] | torch.Tensor) -> list[int]:
     else:
         ids = list(input_ids)
         if ids and isinstance(ids[0], (list, tuple)):
-            raise DecodingConfigError(
-                f"a batch of {len(ids)} prompts is not supported: pass one prompt (batch size 1)"
-            )
+            raise DecodingConfigError(f"a batch of {len(ids)} prompts is not supported: pass one prompt (batch size 1)")
         ids = [int(t) for t in ids]
     if not ids:
         raise DecodingConfigError("the prompt is empty: give at least one token id")

@@ -57,9 +57,7 @@ def build_step_layout(
     level = torch.arange(levels).repeat_interleave(columns)
     column = torch.arange(columns).repeat(levels)
     sees_level0_prefix = (level[None, :] == 0) & (column[None, :] <= column[:, None])
-    sees_trajectory = (
-        (level[None, :] >= 1) & (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
-    )
+    sees_trajectory = (level[None, :] >= 1) & (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
     window_allowed = sees_level0_prefix | sees_trajectory
 
     chain = torch.arange(candidate_length)
@@ -110,8 +108,6 @@ class LayoutCache:
         key = (levels, columns, candidates)
         layout = self._layouts.get(key)
         if layout is None:
-            layout = build_step_layout(
-                levels, columns, candidates, self._candidate_length, self._dtype, self._device
-            )
+            layout = build_step_layout(levels, columns, candidates, self._candidate_length, self._dtype, self._device)
             self._layouts[key] = layout
         return layout

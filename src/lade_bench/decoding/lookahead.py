@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Sequence
 
@@ -161,7 +162,7 @@ class _LookaheadRun:
                 accepted, winner, matched = verify_greedy(predictions, candidates, layout.candidate_rows)
             else:
                 accepted, winner, matched = verify_sampling(
-                    lambda row: warped_probabilities(logits[row], self.warpers),
+                    functools.partial(self._probabilities, logits),
                     candidates,
                     layout.candidate_rows,
                     self.generator,
@@ -184,6 +185,10 @@ class _LookaheadRun:
                 pool.add_ngrams_of(self.sequence, first_end=emitted_from)
             if finished:
                 return
+
+    def _probabilities(self, logits: torch.Tensor, row: int) -> torch.Tensor:
+        """Warped target distribution of logit row ``row`` (a fresh tensor: verification edits it)."""
+        return warped_probabilities(logits[row], self.warpers)
 
     def _attention_mask(self, layout: StepLayout, position: int) -> torch.Tensor:
         """(1, 1, q, position + q) additive mask: the whole cache is visible, then the step block."""

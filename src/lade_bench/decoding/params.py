@@ -73,11 +73,7 @@ class SamplingParams:
                 "(for greedy decoding set do_sample=false instead of temperature 0)"
             )
         _require_int("top_k", self.top_k, minimum=0)
-        if (
-            isinstance(self.top_p, bool)
-            or not isinstance(self.top_p, (int, float))
-            or not (0 < self.top_p <= 1)
-        ):
+        if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not (0 < self.top_p <= 1):
             raise DecodingConfigError(f"top_p={self.top_p!r} is not allowed: use a number in (0, 1]")
 
 

@@ -33,7 +33,7 @@ def verify_greedy(
         rows = candidate_rows[i]
         expected = first
         matched = 0
-        for token, row in zip(candidate, rows):
+        for token, row in zip(candidate, rows, strict=True):
             if token != expected:
                 break
             expected = predictions[row]

@@ -57,9 +57,7 @@ class LookaheadWindow:
         if not self.is_full:
             return []
         columns = [[cur, *self.levels[0]], *self.levels[1:]]
-        return [
-            [level[j] for level in columns] + [last_level_predictions[j]] for j in range(self.num_columns)
-        ]
+        return [[level[j] for level in columns] + [last_level_predictions[j]] for j in range(self.num_columns)]
 
     def update(self, last_level_predictions: Sequence[int]) -> None:
         """Jacobi update with the argmax predictions of the last level's C rows (in column order)."""

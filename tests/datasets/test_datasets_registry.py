@@ -1,0 +1,81 @@
+"""Registry behaviour: names, errors, splits, ids."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lade_bench.datasets import (
+    TASKS,
+    Sample,
+    UnknownDatasetError,
+    available_datasets,
+    get_spec,
+    load_dataset_samples,
+)
+
+ALL = ["classeval", "cnn_dailymail", "gsm8k", "humaneval", "mbpp", "mt_bench", "xsum"]
+
+
+def test_all_seven_datasets_are_registered():
+    assert available_datasets() == ALL
+    assert {get_spec(n).task for n in ALL} == set(TASKS)
+
+
+def test_unknown_name_lists_valid_names_and_suggests_one():
+    with pytest.raises(UnknownDatasetError) as info:
+        load_dataset_samples("gsm8")
+    message = str(info.value)
+    assert "Did you mean 'gsm8k'?" in message
+    assert all(name in message for name in ALL)
+    with pytest.raises(UnknownDatasetError, match="Valid names") as info:
+        load_dataset_samples("imagenet")
+    assert "Did you mean" not in str(info.value)
+
+
+def test_missing_path_is_named(tmp_path):
+    missing = tmp_path / "nope" / "gsm8k_test.jsonl"
+    with pytest.raises(FileNotFoundError, match="gsm8k_test.jsonl.*does not exist"):
+        load_dataset_samples("gsm8k", path=str(missing))
+    with pytest.raises(FileNotFoundError, match="is a directory"):
+        load_dataset_samples("gsm8k", path=str(tmp_path))
+
+
+def test_split_rules(fixtures_dir):
+    with pytest.raises(ValueError, match="has split"):
+        load_dataset_samples("humaneval", split="train")
+    with pytest.raises(ValueError, match="single split"):
+        load_dataset_samples("mbpp", path=str(fixtures_dir / "mbpp_sample.jsonl"), split="train")
+    # Naming the default split explicitly is fine (configs may always carry it).
+    assert len(load_dataset_samples("mbpp", path=str(fixtures_dir / "mbpp_sample.jsonl"), split="test")) == 5
+
+
+def test_bad_limit():
+    with pytest.raises(ValueError, match="limit"):
+        load_dataset_samples("mt_bench", limit=-1)
+
+
+def test_wrong_schema_names_file_record_and_fields(fixtures_dir):
+    # A CNN/DM file given as MBPP: the first record lacks MBPP's fields.
+    with pytest.raises(ValueError, match=r"cnn_dailymail_sample.jsonl: record 0 lacks field\(s\) \['task_id'"):
+        load_dataset_samples("mbpp", path=str(fixtures_dir / "cnn_dailymail_sample.jsonl"))
+
+
+def test_duplicate_ids_are_refused(tmp_path):
+    row = {"id": "1", "document": "Some text.", "summary": "Text."}
+    path = tmp_path / "dup.jsonl"
+    path.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(ValueError, match=r"duplicate sample ids \['1'\]"):
+        load_dataset_samples("xsum", path=str(path))
+
+
+def test_sample_validation_and_immutability():
+    sample = Sample(sample_id="x", turns=["hi"], reference=None, task="chat")
+    assert sample.turns == ("hi",) and sample.payload == {} and sample.completion_prefix == ""
+    with pytest.raises(AttributeError):
+        sample.reference = "y"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="task"):
+        Sample(sample_id="x", turns=("hi",), reference=None, task="vision")
+    with pytest.raises(ValueError, match="turns"):
+        Sample(sample_id="x", turns=(), reference=None, task="chat")

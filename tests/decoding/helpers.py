@@ -1,0 +1,26 @@
+"""Small helpers for the decoding tests."""
+
+from __future__ import annotations
+
+import torch
+
+
+def repetitive_prompt(length: int, seed: int, vocab: int = 128) -> list[int]:
+    """A prompt with repeated spans, so that prompt-as-reference n-grams exist."""
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.randint(3, vocab, (max(1, length // 2 + 1),), generator=generator).tolist()
+    return (base * 3)[:length]
+
+
+class ForwardCounter:
+    """Counts forward calls of a model (to prove checks run before any forward pass)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.calls = 0
+        self._handle = model.register_forward_pre_hook(self._count)
+
+    def _count(self, *_):
+        self.calls += 1
+
+    def remove(self) -> None:
+        self._handle.remove()

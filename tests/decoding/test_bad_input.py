@@ -1,0 +1,107 @@
+"""Bad parameters and unsupported models fail with a clear message before any forward pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, MistralConfig
+
+from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
+from lade_bench.decoding.checks import UnsupportedModelError
+from lade_bench.decoding.jacobi import jacobi_generate
+from lade_bench.decoding.lookahead import lookahead_generate
+from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.models.tiny import tiny_model
+
+from .helpers import ForwardCounter
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"ngram": 1}, "ngram (N)=1 is not allowed: use an integer >= 2"),
+        ({"window": 0}, "window (W)=0 is not allowed: use an integer >= 1"),
+        ({"guesses": -1}, "guesses (G)=-1 is not allowed: use an integer >= 0"),
+        ({"ngram": 2.5}, "ngram (N)=2.5"),
+        ({"prompt_as_reference": "yes"}, "prompt_as_reference='yes'"),
+    ],
+)
+def test_lookahead_params_reject(kwargs, fragment):
+    with pytest.raises(DecodingConfigError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        LookaheadParams(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"do_sample": True, "temperature": 0.0}, "temperature=0.0 is not allowed"),
+        ({"do_sample": True, "top_p": 1.5}, r"top_p=1.5 is not allowed: use a number in \(0, 1\]"),
+        ({"do_sample": True, "top_k": -3}, "top_k=-3 is not allowed"),
+    ],
+)
+def test_sampling_params_reject(kwargs, fragment):
+    with pytest.raises(DecodingConfigError, match=fragment):
+        SamplingParams(**kwargs)
+
+
+@pytest.fixture()
+def counted_model():
+    model = tiny_model("llama", seed=0)
+    counter = ForwardCounter(model)
+    yield model, counter
+    counter.remove()
+
+
+@pytest.mark.parametrize(
+    ("call", "fragment"),
+    [
+        (lambda m: lookahead_generate(m, [1, 2, 3], LookaheadParams(), 0), "max_new_tokens=0 is not allowed"),
+        (lambda m: lookahead_generate(m, [], LookaheadParams(), 5), "the prompt is empty"),
+        (lambda m: lookahead_generate(m, torch.ones(2, 4, dtype=torch.long), LookaheadParams(), 5), "batch size 2"),
+        (lambda m: lookahead_generate(m, [[1, 2], [3, 4]], LookaheadParams(), 5), "a batch of 2 prompts"),
+        (lambda m: autoregressive_generate(m, [1, 2], -1), "max_new_tokens=-1"),
+        (lambda m: prompt_lookup_generate(m, [1, 2], 5, num_tokens=0), "num_tokens=0"),
+        (lambda m: jacobi_generate(m, [1, 2], 5, block_size=0), "block_size=0"),
+        (lambda m: jacobi_generate(m, [], 5), "the prompt is empty"),
+    ],
+)
+def test_bad_calls_fail_before_forward(counted_model, call, fragment):
+    model, counter = counted_model
+    with pytest.raises(DecodingConfigError, match=fragment):
+        call(model)
+    assert counter.calls == 0
+
+
+def test_flash_attention_is_refused_before_forward(counted_model):
+    model, counter = counted_model
+    model.config._attn_implementation = "flash_attention_2"
+    try:
+        with pytest.raises(
+            UnsupportedModelError, match=r"attn_implementation='flash_attention_2'.*\['eager', 'sdpa'\]"
+        ):
+            lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
+    finally:
+        model.config._attn_implementation = "sdpa"
+    assert counter.calls == 0
+
+
+def test_sliding_window_model_is_refused_before_forward():
+    config = MistralConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=16,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    model = AutoModelForCausalLM.from_config(config).eval()
+    counter = ForwardCounter(model)
+    with pytest.raises(UnsupportedModelError, match="sliding_window=16"):
+        lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
+    with pytest.raises(UnsupportedModelError, match="sliding_window=16"):
+        jacobi_generate(model, [1, 2, 3], 5)
+    assert counter.calls == 0

@@ -1,0 +1,108 @@
+"""Lookahead greedy (and Jacobi, prompt lookup) emit exactly AR greedy's tokens."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
+from lade_bench.decoding.jacobi import jacobi_generate
+from lade_bench.decoding.lookahead import lookahead_generate
+from lade_bench.decoding.params import LookaheadParams
+from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
+
+from .helpers import repetitive_prompt
+
+CONFIGS = [
+    LookaheadParams(5, 7, 7),
+    LookaheadParams(2, 1, 0),  # N=2 crashes the official code
+    LookaheadParams(2, 4, 3),
+    LookaheadParams(3, 1, 2, prompt_as_reference=False),  # W=1: minimal lookahead
+    LookaheadParams(4, 5, 1),  # G=1: tiny verification
+    LookaheadParams(7, 3, 12),
+    LookaheadParams(5, 7, 0, prompt_as_reference=False),  # no verification at all
+]
+
+
+@pytest.mark.parametrize("arch", sorted(TINY_ARCHITECTURES))
+@pytest.mark.parametrize(
+    "params", CONFIGS, ids=lambda p: f"N{p.ngram}W{p.window}G{p.guesses}R{int(p.prompt_as_reference)}"
+)
+def test_lookahead_greedy_equals_ar_greedy(tiny_models, arch, params):
+    model = tiny_models[arch]
+    prompt = repetitive_prompt(40, seed=zlib.crc32(arch.encode()) % 1000)
+    reference = autoregressive_generate(model, prompt, 80)
+    result = lookahead_generate(model, prompt, params, 80, seed=3)
+    assert result.tokens == reference.tokens
+    assert sum(result.accept_lengths) == len(result.tokens) == 80
+    assert result.steps == len(result.accept_lengths)
+    assert all(1 <= n <= params.ngram for n in result.accept_lengths)
+
+
+def test_lookahead_actually_accepts_guesses(tiny_models):
+    """The exactness tests above would be trivial if no guess were ever accepted."""
+    accepted_multi = 0
+    for arch, model in tiny_models.items():
+        prompt = repetitive_prompt(40, seed=zlib.crc32(arch.encode()) % 1000)
+        result = lookahead_generate(model, prompt, LookaheadParams(5, 7, 7), 80)
+        accepted_multi += sum(n > 1 for n in result.accept_lengths)
+        assert result.compression_ratio >= 1.0
+    assert accepted_multi > 20
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa"])
+def test_both_mask_capable_attention_implementations(attn):
+    model = tiny_model("llama", init_scale=3.0, seed=1, attn_implementation=attn)
+    prompt = repetitive_prompt(30, seed=5)
+    reference = autoregressive_generate(model, prompt, 60)
+    assert lookahead_generate(model, prompt, LookaheadParams(4, 5, 5), 60).tokens == reference.tokens
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "phi3"])
+@pytest.mark.parametrize("block", [1, 4, 9])
+def test_jacobi_equals_ar_greedy(tiny_models, arch, block):
+    model = tiny_models[arch]
+    prompt = repetitive_prompt(25, seed=11)
+    reference = autoregressive_generate(model, prompt, 50)
+    result = jacobi_generate(model, prompt, 50, block_size=block)
+    assert result.tokens == reference.tokens
+    assert sum(result.accept_lengths) == 50 and result.steps == len(result.accept_lengths)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_prompt_lookup_equals_ar_greedy_and_counts_steps(tiny_models, arch):
+    model = tiny_models[arch]
+    prompt = repetitive_prompt(40, seed=2)
+    reference = autoregressive_generate(model, prompt, 60)
+    result = prompt_lookup_generate(model, prompt, 60, num_tokens=5)
+    assert result.tokens == reference.tokens
+    assert sum(result.accept_lengths) == 60
+    assert result.steps == len(result.accept_lengths) <= 60
+
+
+def test_ar_counts_one_step_per_token(tiny_models):
+    result = autoregressive_generate(tiny_models["llama"], [5, 6, 7], 17)
+    assert result.steps == 17 and result.accept_lengths == [1] * 17 and result.compression_ratio == 1.0
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt_neox"])
+def test_eos_mid_run_truncates_exactly(tiny_models, arch):
+    model = tiny_models[arch]
+    prompt = repetitive_prompt(30, seed=4)
+    free_run = autoregressive_generate(model, prompt, 60).tokens
+    eos = free_run[37]
+    reference = autoregressive_generate(model, prompt, 60, eos_token_id=eos)
+    assert reference.tokens[-1] == eos and len(reference.tokens) <= 38
+    for params in CONFIGS:
+        result = lookahead_generate(model, prompt, params, 60, eos_token_id=eos)
+        assert result.tokens == reference.tokens, params
+    assert jacobi_generate(model, prompt, 60, eos_token_id=eos, block_size=5).tokens == reference.tokens
+
+
+def test_same_seed_same_run(tiny_models):
+    model = tiny_models["qwen2"]
+    prompt = repetitive_prompt(30, seed=9)
+    a = lookahead_generate(model, prompt, LookaheadParams(4, 6, 6), 50, seed=123)
+    b = lookahead_generate(model, prompt, LookaheadParams(4, 6, 6), 50, seed=123)
+    assert a.tokens == b.tokens and a.accept_lengths == b.accept_lengths

