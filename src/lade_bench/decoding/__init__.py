@@ -1,0 +1,25 @@
+"""The decoding engine: pure functions of (model, prompt ids, parameters), no Hydra and no file I/O.
+
+Every method returns a :class:`DecodeResult` with the generated ids and per-step statistics, counted
+the same way for all of them (``steps`` = forward passes, prefill included).
+"""
+
+from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
+from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION, UnsupportedModelError, check_custom_mask_support
+from lade_bench.decoding.jacobi import jacobi_generate
+from lade_bench.decoding.lookahead import lookahead_generate
+from lade_bench.decoding.params import DecodeResult, DecodingConfigError, LookaheadParams, SamplingParams
+
+__all__ = [
+    "MASK_CAPABLE_ATTENTION",
+    "DecodeResult",
+    "DecodingConfigError",
+    "LookaheadParams",
+    "SamplingParams",
+    "UnsupportedModelError",
+    "autoregressive_generate",
+    "check_custom_mask_support",
+    "jacobi_generate",
+    "lookahead_generate",
+    "prompt_lookup_generate",
+]
