@@ -1,0 +1,192 @@
+"""Engine benchmark: AR vs lookahead (several N, W, G) vs prompt lookup on the embedded model.
+
+    python -m lade_bench.bench [--prompts 4] [--max-new-tokens 96] [--lookahead 5,7,7 3,2,2] ...
+
+Arms are alternated per prompt (rotating order) in one process after a warm-up, so drift and noise
+hit every arm alike. Speed is reported as ratios between arms, never as absolute thresholds.
+Prints a table and writes the per-generation records plus the table as JSON under --output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+from lade_bench.datasets import load_dataset_samples, render_prompt
+from lade_bench.decoding import (
+    DecodeResult,
+    LookaheadParams,
+    autoregressive_generate,
+    jacobi_generate,
+    lookahead_generate,
+    prompt_lookup_generate,
+)
+from lade_bench.models.embedded import load_embedded_smollm2
+from lade_bench.results._atomic import atomic_write_json
+
+Arm = Callable[[list[int]], DecodeResult]
+
+
+@dataclass
+class ArmSummary:
+    """Aggregates of one arm over all prompts (ratios of sums, as the paper reports them)."""
+
+    arm: str
+    tokens_per_s: float
+    speedup_vs_ar: float
+    compression_ratio: float
+    outside_forward_share: float
+    matches_ar: float
+
+
+def parse_lookahead(text: str) -> LookaheadParams:
+    """Parse ``N,W,G`` into LookaheadParams (validated: a bad value names itself)."""
+    try:
+        n, w, g = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--lookahead {text!r}: use N,W,G, e.g. 5,7,7") from None
+    return LookaheadParams(n, w, g)
+
+
+def build_arms(
+    model, eos: int | None, max_new_tokens: int, configs: list[LookaheadParams], jacobi: bool
+) -> dict[str, Arm]:
+    """Name -> function(prompt ids) for every arm of the benchmark; "ar" first (the reference)."""
+    arms: dict[str, Arm] = {
+        "ar": lambda ids: autoregressive_generate(model, ids, max_new_tokens, eos_token_id=eos),
+        "prompt_lookup": lambda ids: prompt_lookup_generate(model, ids, max_new_tokens, eos_token_id=eos),
+    }
+    for params in configs:
+        name = f"lookahead N={params.ngram} W={params.window} G={params.guesses}"
+        arms[name] = lambda ids, p=params: lookahead_generate(model, ids, p, max_new_tokens, eos_token_id=eos)
+    if jacobi:
+        arms["jacobi (no pool) W=7"] = lambda ids: jacobi_generate(model, ids, max_new_tokens, eos_token_id=eos)
+    return arms
+
+
+def run_benchmark(arms: dict[str, Arm], prompts: list[list[int]], warmup: int) -> dict[str, list[DecodeResult]]:
+    """Run every arm on every prompt, rotating the arm order per prompt; returns results per arm."""
+    names = list(arms)
+    for name in names:
+        for _ in range(warmup):
+            arms[name](prompts[0])
+    results: dict[str, list[DecodeResult]] = {name: [] for name in names}
+    for index, prompt in enumerate(tqdm(prompts, desc="prompts", unit="prompt")):
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(arms[name](prompt))
+    return results
+
+
+def summarise(results: dict[str, list[DecodeResult]]) -> list[ArmSummary]:
+    """Per-arm ratios of sums against the AR arm."""
+    ar = results["ar"]
+    ar_time = sum(r.wall_time_s for r in ar)
+    rows = []
+    for name, runs in results.items():
+        wall = sum(r.wall_time_s for r in runs)
+        forward = sum(r.forward_time_s for r in runs)
+        rows.append(
+            ArmSummary(
+                arm=name,
+                tokens_per_s=sum(r.new_tokens for r in runs) / wall,
+                speedup_vs_ar=ar_time / wall,
+                compression_ratio=sum(r.new_tokens for r in runs) / sum(r.steps for r in runs),
+                outside_forward_share=(wall - forward) / wall if forward == forward else float("nan"),
+                matches_ar=sum(r.tokens == a.tokens for r, a in zip(runs, ar, strict=True)) / len(runs),
+            )
+        )
+    return rows
+
+
+def render_table(rows: list[ArmSummary], title: str) -> Table:
+    """The summary as a rich table."""
+    table = Table(title=title)
+    for header in ("arm", "tokens/s", "speedup vs AR", "compression", "time outside forward", "matches AR"):
+        table.add_column(header, justify="left" if header == "arm" else "right")
+    for row in rows:
+        outside = (
+            "n/a (generate)"
+            if row.outside_forward_share != row.outside_forward_share
+            else f"{row.outside_forward_share:.1%}"
+        )
+        table.add_row(
+            row.arm,
+            f"{row.tokens_per_s:.1f}",
+            f"{row.speedup_vs_ar:.2f}x",
+            f"{row.compression_ratio:.2f}",
+            outside,
+            f"{row.matches_ar:.0%}",
+        )
+    return table
+
+
+def main(argv: list[str] | None = None) -> Path:
+    """Command-line entry point; returns the path of the JSON report."""
+    parser = argparse.ArgumentParser(prog="python -m lade_bench.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", type=int, default=4, help="MT-Bench first-turn prompts to run (default 4)")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument(
+        "--lookahead",
+        type=parse_lookahead,
+        nargs="+",
+        default=None,
+        metavar="N,W,G",
+        help="lookahead configurations (default: 5,7,7 4,3,3 3,2,2 2,4,4)",
+    )
+    parser.add_argument("--jacobi", action="store_true", help="also run Jacobi decoding without the pool")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument(
+        "--cache-dir", default=None, help="where the converted model lives (default ~/.cache/lade_bench)"
+    )
+    parser.add_argument("--output", default="runs/bench", help="folder for the JSON report (default runs/bench)")
+    args = parser.parse_args(argv)
+    configs = args.lookahead or [parse_lookahead(c) for c in ("5,7,7", "4,3,3", "3,2,2", "2,4,4")]
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=130)  # logs and CI: keep the table on one line per arm
+    output_dir = Path(args.output).resolve()
+    console.print(f"Engine benchmark; the report will be written under {output_dir}")
+    model, tokenizer = load_embedded_smollm2(args.cache_dir, dtype=getattr(torch, args.dtype), device=args.device)
+    samples = load_dataset_samples("mt_bench", limit=args.prompts)
+    prompts = [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
+    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, args.jacobi)
+    started = time.time()
+    results = run_benchmark(arms, prompts, args.warmup)
+    rows = summarise(results)
+    device = (
+        torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else platform.processor() or "cpu"
+    )
+    title = (
+        f"SmolLM2-135M-Instruct, {len(prompts)} MT-Bench prompts, {args.max_new_tokens} new tokens max, "
+        f"{args.dtype} on {device} ({torch.get_num_threads()} threads)"
+    )
+    console.print(render_table(rows, title))
+    report = {
+        "title": title,
+        "args": {k: (str(v) if k == "lookahead" else v) for k, v in vars(args).items()},
+        "elapsed_s": time.time() - started,
+        "summary": [asdict(row) for row in rows],
+        "runs": {name: [asdict(r) for r in runs] for name, runs in results.items()},
+    }
+    path = output_dir / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, report)
+    console.print(f"report: {path}")
+    return path
+
+
+if __name__ == "__main__":
+    main()

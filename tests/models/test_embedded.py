@@ -1,0 +1,75 @@
+"""The embedded SmolLM2: offline conversion, and exact lookahead on real chat prompts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from lade_bench import bench
+from lade_bench.datasets import load_dataset_samples, render_prompt
+from lade_bench.decoding import LookaheadParams, autoregressive_generate, lookahead_generate
+from lade_bench.decoding.hf_generate import lookahead_custom_generate
+
+pytestmark = pytest.mark.slow
+
+
+def test_converted_model_has_the_documented_shape(smollm2):
+    model, tokenizer = smollm2
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert model.config.num_hidden_layers == 30 and model.config.hidden_size == 576
+    assert model.config.vocab_size == 49152 and len(tokenizer) == 49152
+    assert tokenizer.chat_template and tokenizer.eos_token_id is not None
+    assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
+
+
+def test_greedy_story_is_coherent_text(smollm2):
+    model, tokenizer = smollm2
+    ids = tokenizer("Once upon a time, there was a little", add_special_tokens=False)["input_ids"]
+    result = autoregressive_generate(model, ids, 8)
+    assert "girl named" in tokenizer.decode(result.tokens)
+
+
+@pytest.fixture(scope="module")
+def chat_prompts(smollm2):
+    _, tokenizer = smollm2
+    samples = load_dataset_samples("mt_bench", limit=2)
+    return [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [LookaheadParams(5, 7, 7), LookaheadParams(2, 3, 3), LookaheadParams(4, 5, 2, prompt_as_reference=False)],
+    ids=lambda p: f"N{p.ngram}W{p.window}G{p.guesses}R{int(p.prompt_as_reference)}",
+)
+def test_lookahead_equals_ar_greedy_on_mt_bench_prompts(smollm2, chat_prompts, params):
+    model, tokenizer = smollm2
+    for prompt in chat_prompts:
+        reference = autoregressive_generate(model, prompt, 40, eos_token_id=tokenizer.eos_token_id)
+        result = lookahead_generate(model, prompt, params, 40, eos_token_id=tokenizer.eos_token_id)
+        assert result.tokens == reference.tokens, tokenizer.decode(reference.tokens)
+
+
+def test_lookahead_through_transformers_generate(smollm2, chat_prompts):
+    model, _ = smollm2
+    prompt = torch.tensor([chat_prompts[0]])
+    kwargs = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=24, do_sample=False)
+    reference = model.generate(prompt, **kwargs)
+    result = model.generate(
+        prompt, custom_generate=lookahead_custom_generate, lookahead=LookaheadParams(4, 4, 4), **kwargs
+    )
+    assert result.tolist() == reference.tolist()
+
+
+def test_bench_command_runs_and_reports(tmp_path):
+    """The benchmark command end to end (its speed numbers are reported, not asserted)."""
+    path = bench.main(
+        ["--prompts", "1", "--max-new-tokens", "8", "--lookahead", "3,2,2", "--warmup", "0", "--output", str(tmp_path)]
+    )
+    report = json.loads(path.read_text())
+    arms = {row["arm"]: row for row in report["summary"]}
+    assert set(arms) == {"ar", "prompt_lookup", "lookahead N=3 W=2 G=2"}
+    assert all(row["matches_ar"] == 1.0 for row in arms.values())
+    assert arms["ar"]["compression_ratio"] == 1.0
+    assert 0.0 <= arms["lookahead N=3 W=2 G=2"]["outside_forward_share"] < 1.0
