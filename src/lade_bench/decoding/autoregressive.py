@@ -11,8 +11,8 @@ from transformers import GenerationConfig
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
 from lade_bench.decoding.params import (
     DecodeResult,
-    DecodingConfigError,
     SamplingParams,
+    require_int,
     validate_max_new_tokens,
 )
 from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
@@ -54,9 +54,8 @@ def prompt_lookup_generate(
         num_tokens: tokens copied from the prompt as candidates per step (>= 1).
         max_ngram_size: longest n-gram matched against the prompt (>= 1).
     """
-    for name, value in (("prompt_lookup num_tokens", num_tokens), ("prompt_lookup max_ngram_size", max_ngram_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
+    require_int("prompt_lookup num_tokens", num_tokens, minimum=1)
+    require_int("prompt_lookup max_ngram_size", max_ngram_size, minimum=1)
     extra = {"prompt_lookup_num_tokens": num_tokens, "max_matching_ngram_size": max_ngram_size}
     return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, "prompt_lookup", extra)
 

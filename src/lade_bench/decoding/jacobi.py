@@ -14,7 +14,7 @@ import torch
 from transformers import DynamicCache
 
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
-from lade_bench.decoding.params import DecodeResult, DecodingConfigError, validate_max_new_tokens
+from lade_bench.decoding.params import DecodeResult, require_int, truncate_at_stop, validate_max_new_tokens
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, device_synchronizer, model_device
 from lade_bench.decoding.window import initial_guesses
 
@@ -35,8 +35,7 @@ def jacobi_generate(
         block_size: guessed tokens fed after cur each step (>= 1).
         seed: seeds the initial guesses (drawn from the prompt) and the refills.
     """
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise DecodingConfigError(f"jacobi block_size={block_size!r} is not allowed: use an integer >= 1")
+    require_int("jacobi block_size", block_size, minimum=1)
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
     check_custom_mask_support(model)
@@ -58,14 +57,10 @@ def jacobi_generate(
     accept_lengths: list[int] = []
 
     def emit(accepted: list[int]) -> bool:
-        kept = accepted[: max_new_tokens - len(tokens)]
-        for i, token in enumerate(kept):
-            if token in stop_ids:
-                kept = kept[: i + 1]
-                break
+        kept, finished = truncate_at_stop(accepted, max_new_tokens - len(tokens), stop_ids)
         tokens.extend(kept)
         accept_lengths.append(len(kept))
-        return len(tokens) >= max_new_tokens or kept[-1] in stop_ids
+        return finished
 
     sync()
     started = time.perf_counter()

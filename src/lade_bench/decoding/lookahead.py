@@ -12,7 +12,13 @@ from transformers import DynamicCache
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
 from lade_bench.decoding.kv_cache import commit_accepted
 from lade_bench.decoding.layout import LayoutCache, StepLayout
-from lade_bench.decoding.params import DecodeResult, LookaheadParams, SamplingParams, validate_max_new_tokens
+from lade_bench.decoding.params import (
+    DecodeResult,
+    LookaheadParams,
+    SamplingParams,
+    truncate_at_stop,
+    validate_max_new_tokens,
+)
 from lade_bench.decoding.pool import NGramPool
 from lade_bench.decoding.sampling import build_warpers, warped_probabilities
 from lade_bench.decoding.timing import (
@@ -199,13 +205,8 @@ class _LookaheadRun:
 
     def _emit(self, accepted: list[int]) -> bool:
         """Append this step's tokens, cut at EOS and the budget; True when generation is over."""
-        budget = self.max_new_tokens - len(self.tokens)
-        kept = accepted[:budget]
-        for i, token in enumerate(kept):
-            if token in self.stop_ids:
-                kept = kept[: i + 1]
-                break
+        kept, finished = truncate_at_stop(accepted, self.max_new_tokens - len(self.tokens), self.stop_ids)
         self.tokens.extend(kept)
         self.sequence.extend(kept)
         self.accept_lengths.append(len(kept))
-        return len(self.tokens) >= self.max_new_tokens or kept[-1] in self.stop_ids
+        return finished

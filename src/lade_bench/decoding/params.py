@@ -32,9 +32,9 @@ class LookaheadParams:
     prompt_as_reference: bool = True
 
     def __post_init__(self) -> None:
-        _require_int("ngram (N)", self.ngram, minimum=2)
-        _require_int("window (W)", self.window, minimum=1)
-        _require_int("guesses (G)", self.guesses, minimum=0)
+        require_int("ngram (N)", self.ngram, minimum=2)
+        require_int("window (W)", self.window, minimum=1)
+        require_int("guesses (G)", self.guesses, minimum=0)
         if not isinstance(self.prompt_as_reference, bool):
             raise DecodingConfigError(
                 f"prompt_as_reference={self.prompt_as_reference!r} is not allowed: use true or false"
@@ -72,7 +72,7 @@ class SamplingParams:
                 f"temperature={self.temperature!r} is not allowed: use a finite number > 0 "
                 "(for greedy decoding set do_sample=false instead of temperature 0)"
             )
-        _require_int("top_k", self.top_k, minimum=0)
+        require_int("top_k", self.top_k, minimum=0)
         if isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float)) or not (0 < self.top_p <= 1):
             raise DecodingConfigError(f"top_p={self.top_p!r} is not allowed: use a number in (0, 1]")
 
@@ -123,9 +123,22 @@ class DecodeResult:
 
 def validate_max_new_tokens(max_new_tokens: int) -> None:
     """Raise DecodingConfigError unless ``max_new_tokens`` is an int >= 1."""
-    _require_int("max_new_tokens", max_new_tokens, minimum=1)
+    require_int("max_new_tokens", max_new_tokens, minimum=1)
 
 
-def _require_int(name: str, value: object, minimum: int) -> None:
+def require_int(name: str, value: object, minimum: int) -> None:
+    """Raise DecodingConfigError naming ``name`` unless ``value`` is an int >= ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= {minimum}")
+
+
+def truncate_at_stop(accepted: list[int], budget: int, stop_ids: frozenset[int]) -> tuple[list[int], bool]:
+    """Cut a step's accepted tokens at the remaining ``budget`` and after the first stop id.
+
+    Returns the tokens to emit and whether generation is over (budget used up or a stop id emitted).
+    """
+    kept = accepted[:budget]
+    for i, token in enumerate(kept):
+        if token in stop_ids:
+            return kept[: i + 1], True
+    return kept, len(kept) >= budget
