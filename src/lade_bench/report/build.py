@@ -1,0 +1,101 @@
+"""Build every figure, table and the HTML report of one or more sweeps, from their rows alone.
+
+Output layout (``out_dir`` defaults to ``<first sweep>/report``; ``--out paper_figures`` writes the
+committed reference figures)::
+
+    <out_dir>/figures/<name>.png, <name>.pdf   one per figure whose inputs exist
+    <out_dir>/tables/<name>.tex, <name>.md     the paper tables
+    <out_dir>/tables/cells_summary.csv         every (cell, arm) at full precision
+    <out_dir>/report.html                      self-contained report
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lade_bench.report import aggregate
+from lade_bench.report.figures import FigureOutput, build_figures
+from lade_bench.report.html_report import render_html, write_html
+from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
+from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
+from lade_bench.results._atomic import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+FIGURES_DIR = "figures"
+TABLES_DIR = "tables"
+REPORT_HTML = "report.html"
+SUMMARY_CSV = "cells_summary.csv"
+
+
+@dataclass
+class ReportResult:
+    """What :func:`build_report` wrote.
+
+    Attributes:
+        sweep: the loaded sweep.
+        out_dir: the output folder.
+        figures: figures written.
+        skipped: ``{figure or table name: reason}`` for outputs whose inputs are absent.
+        tables: ``{table name: [tex, md]}`` for the paper tables written.
+        html: the HTML report, or None when not requested.
+    """
+
+    sweep: Sweep
+    out_dir: Path
+    figures: list[FigureOutput] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    tables: dict[str, list[Path]] = field(default_factory=dict)
+    html: Path | None = None
+
+
+def build_report(
+    paths: SweepPaths,
+    out_dir: str | os.PathLike[str] | None = None,
+    *,
+    html: bool = True,
+    n_boot: int = aggregate.N_BOOT,
+) -> ReportResult:
+    """Load the sweep(s), then write figures, tables and (optionally) the HTML report.
+
+    A figure or table whose inputs the sweep lacks is skipped with a logged reason, and a file of
+    that name left by an earlier build is removed so the folder never shows a stale result.
+
+    Args:
+        paths: one sweep folder or several (reported together).
+        out_dir: output folder; default ``<first sweep folder>/report``.
+        html: also write ``report.html``.
+        n_boot: bootstrap resamples of every speedup CI.
+    """
+    sweep = load_sweep(paths, n_boot=n_boot)
+    out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
+    figures_dir, tables_dir = out / FIGURES_DIR, out / TABLES_DIR
+    figures, skipped = build_figures(sweep, figures_dir)
+    for name in skipped:
+        _remove_stale(figures_dir, name, (".png", ".pdf"))
+    result = ReportResult(sweep=sweep, out_dir=out, figures=figures, skipped=dict(skipped))
+    html_tables = {}
+    for name, spec in PAPER_TABLES.items():
+        table, written = write_paper_table(name, sweep, tables_dir)
+        if written is None:
+            result.skipped[name] = "the sweep has no cells this table applies to"
+            _remove_stale(tables_dir, name, (".tex", ".md"))
+            continue
+        result.tables[name] = written
+        html_tables[name] = (spec.caption, table)
+    atomic_write_text(tables_dir / SUMMARY_CSV, sweep.summary.to_csv(index=False))
+    if html:
+        page = render_html(sweep, figures, skipped, html_tables, summary_display_table(sweep.summary))
+        result.html = write_html(out / REPORT_HTML, page)
+    return result
+
+
+def _remove_stale(folder: Path, name: str, suffixes: tuple[str, ...]) -> None:
+    for suffix in suffixes:
+        path = folder / f"{name}{suffix}"
+        if path.is_file():
+            logger.info("removing stale %s (its inputs are no longer in the sweep)", path)
+            path.unlink()

@@ -1,0 +1,71 @@
+"""``python -m lade_bench.report SWEEP_DIR [SWEEP_DIR ...] [--out DIR]``: figures, tables, HTML report.
+
+Examples::
+
+    # report of one sweep, into runs/ablation_wg/report/
+    python -m lade_bench.report runs/ablation_wg
+    # the committed reference: two sweeps reported together into paper_figures/
+    python -m lade_bench.report runs/ablation_wg runs/sampling --out paper_figures
+    # also publish a W&B Report (needs a logged-in W&B account and network)
+    python -m lade_bench.report runs/ablation_wg --wandb-report --wandb-project lade-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from lade_bench.report import aggregate
+from lade_bench.report.build import build_report
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m lade_bench.report",
+        description="Build figures (PNG+PDF), paper tables (LaTeX+Markdown) and a self-contained HTML "
+        "report from sweep results. Every number is recomputed from the per-sample rows.",
+    )
+    parser.add_argument("sweep_dirs", nargs="+", help="sweep folder(s), <output_root>/<sweep_name>")
+    parser.add_argument("--out", default=None, help="output folder (default: <first sweep>/report)")
+    parser.add_argument("--no-html", action="store_true", help="skip report.html")
+    parser.add_argument(
+        "--n-boot", type=int, default=aggregate.N_BOOT, help="bootstrap resamples per speedup CI (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--wandb-report", action="store_true", help="also create a W&B Report with the same panels (online)"
+    )
+    parser.add_argument("--wandb-project", default="lade-bench", help="W&B project (default: %(default)s)")
+    parser.add_argument("--wandb-entity", default=None, help="W&B entity (default: the account's default)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the report build; returns the process exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    result = build_report(args.sweep_dirs, args.out, html=not args.no_html, n_boot=args.n_boot)
+    print(f"sweep {result.sweep.label}: {len(result.sweep.rows)} rows, {len(result.sweep.cells)} cells")
+    for fig in result.figures:
+        print(f"figure  {fig.png}  {fig.pdf.name}")
+    for name, files in result.tables.items():
+        print(f"table   {name}: " + ", ".join(str(f) for f in files))
+    for name, reason in result.skipped.items():
+        print(f"skipped {name}: {reason}")
+    if result.html is not None:
+        print(f"report  {result.html.resolve().as_uri()}")
+    if args.wandb_report:
+        from lade_bench.report.wandb_report import publish_wandb_report
+        from lade_bench.report.wandb_sink import WandbSettings
+
+        url = publish_wandb_report(
+            result, WandbSettings(mode="online", project=args.wandb_project, entity=args.wandb_entity)
+        )
+        print(f"W&B report {url}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""How long one forward pass takes on this device as a function of the tokens it carries.
+
+Lookahead trades steps for wider steps: a step with ``(W + G) * (N - 1)`` input tokens replaces
+several one-token AR steps. Whether that pays off depends on how flat the forward-time curve is on
+the device, so the curve is measured once per sweep and stored as ``device_profile.json`` beside the
+sweep index; the report predicts each (N, W, G)'s speedup from it (see
+``aggregate.predicted_speedups``).
+
+Measurement (nanoGPT-style benchmark discipline): a fixed random context is prefilled into a KV
+cache once; then for each k, ``warmup`` untimed and ``repeats`` timed forward passes with k new
+tokens on top of it, each device-synchronised, the cache cropped back after every pass; the median
+of the timed passes is kept. The passes use the model's ordinary causal mask; lookahead's custom 4D
+mask costs the same attention FLOPs for the same number of tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
+from lade_bench.results._atomic import atomic_write_json
+
+PROFILE_JSON = "device_profile.json"
+PROFILE_VERSION = 1
+
+
+def default_token_counts(lookahead_shapes: Iterable[tuple[int, int, int]] = (), largest: int = 256) -> list[int]:
+    """Token counts to measure: powers of two up to ``largest`` plus every shape's step width.
+
+    Args:
+        lookahead_shapes: ``(N, W, G)`` of the sweep's cells; each adds ``(W + G) * (N - 1)``.
+        largest: the largest power of two measured (the curve's x range).
+    """
+    counts = {1}
+    k = 1
+    while k < largest:
+        k *= 2
+        counts.add(k)
+    for n, w, g in lookahead_shapes:
+        counts.add((int(w) + int(g)) * (int(n) - 1))
+    return sorted(counts)
+
+
+def measure_forward_curve(
+    model: torch.nn.Module,
+    token_counts: Sequence[int],
+    *,
+    context_tokens: int = 128,
+    warmup: int = 2,
+    repeats: int = 5,
+    seed: int = 0,
+    model_name: str | None = None,
+) -> dict[str, Any]:
+    """Median time of one forward pass with k new tokens on a KV cache of ``context_tokens``, per k.
+
+    Args:
+        model: a transformers causal LM (batch size 1), already on its device and in eval mode.
+        token_counts: the k values, each >= 1; ``context_tokens + max(k)`` must fit the model's
+            positions.
+        context_tokens: length of the cached context the new tokens attend to.
+        warmup: untimed passes per k before timing (lazy kernel selection, allocator growth).
+        repeats: timed passes per k; the median is kept.
+        seed: seeds the random context and new-token ids.
+        model_name: recorded in the profile; defaults to the model config's ``name_or_path``.
+
+    Returns:
+        A JSON-serialisable profile: ``token_counts``, ``forward_time_s`` (median per k, seconds),
+        ``context_tokens``, ``warmup``, ``repeats``, ``device``, ``dtype``, ``model``, versions.
+
+    Raises:
+        ValueError: a k < 1, ``repeats < 1``, or a context that does not fit the model.
+    """
+    counts = sorted({int(k) for k in token_counts})
+    if not counts or counts[0] < 1:
+        raise ValueError(f"token_counts must be integers >= 1, got {list(token_counts)!r}")
+    if repeats < 1 or warmup < 0 or context_tokens < 1:
+        raise ValueError(
+            f"need repeats >= 1, warmup >= 0, context_tokens >= 1; got {repeats}, {warmup}, {context_tokens}"
+        )
+    config = model.config
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if positions is not None and context_tokens + counts[-1] > positions:
+        raise ValueError(
+            f"context_tokens + max(k) = {context_tokens + counts[-1]} exceeds the model's {positions} positions"
+        )
+    device = model_device(model)
+    generator = torch.Generator().manual_seed(seed)
+    vocab = int(config.vocab_size)
+    cache_arg = cache_argument_name(model)
+    context = torch.randint(0, vocab, (1, context_tokens), generator=generator).to(device)
+    clock = Stopwatch(device)
+    medians = []
+    with torch.no_grad():
+        cache = DynamicCache()
+        model(input_ids=context, use_cache=True, **{cache_arg: cache})
+        for k in counts:
+            new_ids = torch.randint(0, vocab, (1, k), generator=generator).to(device)
+            times = []
+            for attempt in range(warmup + repeats):
+                clock.start()
+                model(input_ids=new_ids, use_cache=True, **{cache_arg: cache})
+                elapsed = clock.stop()
+                cache.crop(-k)  # transformers 5 crops by a negative count of tokens to drop
+                if attempt >= warmup:
+                    times.append(elapsed)
+            medians.append(statistics.median(times))
+    return {
+        "version": PROFILE_VERSION,
+        "token_counts": counts,
+        "forward_time_s": medians,
+        "context_tokens": context_tokens,
+        "warmup": warmup,
+        "repeats": repeats,
+        "seed": seed,
+        "device": describe_device(device),
+        "dtype": str(model_dtype(model)).removeprefix("torch."),
+        "model": model_name or getattr(config, "name_or_path", "") or type(model).__name__,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+
+
+def describe_device(device: torch.device) -> str:
+    """Human-readable device, e.g. ``"cuda:0 NVIDIA H200"`` or ``"cpu x86_64 (16 threads)"``."""
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return f"cuda:{index} {torch.cuda.get_device_name(index)}"
+    if device.type == "cpu":
+        return f"cpu {platform.machine()} ({torch.get_num_threads()} threads)"
+    return str(device)
+
+
+def save_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) -> Path:
+    """Write ``profile`` atomically as ``<sweep_dir>/device_profile.json`` and return the path."""
+    path = Path(sweep_dir) / PROFILE_JSON
+    atomic_write_json(path, dict(profile))
+    return path
+
+
+def load_profile(sweep_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The sweep's device profile, or None when it has none."""
+    path = Path(sweep_dir) / PROFILE_JSON
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def record_device_profile(
+    model: torch.nn.Module,
+    sweep_dir: str | os.PathLike[str],
+    lookahead_shapes: Iterable[tuple[int, int, int]] = (),
+    **measure_kwargs: Any,
+) -> Path:
+    """Measure the curve for the sweep's (N, W, G) shapes and save it in the sweep directory.
+
+    A convenience for the runner: call once per sweep with the sweep's model on its device.
+    ``measure_kwargs`` go to :func:`measure_forward_curve`.
+    """
+    shapes = list(lookahead_shapes)
+    largest = max([256, *((w + g) * (n - 1) for n, w, g in shapes)])
+    profile = measure_forward_curve(model, default_token_counts(shapes, largest=largest), **measure_kwargs)
+    return save_profile(sweep_dir, profile)
+
+
+def forward_time_at(profile: Mapping[str, Any], tokens: int) -> float:
+    """Forward time (s) at ``tokens`` new tokens: measured, or linear between measured neighbours.
+
+    Raises:
+        ValueError: ``tokens`` lies outside the measured range (no extrapolation).
+    """
+    ks = np.asarray(profile["token_counts"], dtype=np.float64)
+    ts = np.asarray(profile["forward_time_s"], dtype=np.float64)
+    if not ks[0] <= tokens <= ks[-1]:
+        raise ValueError(
+            f"the device profile covers {int(ks[0])}..{int(ks[-1])} tokens per forward pass, not {tokens}; "
+            "measure it with token_counts that include every (W + G) * (N - 1) of the sweep"
+        )
+    value = float(np.interp(tokens, ks, ts))
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"device profile has a non-positive time at {tokens} tokens: {value}")
+    return value

@@ -1,0 +1,429 @@
+"""The report's figures (matplotlib), drawn from ``aggregate`` output and saved as PNG and PDF.
+
+Each figure is a function of a loaded :class:`~lade_bench.report.sweep.Sweep` that returns a
+``matplotlib.figure.Figure`` or raises :class:`FigureSkipped` with the reason its inputs are absent
+(e.g. no sampling cells: no ROUGE parity). Figures are built with the object API (``Figure()``), not
+pyplot, so no global figure state or GUI backend is involved. Every figure names the model, the device
+and the sweep in its title and labels its axes with units.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.colors import TwoSlopeNorm
+from matplotlib.figure import Figure
+
+from lade_bench.report import aggregate
+from lade_bench.report.sweep import Sweep
+
+logger = logging.getLogger(__name__)
+
+SPEEDUP_LABEL = "speedup over AR (×, wall time)"
+COMPRESSION_LABEL = "compression (tokens / forward pass)"
+# Colours per arm, fixed so an arm looks the same in every figure.
+ARM_COLORS = {"ar": "#7f7f7f", "lookahead": "#1f77b4", "prompt_lookup": "#ff7f0e", "jacobi": "#2ca02c"}
+DPI = 150
+
+
+class FigureSkipped(Exception):
+    """A figure's inputs are absent from the sweep; the message says which."""
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One report figure: file stem, caption and drawing function."""
+
+    name: str
+    caption: str
+    draw: Callable[[Sweep], Figure]
+
+
+@dataclass(frozen=True)
+class FigureOutput:
+    """A figure written to disk."""
+
+    name: str
+    caption: str
+    png: Path
+    pdf: Path
+
+
+def _titled(fig: Figure, title: str, context: str) -> Figure:
+    fig.suptitle(f"{title}\n{context}", fontsize=10)
+    return fig
+
+
+def _grid(n_panels: int, panel_w: float = 4.4, panel_h: float = 3.6, max_cols: int = 3) -> tuple[Figure, list]:
+    cols = min(max_cols, max(1, n_panels))
+    rows = math.ceil(n_panels / cols)
+    fig = Figure(figsize=(panel_w * cols, panel_h * rows + 0.9), layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes[:n_panels]
+
+
+def _ci_err(values: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> np.ndarray:
+    """Asymmetric error bars (2, n) from a CI; 0 where the CI is missing."""
+    v = np.asarray(values, dtype=float)
+    err = np.vstack([v - np.asarray(lows, dtype=float), np.asarray(highs, dtype=float) - v])
+    return np.nan_to_num(np.clip(err, 0.0, None), nan=0.0)
+
+
+def _greedy_lookahead(summary: pd.DataFrame) -> pd.DataFrame:
+    return summary[(summary["arm"] == "lookahead") & ~summary["do_sample"].astype(bool)]
+
+
+_SHAPE_NAMES = {"ngram": "N", "window": "W", "guesses": "G"}
+
+
+def _panel_name(keys: Sequence[str], values: object) -> str:
+    """``"toy | N=3"`` from group keys and a groupby key (names shown for shape parameters only)."""
+    parts = values if isinstance(values, tuple) else (values,)
+    return " | ".join(
+        f"{_SHAPE_NAMES[k]}={int(v)}" if k in _SHAPE_NAMES else str(v) for k, v in zip(keys, parts, strict=True)
+    )
+
+
+def _varying(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """Columns of ``frame`` with more than one value (worth naming in panel titles)."""
+    return [c for c in columns if frame[c].nunique(dropna=False) > 1]
+
+
+def speedup_heatmap_wg(sweep: Sweep) -> Figure:
+    """Lookahead speedup over W x G, one panel per dataset (and N, model, sweep where they vary)."""
+    data = _greedy_lookahead(sweep.summary)
+    data = data[data["prompt_as_reference"].astype(bool)]
+    if data.empty:
+        raise FigureSkipped("no greedy lookahead cells with prompt-as-reference")
+    panel_keys = [c for c in ("sweep", "model") if c in _varying(data, ("sweep", "model"))] + ["dataset", "ngram"]
+    groups = list(data.groupby(panel_keys, sort=True))
+    fig, axes = _grid(len(groups))
+    finite = data["speedup"].dropna()
+    low = min(float(finite.min()) if len(finite) else 1.0, 0.95)
+    high = max(float(finite.max()) if len(finite) else 1.0, 1.05)
+    norm = TwoSlopeNorm(vcenter=1.0, vmin=low, vmax=high)
+    image = None
+    for ax, (key, panel) in zip(axes, groups, strict=True):
+        grid = panel.pivot_table(index="guesses", columns="window", values="speedup", aggfunc="first")
+        windows = [int(w) for w in grid.columns]
+        guesses = [int(g) for g in grid.index]
+        values = grid.to_numpy(dtype=float)
+        image = ax.imshow(np.ma.masked_invalid(values), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
+        for i in range(len(guesses)):
+            for j in range(len(windows)):
+                if np.isfinite(values[i, j]):
+                    ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8)
+        ax.set_xticks(range(len(windows)), [str(w) for w in windows])
+        ax.set_yticks(range(len(guesses)), [str(g) for g in guesses])
+        ax.set_xlabel("window W (lookahead columns)")
+        ax.set_ylabel("guesses G (n-grams verified / step)")
+        ax.set_title(_panel_name(panel_keys, key), fontsize=9)
+    fig.colorbar(image, ax=axes, label=SPEEDUP_LABEL, shrink=0.9)
+    return _titled(fig, "Lookahead speedup over W × G (greedy; < 1 means slower than AR)", sweep.context_line())
+
+
+def speedup_compression_vs_n(sweep: Sweep) -> Figure:
+    """Speedup (with CI) and compression against N, one line per (dataset, W, G)."""
+    data = _greedy_lookahead(sweep.summary)
+    data = data[data["prompt_as_reference"].astype(bool)]
+    series_keys = [c for c in ("sweep", "model") if c in _varying(data, ("sweep", "model"))] + [
+        "dataset",
+        "window",
+        "guesses",
+    ]
+    series = [(k, s.sort_values("ngram")) for k, s in data.groupby(series_keys, sort=True) if s["ngram"].nunique() > 1]
+    if not series:
+        raise FigureSkipped("needs greedy lookahead cells at two or more values of N with the same W and G")
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    ax_speed, ax_comp = fig.subplots(1, 2)
+    for key, s in series:
+        label = _panel_name(series_keys, key)
+        n = s["ngram"].astype(int).to_numpy()
+        ax_speed.errorbar(
+            n,
+            s["speedup"],
+            yerr=_ci_err(s["speedup"], s["speedup_ci_low"], s["speedup_ci_high"]),
+            marker="o",
+            capsize=3,
+            label=label,
+        )
+        ax_comp.plot(n, s["compression_ratio"], marker="o", label=label)
+    ax_speed.axhline(1.0, color="grey", lw=0.8, ls="--")
+    for ax, ylabel in ((ax_speed, SPEEDUP_LABEL), (ax_comp, COMPRESSION_LABEL)):
+        ax.set_xlabel("n-gram size N (tokens)")
+        ax.set_ylabel(ylabel)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(fontsize=7)
+    ax_speed.set_title("speedup (95% CI)", fontsize=9)
+    ax_comp.set_title("compression", fontsize=9)
+    return _titled(fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line())
+
+
+def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure:
+    """Grouped bars: per (sweep, model, dataset) group, each arm's speedup with its 95% CI.
+
+    Raises:
+        FigureSkipped: ``summary`` is empty.
+    """
+    if summary.empty:
+        raise FigureSkipped("no greedy cells")
+    group_keys = [c for c in ("sweep", "model") if c in _varying(summary, ("sweep", "model"))] + ["dataset", "cell_id"]
+    groups = list(summary.groupby(group_keys, sort=False))
+    arms = aggregate.sorted_arms(summary["arm"].unique())
+    width = 0.8 / len(arms)
+    fig = Figure(figsize=(max(5.0, 1.3 * len(groups) * len(arms) + 1.5), 4.4), layout="constrained")
+    ax = fig.subplots()
+    for i, arm in enumerate(arms):
+        xs, ys, lows, highs = [], [], [], []
+        for g, (_, group) in enumerate(groups):
+            rec = group[group["arm"] == arm]
+            if rec.empty:
+                continue
+            xs.append(g + (i - (len(arms) - 1) / 2) * width)
+            ys.append(float(rec["speedup"].iloc[0]))
+            lows.append(float(rec["speedup_ci_low"].iloc[0]))
+            highs.append(float(rec["speedup_ci_high"].iloc[0]))
+        bars = ax.bar(
+            xs,
+            np.nan_to_num(ys),
+            width,
+            yerr=_ci_err(ys, lows, highs),
+            capsize=3,
+            color=ARM_COLORS.get(arm),
+            label=aggregate.ARM_LABELS.get(arm, arm),
+        )
+        ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=7, padding=2)
+    ticks = []
+    for key, group in groups:
+        look = group[group["arm"] == "lookahead"]
+        shape = ""
+        if len(look):
+            r = look.iloc[0]
+            shape = f"\nN={int(r['ngram'])} W={int(r['window'])} G={int(r['guesses'])}"
+        ticks.append(_panel_name(group_keys[:-1], key[:-1]) + shape)
+    ax.set_xticks(range(len(groups)), ticks, fontsize=8)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel(SPEEDUP_LABEL + ", 95% CI")
+    ax.set_xlabel("dataset (lookahead configuration)")
+    ax.legend(fontsize=8)
+    return _titled(fig, title, context)
+
+
+def speedup_bars(sweep: Sweep) -> Figure:
+    """Per-dataset speedup of every arm (lookahead, prompt lookup, ...) over AR, main cells only."""
+    return draw_speedup_bars(
+        aggregate.main_cells(sweep.summary),
+        "Speedup per dataset (greedy; per dataset the cell with the most methods, best lookahead config)",
+        sweep.context_line(),
+    )
+
+
+def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figure:
+    """Fraction of forward passes per number of tokens they emitted, one panel per non-AR arm.
+
+    Raises:
+        FigureSkipped: ``rows`` has no error-free non-AR rows.
+    """
+    data = aggregate.ok_rows(rows[rows["arm"] != aggregate.BASELINE_ARM])
+    if data.empty:
+        raise FigureSkipped("no non-AR rows")
+    arms = aggregate.sorted_arms(data["arm"].unique())
+    fig, axes = _grid(len(arms), panel_w=5.0)
+    for ax, arm in zip(axes, arms, strict=True):
+        arm_rows = data[data["arm"] == arm]
+        series = [(str(name), group) for name, group in arm_rows.groupby("dataset", sort=True)]
+        width = 0.8 / len(series)
+        for i, (dataset, group) in enumerate(series):
+            hist = aggregate.accept_histogram(group)
+            lengths = np.array(list(hist), dtype=int)
+            counts = np.array(list(hist.values()), dtype=float)
+            mean = float((lengths * counts).sum() / counts.sum())
+            offset = (i - (len(series) - 1) / 2) * width
+            ax.bar(lengths + offset, counts / counts.sum(), width, label=f"{dataset} (mean {mean:.2f})")
+        ax.set_xlabel("tokens emitted per forward pass (prefill included)")
+        ax.set_ylabel("fraction of forward passes")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.set_title(aggregate.ARM_LABELS.get(arm, arm), fontsize=9)
+        ax.legend(fontsize=7)
+    return _titled(fig, title, context)
+
+
+def accept_length_histogram(sweep: Sweep) -> Figure:
+    """Accepted tokens per step of each method, pooled over the main cells' samples."""
+    main = aggregate.main_cells(sweep.summary)
+    if main.empty:
+        raise FigureSkipped("no greedy cells")
+    rows = sweep.rows.merge(main[list(aggregate.CELL_KEY)].drop_duplicates(), on=list(aggregate.CELL_KEY))
+    return draw_accept_histogram(rows, "Tokens accepted per forward pass (greedy main cells)", sweep.context_line())
+
+
+def rouge_parity(sweep: Sweep) -> Figure:
+    """Mean ROUGE-1/2/L (x100, bootstrap CI) of AR and each method, per sampling cell."""
+    sampled = sweep.summary[sweep.summary["do_sample"].astype(bool)]
+    if sampled.empty:
+        raise FigureSkipped("no sampling cells (do_sample=true)")
+    sampled = sampled[sampled["rougeL"].notna()]
+    if sampled.empty:
+        raise FigureSkipped("the sampling cells have no ROUGE scores (not a summarisation dataset)")
+    cells = list(sampled.groupby(list(aggregate.CELL_KEY), sort=False))
+    fig, axes = _grid(len(cells), panel_w=5.0)
+    metrics = ("rouge1", "rouge2", "rougeL")
+    for ax, (key, cell) in zip(axes, cells, strict=True):
+        cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
+        arms = aggregate.sorted_arms(cell["arm"].unique())
+        width = 0.8 / len(arms)
+        for i, arm in enumerate(arms):
+            arm_rows = cell_rows[cell_rows["arm"] == arm]
+            stats = [aggregate.bootstrap_mean_ci(aggregate.per_sample_quality(arm_rows, m)) for m in metrics]
+            means = [100 * s[0] for s in stats]
+            err = _ci_err(means, [100 * s[1] for s in stats], [100 * s[2] for s in stats])
+            xs = np.arange(len(metrics)) + (i - (len(arms) - 1) / 2) * width
+            ax.bar(
+                xs,
+                np.nan_to_num(means),
+                width,
+                yerr=err,
+                capsize=3,
+                color=ARM_COLORS.get(arm),
+                label=aggregate.ARM_LABELS.get(arm, arm),
+            )
+        rec = cell.iloc[0]
+        ax.set_xticks(range(len(metrics)), ["ROUGE-1", "ROUGE-2", "ROUGE-L"])
+        ax.set_ylabel("ROUGE F1 (×100, mean, 95% CI)")
+        ax.set_xlabel("metric")
+        ax.set_title(
+            f"{rec['dataset']} | T={rec['temperature']:g} top-p={rec['top_p']:g} top-k={int(rec['top_k'])}",
+            fontsize=9,
+        )
+        ax.legend(fontsize=7)
+    return _titled(fig, "ROUGE parity under sampling (same prompts and seeds per arm)", sweep.context_line())
+
+
+def device_profile(sweep: Sweep) -> Figure:
+    """Measured forward time vs tokens per pass, and predicted vs measured speedup per (N, W, G)."""
+    if not sweep.profiles:
+        raise FigureSkipped(
+            "no device_profile.json in the sweep folder(s); record one with "
+            "lade_bench.report.device_profile.record_device_profile"
+        )
+    predicted = aggregate.predicted_speedups(sweep.summary, sweep.profiles)
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    ax_curve, ax_pred = fig.subplots(1, 2)
+    for name, profile in sorted(sweep.profiles.items()):
+        ks = np.asarray(profile["token_counts"], dtype=float)
+        ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
+        ax_curve.plot(ks, ms, marker=".", label=f"{name}: {profile['device']}, {profile['dtype']}")
+        marks = predicted[predicted["sweep"] == name]
+        if len(marks):
+            ax_curve.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color="black", ms=6)
+    ax_curve.set_xscale("log", base=2)
+    context_tokens = sorted({int(p["context_tokens"]) for p in sweep.profiles.values()})
+    ax_curve.set_xlabel(f"new tokens per forward pass k (KV cache of {'/'.join(map(str, context_tokens))} tokens)")
+    ax_curve.set_ylabel("forward time (ms, median)")
+    ax_curve.set_title("forward time vs tokens (× = a cell's (W+G)(N-1))", fontsize=9)
+    ax_curve.legend(fontsize=7)
+    if predicted.empty:
+        ax_pred.text(0.5, 0.5, "no lookahead cells to predict", ha="center", va="center", transform=ax_pred.transAxes)
+    else:
+        ax_pred.scatter(predicted["predicted_speedup"], predicted["speedup"], color=ARM_COLORS["lookahead"])
+        several_datasets = predicted["dataset"].nunique() > 1
+        for rec in predicted.to_dict("records"):
+            label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
+            label += "" if rec["prompt_as_reference"] else " noref"
+            label += " sampled" if rec["do_sample"] else ""
+            label += f" {rec['dataset']}" if several_datasets else ""
+            ax_pred.annotate(label, (rec["predicted_speedup"], rec["speedup"]), fontsize=6, xytext=(3, 3),
+                             textcoords="offset points")  # fmt: skip
+        both = np.concatenate([predicted["predicted_speedup"], predicted["speedup"]]).astype(float)
+        both = both[np.isfinite(both)]
+        lo, hi = (float(both.min()), float(both.max())) if both.size else (0.5, 1.5)
+        lo, hi = min(lo, 1.0) * 0.9, max(hi, 1.0) * 1.1
+        ax_pred.plot([lo, hi], [lo, hi], ls="--", color="grey", lw=0.8, label="measured = predicted")
+        ax_pred.axhline(1.0, color="grey", lw=0.5)
+        ax_pred.legend(fontsize=7)
+    ax_pred.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
+    ax_pred.set_ylabel("measured " + SPEEDUP_LABEL)
+    ax_pred.set_title("predicted vs measured per (N, W, G)", fontsize=9)
+    return _titled(fig, "Device profile: cost of a wider forward pass", sweep.context_line())
+
+
+FIGURES: dict[str, FigureSpec] = {
+    spec.name: spec
+    for spec in (
+        FigureSpec(
+            "speedup_heatmap_wg",
+            "Lookahead speedup over AR across window W and guesses G (greedy, prompt as reference).",
+            speedup_heatmap_wg,
+        ),
+        FigureSpec(
+            "speedup_compression_vs_n",
+            "Speedup (95% CI) and compression as the n-gram size N grows, at fixed W and G.",
+            speedup_compression_vs_n,
+        ),
+        FigureSpec(
+            "speedup_bars",
+            "Per-dataset speedup over AR of lookahead, prompt lookup (and other arms) with 95% CIs.",
+            speedup_bars,
+        ),
+        FigureSpec(
+            "accept_length_histogram",
+            "Tokens accepted per forward pass; the mean equals the compression ratio.",
+            accept_length_histogram,
+        ),
+        FigureSpec(
+            "rouge_parity",
+            "ROUGE of AR vs lookahead under sampling: parity means lookahead keeps the output distribution.",
+            rouge_parity,
+        ),
+        FigureSpec(
+            "device_profile",
+            "Measured forward time vs tokens per pass on this device, and the speedup it predicts per (N, W, G).",
+            device_profile,
+        ),
+    )
+}
+
+
+def save_figure(fig: Figure, out_dir: str | os.PathLike[str], name: str) -> tuple[Path, Path]:
+    """Save ``fig`` as ``<out_dir>/<name>.png`` and ``.pdf`` with reproducible metadata."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    png, pdf = out / f"{name}.png", out / f"{name}.pdf"
+    # No software version or creation date in the files: regenerating unchanged figures must not
+    # produce a diff in paper_figures/.
+    fig.savefig(png, dpi=DPI, metadata={"Software": None})
+    fig.savefig(pdf, metadata={"Creator": None, "Producer": None, "CreationDate": None})
+    return png, pdf
+
+
+def build_figures(
+    sweep: Sweep, out_dir: str | os.PathLike[str], names: Sequence[str] | None = None
+) -> tuple[list[FigureOutput], dict[str, str]]:
+    """Draw and save every figure (or those in ``names``) whose inputs the sweep has.
+
+    Returns:
+        ``(written, skipped)``: the figures written, and ``{name: reason}`` for those skipped (each
+        reason is also logged).
+    """
+    written: list[FigureOutput] = []
+    skipped: dict[str, str] = {}
+    for name in names or list(FIGURES):
+        spec = FIGURES[name]
+        try:
+            fig = spec.draw(sweep)
+        except FigureSkipped as why:
+            skipped[name] = str(why)
+            logger.info("figure %s skipped: %s", name, why)
+            continue
+        png, pdf = save_figure(fig, out_dir, name)
+        written.append(FigureOutput(name=name, caption=spec.caption, png=png, pdf=pdf))
+    return written, skipped

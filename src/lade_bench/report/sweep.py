@@ -1,0 +1,155 @@
+"""Load one or more sweep folders into what a report needs: rows, their summary, cell side files.
+
+Only the rows are data; ``summary.json`` and the index are caches written by the runner, shown in
+the report as provenance but never used for a number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lade_bench.report import aggregate
+from lade_bench.report.device_profile import load_profile
+from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
+
+CONFIG_YAML = "config.yaml"
+
+SweepPaths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+@dataclass
+class CellFiles:
+    """One cell directory and its side files (text as on disk; None when absent).
+
+    Attributes:
+        sweep, cell_id: the cell key, read from its rows.
+        path: the cell directory.
+        config_text: ``config.yaml`` (the resolved Hydra config).
+        manifest: parsed ``manifest.json`` (git sha, versions, device, seeds).
+        summary_text: ``summary.json`` as written by the runner.
+    """
+
+    sweep: str
+    cell_id: str
+    path: Path
+    config_text: str | None
+    manifest: dict[str, Any] | None
+    summary_text: str | None
+
+
+@dataclass
+class Sweep:
+    """Everything loaded from one or more sweep folders.
+
+    Attributes:
+        roots: the sweep folders, as given.
+        rows: all per-sample rows (``load_rows`` of every root, concatenated).
+        summary: ``aggregate.summarize(rows)``.
+        cells: side files per cell, in row order.
+        profiles: device profile per sweep name, for sweeps that have one.
+        index: the sweep indexes concatenated (cell status, failures), with a ``sweep_root`` column.
+    """
+
+    roots: list[Path]
+    rows: pd.DataFrame
+    summary: pd.DataFrame
+    cells: list[CellFiles]
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    index: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def label(self) -> str:
+        """Sweep name(s) joined with ``+`` (or the folder names when there are no rows yet)."""
+        names = sorted(self.rows["sweep"].dropna().unique()) if len(self.rows) else [p.name for p in self.roots]
+        return "+".join(str(n) for n in names)
+
+    @property
+    def models(self) -> list[str]:
+        """Distinct models in the rows."""
+        return sorted(str(m) for m in self.rows["model"].dropna().unique())
+
+    @property
+    def devices(self) -> list[str]:
+        """Distinct devices named in the cells' manifests."""
+        found = {str(c.manifest["device"]) for c in self.cells if c.manifest and c.manifest.get("device")}
+        return sorted(found)
+
+    def context_line(self) -> str:
+        """``model: ... | device: ... | sweep: ...``, the provenance line every figure carries."""
+        models = ", ".join(self.models) or "?"
+        devices = ", ".join(self.devices) or "unknown device"
+        return f"model: {models} | device: {devices} | sweep: {self.label}"
+
+
+def as_paths(paths: SweepPaths) -> list[Path]:
+    """One path or a sequence of paths as a list of ``Path``."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    return [Path(p) for p in paths]
+
+
+def load_sweep(
+    paths: SweepPaths,
+    *,
+    n_boot: int = aggregate.N_BOOT,
+    confidence: float = aggregate.CONFIDENCE,
+    seed: int = aggregate.BOOT_SEED,
+) -> Sweep:
+    """Load one sweep folder (or several, reported together) and summarise its rows.
+
+    Args:
+        paths: a sweep folder (``<output_root>/<sweep_name>``) or a list of them.
+        n_boot, confidence, seed: bootstrap settings of the speedup CIs.
+
+    Raises:
+        FileNotFoundError: a folder does not exist.
+    """
+    roots = as_paths(paths)
+    frames, cells, indexes = [], [], []
+    profiles: dict[str, dict[str, Any]] = {}
+    for root in roots:
+        if not root.is_dir():
+            raise FileNotFoundError(f"no sweep folder at {root}")
+        root_sweeps: set[str] = set()
+        for cell_dir in find_cell_dirs(root):
+            cell_rows = load_rows(cell_dir)
+            if cell_rows.empty:
+                continue
+            frames.append(cell_rows)
+            sweep_name = str(cell_rows["sweep"].iloc[0])
+            root_sweeps.add(sweep_name)
+            cells.append(_cell_files(sweep_name, str(cell_rows["cell_id"].iloc[0]), cell_dir))
+        profile = load_profile(root)
+        if profile is not None:
+            for name in root_sweeps or {root.name}:
+                profiles[name] = profile
+        index = load_index(root)
+        if not index.empty:
+            indexes.append(index.assign(sweep_root=str(root)))
+    rows = pd.concat(frames, ignore_index=True) if frames else load_rows(roots[0])
+    summary = aggregate.summarize(rows, n_boot=n_boot, confidence=confidence, seed=seed)
+    index = pd.concat(indexes, ignore_index=True) if indexes else pd.DataFrame()
+    return Sweep(roots=roots, rows=rows, summary=summary, cells=cells, profiles=profiles, index=index)
+
+
+def _cell_files(sweep: str, cell_id: str, cell_dir: Path) -> CellFiles:
+    def text(name: str) -> str | None:
+        path = cell_dir / name
+        return path.read_text(encoding="utf-8") if path.is_file() else None
+
+    manifest_text = text(MANIFEST_JSON)
+    return CellFiles(
+        sweep=sweep,
+        cell_id=cell_id,
+        path=cell_dir,
+        config_text=text(CONFIG_YAML),
+        manifest=json.loads(manifest_text) if manifest_text else None,
+        summary_text=text(SUMMARY_JSON),
+    )

@@ -1,0 +1,287 @@
+"""The W&B sink: one W&B run per finished cell, grouped by sweep. A sink, never the source of truth.
+
+The runner calls ``sink(cell_config, summary, rows, cell_dir)`` after each cell. The run gets:
+
+* name: readable, e.g. ``SmolLM2-135M | mt_bench | N5 W7 G7 | greedy | 1a2b3c``; group: the sweep;
+* config: the resolved cell config plus ``cell_id`` and the cell's ``manifest.json``;
+* summary: ``aggregate.flat_metrics`` of the rows (``<arm>/speedup``, ``<arm>/speedup_ci_low``,
+  ``<arm>/compression_ratio``, ``<arm>/tokens_per_s``, ``<arm>/rouge1``, ``<arm>/pass@1``,
+  ``<arm>/accuracy``, ``<arm>/matches_ar``, ...), i.e. the same numbers as the report, plus
+  ``status`` and ``error``; the runner's ``summary`` argument is only used for its failure status;
+* a per-sample table ``samples`` (list columns as space-separated ids);
+* the cell's figures (speedup bars, accepted-tokens histogram) as ``figures/<name>``, also saved as
+  PNG/PDF in ``<cell_dir>/figures``.
+
+Mode comes from config: ``offline`` (default; run files under ``<dir>/wandb/offline-run-*``, the
+``wandb sync`` command is logged), ``online``, or ``disabled`` (unit tests). The run is finished in
+``finally``: with exit code 1 when the cell failed (``summary`` has ``status: failed`` or an
+``error``) or when logging itself raised, which then propagates.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import wandb
+
+from lade_bench.report import aggregate
+from lade_bench.report.figures import FigureSkipped, draw_accept_histogram, draw_speedup_bars, save_figure
+from lade_bench.report.tables import sampling_label
+from lade_bench.results import MANIFEST_JSON
+
+logger = logging.getLogger(__name__)
+
+MODES: tuple[str, ...] = ("offline", "online", "disabled")
+SAMPLES_TABLE_KEY = "samples"
+FIGURE_KEY_PREFIX = "figures/"
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    """W&B settings, as in the ``wandb`` config group.
+
+    Attributes:
+        mode: ``offline`` (default: files on disk, upload later with ``wandb sync``), ``online`` or
+            ``disabled``.
+        project: W&B project.
+        entity: W&B entity (user or team); None: the account's default.
+        dir: parent of the ``wandb/`` folder; None: the sweep folder (the cell folder's parent).
+        tags: extra run tags (the dataset and model are always added).
+        log_table: log the per-sample table.
+        log_figures: draw and log the cell's figures.
+        n_boot: bootstrap resamples of the speedup CIs.
+    """
+
+    mode: str = "offline"
+    project: str = "lade-bench"
+    entity: str | None = None
+    dir: str | None = None
+    tags: tuple[str, ...] = ()
+    log_table: bool = True
+    log_figures: bool = True
+    n_boot: int = aggregate.N_BOOT
+
+    def __post_init__(self) -> None:
+        """Reject an unknown mode before any run starts."""
+        if self.mode not in MODES:
+            raise ValueError(f"wandb.mode={self.mode!r} is not one of {MODES}")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> WandbSettings:
+        """Settings from a plain mapping (e.g. ``OmegaConf.to_container(cfg.wandb)``); unknown keys fail."""
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"unknown wandb setting(s) {unknown}; known: {sorted(known)}")
+        values = dict(config)
+        if "tags" in values:
+            values["tags"] = tuple(values["tags"] or ())
+        return cls(**values)
+
+
+@dataclass
+class CellRunInfo:
+    """What :meth:`WandbSink.log_cell` produced.
+
+    Attributes:
+        run_id: W&B run id.
+        name: the run's display name.
+        exit_code: 0, or 1 for a failed cell.
+        sync_dir: the offline run folder (upload with ``wandb sync <sync_dir>``); None unless offline.
+        summary: the metrics put into the run summary.
+    """
+
+    run_id: str
+    name: str
+    exit_code: int
+    sync_dir: Path | None
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def failure_message(summary: Mapping[str, Any] | None) -> str | None:
+    """The failure recorded in a runner summary (``status: failed`` or an ``error``), else None."""
+    if not summary:
+        return None
+    error = summary.get("error")
+    if summary.get("status") == "failed" or error:
+        return str(error or "cell failed")
+    return None
+
+
+def run_name(attributes: Mapping[str, Any]) -> str:
+    """Readable run name from cell attributes: ``model | dataset | N5 W7 G7 | greedy | <id6>``."""
+    parts = [str(attributes.get("model")), str(attributes.get("dataset"))]
+    if attributes.get("ngram") is not None:
+        shape = f"N{attributes['ngram']} W{attributes['window']} G{attributes['guesses']}"
+        if attributes.get("prompt_as_reference") is False:
+            shape += " noref"
+        parts.append(shape)
+    if attributes.get("do_sample") is not None:
+        parts.append(sampling_label(dict(attributes)))
+    parts.append(str(attributes.get("cell_id", ""))[:6])
+    return " | ".join(parts)
+
+
+def attributes_from_config(cell_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Cell attributes from a resolved config, for a cell that failed before writing any row."""
+
+    def group(name: str) -> Mapping[str, Any]:
+        value = cell_config.get(name)
+        return value if isinstance(value, Mapping) else {}
+
+    lookahead, sampling = group("lookahead"), group("sampling")
+    return {
+        "cell_id": cell_config.get("cell_id", ""),
+        "sweep": cell_config.get("sweep_name"),
+        "model": group("model").get("name"),
+        "dataset": group("dataset").get("name"),
+        **{k: lookahead.get(k) for k in ("ngram", "window", "guesses", "prompt_as_reference")},
+        **{k: sampling.get(k) for k in ("do_sample", "temperature", "top_p", "top_k")},
+    }
+
+
+def samples_table_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows as plain Python values for a ``wandb.Table``: lists as space-separated ids, NA as None."""
+
+    def plain(value: Any) -> Any:
+        if value is None or value is pd.NA:
+            return None
+        if isinstance(value, (np.ndarray, list)):
+            return " ".join(str(int(v)) for v in value)
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, float) and math.isnan(value):
+            return None
+        return value
+
+    return pd.DataFrame({c: [plain(v) for v in rows[c]] for c in rows.columns}, dtype=object)
+
+
+def _json_safe(value: Any) -> Any:
+    # Round-trip through JSON so that enums, paths and numpy scalars in a config become plain values.
+    return json.loads(json.dumps(value, default=str))
+
+
+def _read_manifest(cell_dir: Path) -> dict[str, Any] | None:
+    path = cell_dir / MANIFEST_JSON
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+class WandbSink:
+    """Per-cell sink logging one W&B run per cell; see the module docstring.
+
+    Usage (by the runner)::
+
+        sink = WandbSink(WandbSettings.from_config(cfg.wandb))
+        sink(cell_config, summary, rows, cell_dir)
+    """
+
+    def __init__(self, settings: WandbSettings | None = None) -> None:
+        self.settings = settings or WandbSettings()
+
+    def __repr__(self) -> str:
+        return f"WandbSink({self.settings!r})"
+
+    def __call__(
+        self, cell_config: Mapping[str, Any], summary: Mapping[str, Any], rows: pd.DataFrame, cell_dir: Path
+    ) -> None:
+        """Log one finished (or failed) cell; the runner's sink interface."""
+        self.log_cell(cell_config, summary, rows, Path(cell_dir))
+
+    def log_cell(
+        self,
+        cell_config: Mapping[str, Any],
+        summary: Mapping[str, Any] | None,
+        rows: pd.DataFrame,
+        cell_dir: str | os.PathLike[str],
+    ) -> CellRunInfo:
+        """Start a run for the cell, log config, summary, table and figures, and always finish it.
+
+        Args:
+            cell_config: the resolved config of the cell (plain mapping).
+            summary: the runner's summary; only its failure status is used.
+            rows: the cell's rows (may be empty for a cell that failed before its first row).
+            cell_dir: the cell folder (``manifest.json`` is read from it, figures written into it).
+
+        Raises:
+            Whatever logging raised, after finishing the run with exit code 1.
+        """
+        cell_dir = Path(cell_dir)
+        failure = failure_message(summary)
+        attributes = aggregate.cell_attributes(rows) if len(rows) else attributes_from_config(cell_config)
+        sweep = str(attributes.get("sweep") or cell_config.get("sweep_name") or cell_dir.parent.name)
+        manifest = _read_manifest(cell_dir)
+        name = run_name(attributes)
+        tags = [*self.settings.tags, *(str(attributes[k]) for k in ("dataset", "model") if attributes.get(k))]
+        run = wandb.init(
+            project=self.settings.project,
+            entity=self.settings.entity,
+            group=sweep,
+            job_type="cell",
+            name=name,
+            tags=tags,
+            config=_json_safe({**dict(cell_config), "cell_id": attributes.get("cell_id"), "manifest": manifest}),
+            mode=self.settings.mode,
+            dir=str(Path(self.settings.dir) if self.settings.dir else cell_dir.parent),
+            reinit="create_new",
+            # console="off": the runner's own logging stays where Hydra sends it.
+            settings=wandb.Settings(console="off"),
+        )
+        sync_dir = Path(run.settings.sync_dir) if self.settings.mode == "offline" else None
+        exit_code = 1
+        metrics: dict[str, Any] = {}
+        try:
+            if len(rows):
+                cell_summary = aggregate.summarize(rows, n_boot=self.settings.n_boot)
+                metrics = aggregate.flat_metrics(cell_summary)
+                if self.settings.log_table:
+                    run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
+                if self.settings.log_figures:
+                    self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep)
+            status = {"status": "failed" if failure else "done", "n_rows": len(rows)}
+            if failure:
+                status["error"] = failure
+            run.summary.update({**metrics, **status})
+            exit_code = 1 if failure else 0
+        finally:
+            run.finish(exit_code=exit_code)
+            if sync_dir is not None:
+                logger.info("W&B offline run of cell %s saved; upload with: wandb sync %s", name, sync_dir)
+        return CellRunInfo(run_id=run.id, name=name, exit_code=exit_code, sync_dir=sync_dir, summary=metrics)
+
+    def _log_figures(
+        self,
+        run: Any,
+        cell_summary: pd.DataFrame,
+        rows: pd.DataFrame,
+        cell_dir: Path,
+        manifest: Mapping[str, Any] | None,
+        sweep: str,
+    ) -> None:
+        attributes = aggregate.cell_attributes(rows)
+        device = (manifest or {}).get("device", "unknown device")
+        context = f"model: {attributes['model']} | device: {device} | sweep: {sweep} | cell: {run_name(attributes)}"
+        drawings = {
+            "speedup_bars": lambda: draw_speedup_bars(cell_summary, "Speedup over AR (95% CI)", context),
+            "accept_length_histogram": lambda: draw_accept_histogram(rows, "Tokens accepted per forward pass", context),
+        }
+        images = {}
+        for name, draw in drawings.items():
+            try:
+                fig = draw()
+            except FigureSkipped as why:
+                logger.info("cell figure %s skipped: %s", name, why)
+                continue
+            png, _ = save_figure(fig, cell_dir / "figures", name)
+            images[f"{FIGURE_KEY_PREFIX}{name}"] = wandb.Image(str(png), caption=name)
+        if images:
+            run.log(images)

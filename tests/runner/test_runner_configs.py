@@ -1,0 +1,182 @@
+"""Every option of every group and every sweep cell composes and passes the pre-load checks."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from lade_bench.datasets import available_datasets
+from lade_bench.decoding import DecodingConfigError
+from lade_bench.runner import plan_cell
+from lade_bench.runner.plan import CellConfigError
+
+from .conftest import option_names
+
+GROUPS = ("model", "dataset", "lookahead", "sampling")
+SWEEPS = ("ablation_wg", "ablation_n", "prompt_ref", "sampling", "main", "smoke")
+
+
+def test_default_config_is_the_quick_cpu_look(compose_cfg):
+    cfg = compose_cfg([])
+    assert cfg.model.source.value == "embedded"
+    assert cfg.dataset.name == "mt_bench" and cfg.dataset.limit == 3
+    assert (cfg.lookahead.ngram, cfg.lookahead.window, cfg.lookahead.guesses) == (5, 7, 7)
+    assert cfg.lookahead.prompt_as_reference is True
+    assert cfg.sampling.do_sample is False
+    assert [a.value for a in cfg.arms] == ["ar", "lookahead"]
+    assert cfg.output_root == "runs" and cfg.sweep_name == "single"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_every_group_option_composes_and_plans(compose_cfg, group):
+    options = option_names(group)
+    assert options, f"conf/{group}/ is empty"
+    for option in options:
+        cfg = compose_cfg([f"{group}={option}"])
+        plan = plan_cell(cfg)  # all value checks, no loading
+        assert plan.cell_id and plan.cell_dir.parent == plan.sweep_root
+
+
+def test_dataset_group_covers_the_registry():
+    assert option_names("dataset") == available_datasets()
+
+
+def test_model_group_has_the_required_models():
+    assert {"smollm2", "tiny_llama", "llama2_7b_chat", "codellama_7b_instruct", "vicuna_7b"} <= set(
+        option_names("model")
+    )
+
+
+def test_sweep_files_are_exactly_the_paper_experiments():
+    assert set(option_names("sweep")) == set(SWEEPS)
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_sweep_cell_composes_and_plans(compose_cfg, sweep):
+    cfg = compose_cfg([f"+sweep={sweep}"], hydra=True)
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
+    assert cfg.sweep_name == sweep
+    params = dict(cfg.hydra.sweeper.params)
+    assert params, f"sweep {sweep} has no grid"
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in parsed]
+    assert all(len(axis) >= 2 for axis in axes), f"{sweep}: every axis should have at least two values"
+    cell_ids = set()
+    for cell in itertools.product(*axes):
+        plan = plan_cell(compose_cfg([f"+sweep={sweep}", *cell]))
+        cell_ids.add(plan.cell_id)
+        assert plan.sweep_root.name == sweep
+    assert len(cell_ids) == len(list(itertools.product(*axes))), "two cells of one sweep share an id"
+
+
+def test_ablation_wg_has_the_paper_corners(compose_cfg):
+    cfg = compose_cfg(["+sweep=ablation_wg"], hydra=True)
+    params = cfg.hydra.sweeper.params
+    assert "1" in str(params["lookahead.window"]).split(",")
+    assert "1" in str(params["lookahead.guesses"]).split(",")
+    assert cfg.lookahead.ngram == 5
+
+
+def test_sweep_files_yield_to_command_line_overrides(compose_cfg):
+    # The CPU recipe of every sweep: the embedded model and a limit on the command line win.
+    cfg = compose_cfg(["+sweep=ablation_wg", "model=smollm2", "dataset.limit=2", "max_new_tokens=16"])
+    assert cfg.model.name == "smollm2-135m-instruct"
+    assert cfg.dataset.limit == 2 and cfg.max_new_tokens == 16
+    assert cfg.lookahead.prompt_as_reference is False  # still the sweep's own setting
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model=xyz", "Could not find 'model/xyz'"),
+        ("dataset=xyz", "Could not find 'dataset/xyz'"),
+        ("+sweep=nope", "Could not find 'sweep/nope'"),
+    ],
+)
+def test_unknown_names_list_the_valid_ones(compose_cfg, override, message):
+    group = override.lstrip("+").split("=")[0]
+    with pytest.raises(MissingConfigException) as info:
+        compose_cfg([override])
+    text = str(info.value)
+    assert message in text
+    for option in option_names(group):
+        assert option in text
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("lookahead.windw=3", "Key 'windw' not in 'LookaheadConfig'"),
+        ("lookahead.window=abc", "could not be converted to Integer"),
+        ("sampling.temperature=hot", "could not be converted to Float"),
+        ("arms=[ar,foo]", "expected one of [ar, lookahead, prompt_lookup, jacobi]"),
+        ("device=tpu", "expected one of [auto, cpu, cuda]"),
+        ("dtype=float8", "expected one of"),
+        ("model.source=s3", "expected one of [embedded, tiny, hf]"),
+    ],
+)
+def test_typos_and_wrong_types_fail_at_composition(compose_cfg, override, message):
+    with pytest.raises((ConfigCompositionException, ConfigKeyError, ValidationError)) as info:
+        compose_cfg([override])
+    assert message in str(info.value) or message in str(info.value.__cause__)
+
+
+@pytest.mark.parametrize(
+    ("override", "error", "message"),
+    [
+        ("lookahead.ngram=1", DecodingConfigError, "ngram (N)=1 is not allowed: use an integer >= 2"),
+        ("lookahead.window=0", DecodingConfigError, "window (W)=0"),
+        ("lookahead.guesses=-1", DecodingConfigError, "guesses (G)=-1"),
+        ("sampling=temperature_1 sampling.temperature=0", DecodingConfigError, "temperature=0"),
+        ("sampling.top_p=1.5", DecodingConfigError, "top_p=1.5"),
+        ("max_new_tokens=0", DecodingConfigError, "max_new_tokens=0"),
+        ("arms=[lookahead]", CellConfigError, "lacks 'ar'"),
+        ("arms=[ar,ar]", CellConfigError, "twice"),
+        ("sampling=temperature_1 arms=[ar,jacobi]", CellConfigError, "greedy-only"),
+        ("attn_implementation=flash_attention_2", CellConfigError, "custom attention mask"),
+        ("repeats=0", CellConfigError, "repeats=0"),
+        ("dataset.limit=0", CellConfigError, "dataset.limit=0"),
+        ("prompt_lookup.num_tokens=0 arms=[ar,prompt_lookup]", DecodingConfigError, "num_tokens=0"),
+        ("dataset.name=mtbench", ValueError, "Did you mean 'mt_bench'"),
+        ("sweep_name=a/b", CellConfigError, "plain folder name"),
+    ],
+)
+def test_bad_values_fail_in_the_plan(compose_cfg, override, error, message):
+    cfg = compose_cfg(override.split())
+    with pytest.raises(error) as info:
+        plan_cell(cfg)
+    assert message in str(info.value)
+
+
+def test_flash_attention_is_fine_for_an_ar_only_cell(compose_cfg):
+    plan_cell(compose_cfg(["attn_implementation=flash_attention_2", "arms=[ar]"]))
+
+
+def test_cell_id_ignores_paths_and_sweep_but_not_parameters(compose_cfg):
+    base = plan_cell(compose_cfg([]))
+    elsewhere = plan_cell(compose_cfg(["output_root=/tmp/elsewhere", "sweep_name=other", "warmup=3"]))
+    assert elsewhere.cell_id == base.cell_id
+    assert plan_cell(compose_cfg(["lookahead.window=8"])).cell_id != base.cell_id
+    assert plan_cell(compose_cfg(["sampling=temperature_1"])).cell_id != base.cell_id
+    assert plan_cell(compose_cfg(["dataset.limit=4"])).cell_id != base.cell_id
+
+
+def test_vicuna_template_renders_fastchat_format(compose_cfg):
+    from jinja2 import Template
+
+    template = compose_cfg(["model=vicuna_7b"]).model.chat_template
+    messages = [
+        {"role": "user", "content": "Hi?"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "user", "content": "Bye?"},
+    ]
+    text = Template(template).render(messages=messages, bos_token="<s>", eos_token="</s>", add_generation_prompt=True)
+    system = (
+        "A chat between a curious user and an artificial intelligence assistant. The assistant gives helpful, "
+        "detailed, and polite answers to the user's questions."
+    )
+    assert text == f"<s>{system} USER: Hi? ASSISTANT: Hello.</s>USER: Bye? ASSISTANT:"
