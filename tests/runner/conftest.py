@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = REPO / "conf"
 FIXTURE_DATA = REPO / "tests" / "fixtures" / "datasets"
 # Small and fast on 2 cores: one question, a few tokens, the tiny llama in float64 (exact argmaxes).
-TINY = ["model=tiny_llama", "dtype=float64", "device=cpu", "dataset.limit=1", "max_new_tokens=8"]
+# W&B and the device profile are off in unit runs; test_runner_cli checks them in one real run.
+QUIET = ["wandb.mode=disabled", "device_profile.enabled=false"]
+TINY = ["model=tiny_llama", "dtype=float64", "device=cpu", "dataset.limit=1", "max_new_tokens=8", *QUIET]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 
 from lade_bench.results import load_rows, read_index, scan_rows_jsonl
 
-from .conftest import TINY
+from .conftest import QUIET, TINY
 
 pytestmark = pytest.mark.slow
 
@@ -93,7 +94,7 @@ def test_sigkill_mid_cell_then_rerun_completes(run_cli, tmp_path):
 
 def test_default_command_on_smollm2_matches_ar(run_cli, tmp_path):
     # The default command (embedded SmolLM2, MT-Bench, greedy), shortened to one question.
-    result = run_cli("dataset.limit=1", "max_new_tokens=16", "warmup_new_tokens=4")
+    result = run_cli("dataset.limit=1", "max_new_tokens=16", "warmup_new_tokens=4", *QUIET)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = load_rows(tmp_path / "runs" / "single")
     assert set(rows["model"]) == {"smollm2-135m-instruct"} and len(rows) == 4
@@ -102,6 +103,24 @@ def test_default_command_on_smollm2_matches_ar(run_cli, tmp_path):
     assert rows["new_tokens"].min() > 0
     assert "results: " in result.stdout and "speedup" in result.stdout
     assert "=AR" in result.stdout and "100%" in result.stdout
+
+
+def test_sweep_logs_offline_wandb_runs_and_profiles_the_device(run_cli, tmp_path):
+    # The real sinks of a sweep: one offline W&B run per cell, and the device curve once per sweep.
+    args = [
+        "+sweep=smoke",
+        "dtype=float64",
+        "wandb.mode=offline",
+        "device_profile.warmup=0",
+        "device_profile.repeats=1",
+    ]
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr[-3000:]
+    sweep = tmp_path / "runs" / "smoke"
+    profile = json.loads((sweep / "device_profile.json").read_text())
+    assert len(profile["token_counts"]) == len(profile["forward_time_s"]) > 2
+    assert len(list((sweep / "wandb").glob("offline-run-*"))) == 2
+    assert "wandb sync" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(

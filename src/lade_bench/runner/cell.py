@@ -17,6 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.models.loading import describe_device, load_model, stop_token_ids
+from lade_bench.report.device_profile import PROFILE_JSON, record_device_profile
 from lade_bench.results import (
     MANIFEST_JSON,
     SUMMARY_JSON,
@@ -77,6 +78,7 @@ def run_cell(cfg: DictConfig, sinks: Sequence[Sink] = ()) -> CellOutcome:
     update_index(plan.sweep_root, plan.cell_id, cell_dir=plan.cell_dir, status="running", config=plan.semantic)
     try:
         cell_model = _load_model(plan)
+        _profile_device_once(plan, cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
         writer.write_json(MANIFEST_JSON, _manifest(plan, sample_set, len(samples)))
         appended = _generate(plan, cell_model, sample_set, writer)
@@ -148,6 +150,28 @@ def _load_model(plan: CellPlan) -> CellModel:
             "for plain completion prompts"
         )
     return CellModel(model, tokenizer, stop_token_ids(model, tokenizer))
+
+
+def _profile_device_once(plan: CellPlan, cell_model: CellModel) -> None:
+    """Measure the device's forward-time curve for this sweep unless it already has one.
+
+    Done before any timed generation, on the model the sweep runs, so the curve describes exactly
+    the device and model behind the sweep's speedups.
+    """
+    settings = plan.cfg.device_profile
+    if not settings.enabled or (plan.sweep_root / PROFILE_JSON).is_file():
+        return
+    shape = (plan.lookahead.ngram, plan.lookahead.window, plan.lookahead.guesses)
+    log.info("measuring forward time vs new tokens on %s (once per sweep)", describe_device(plan.device))
+    path = record_device_profile(
+        cell_model.model,
+        plan.sweep_root,
+        [shape],
+        context_tokens=settings.context_tokens,
+        warmup=settings.warmup,
+        repeats=settings.repeats,
+    )
+    log.info("device profile: %s", path)
 
 
 def _generate(plan: CellPlan, cell_model: CellModel, sample_set: SampleSet, writer: CellWriter) -> int:

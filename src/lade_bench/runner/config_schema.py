@@ -158,6 +158,38 @@ class JacobiConfig:
     block_size: int = 7
 
 
+class WandbMode(Enum):
+    """Where W&B runs go: files on disk to sync later, the live service, or nowhere."""
+
+    offline = "offline"
+    online = "online"
+    disabled = "disabled"
+
+
+@dataclass
+class WandbConfig:
+    """Schema of ``wandb``: one W&B run per cell (see ``lade_bench.report.wandb_sink.WandbSettings``)."""
+
+    mode: WandbMode = WandbMode.offline
+    project: str = "lade-bench"
+    entity: str | None = None
+    dir: str | None = None
+    tags: list[str] = field(default_factory=list)
+    log_table: bool = True
+    log_figures: bool = True
+    n_boot: int = 2000
+
+
+@dataclass
+class DeviceProfileConfig:
+    """Schema of ``device_profile``: the forward-time-vs-tokens curve measured once per sweep."""
+
+    enabled: bool = True
+    context_tokens: int = 128
+    warmup: int = 2
+    repeats: int = 5
+
+
 @dataclass
 class LadeBenchConfig:
     """The whole job config; ``conf/config.yaml`` documents each value and its default."""
@@ -168,6 +200,8 @@ class LadeBenchConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    device_profile: DeviceProfileConfig = field(default_factory=DeviceProfileConfig)
     arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
     seed: int = 0
     max_new_tokens: int = 64

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.runner.console import console_summary_sink
 
@@ -27,5 +27,12 @@ Sink = Callable[[dict[str, Any], dict[str, Any], pd.DataFrame, Path], None]
 
 
 def default_sinks(cfg: DictConfig) -> list[Sink]:
-    """The sinks a job hands each cell to; today only the console summary (W&B joins here)."""
-    return [console_summary_sink]
+    """The sinks a job hands each cell to: the console summary, then W&B unless disabled."""
+    sinks: list[Sink] = [console_summary_sink]
+    settings = OmegaConf.to_container(cfg.wandb, resolve=True, enum_to_str=True)
+    if settings["mode"] != "disabled":
+        # Imported here: wandb is slow to import and unit runs with W&B disabled never need it.
+        from lade_bench.report.wandb_sink import WandbSettings, WandbSink
+
+        sinks.append(WandbSink(WandbSettings.from_config(settings)))
+    return sinks
