@@ -88,9 +88,15 @@ _SHAPE_NAMES = {"ngram": "N", "window": "W", "guesses": "G"}
 def _panel_name(keys: Sequence[str], values: object) -> str:
     """``"toy | N=3"`` from group keys and a groupby key (names shown for shape parameters only)."""
     parts = values if isinstance(values, tuple) else (values,)
-    return " | ".join(
-        f"{_SHAPE_NAMES[k]}={int(v)}" if k in _SHAPE_NAMES else str(v) for k, v in zip(keys, parts, strict=True)
-    )
+
+    def name(key: str, value: object) -> str:
+        if key in _SHAPE_NAMES:
+            return f"{_SHAPE_NAMES[key]}={int(value)}"
+        if key == "prompt_as_reference":
+            return f"prompt ref {'on' if value else 'off'}"
+        return str(value)
+
+    return " | ".join(name(k, v) for k, v in zip(keys, parts, strict=True))
 
 
 def _varying(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
@@ -101,10 +107,11 @@ def _varying(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
 def speedup_heatmap_wg(sweep: Sweep) -> Figure:
     """Lookahead speedup over W x G, one panel per dataset (and N, model, sweep where they vary)."""
     data = _greedy_lookahead(sweep.summary)
-    data = data[data["prompt_as_reference"].astype(bool)]
     if data.empty:
-        raise FigureSkipped("no greedy lookahead cells with prompt-as-reference")
-    panel_keys = [c for c in ("sweep", "model") if c in _varying(data, ("sweep", "model"))] + ["dataset", "ngram"]
+        raise FigureSkipped("no greedy lookahead cells")
+    # Prompt-as-reference changes what the pool holds, so on/off cells never share a panel.
+    varying = _varying(data, ("sweep", "model", "prompt_as_reference"))
+    panel_keys = [c for c in ("sweep", "model", "prompt_as_reference") if c in varying] + ["dataset", "ngram"]
     groups = list(data.groupby(panel_keys, sort=True))
     fig, axes = _grid(len(groups))
     finite = data["speedup"].dropna()
@@ -134,8 +141,8 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
 def speedup_compression_vs_n(sweep: Sweep) -> Figure:
     """Speedup (with CI) and compression against N, one line per (dataset, W, G)."""
     data = _greedy_lookahead(sweep.summary)
-    data = data[data["prompt_as_reference"].astype(bool)]
-    series_keys = [c for c in ("sweep", "model") if c in _varying(data, ("sweep", "model"))] + [
+    varying = _varying(data, ("sweep", "model", "prompt_as_reference"))
+    series_keys = [c for c in ("sweep", "model", "prompt_as_reference") if c in varying] + [
         "dataset",
         "window",
         "guesses",
