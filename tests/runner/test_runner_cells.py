@@ -16,6 +16,7 @@ from lade_bench.models import converted_smollm2_dir
 from lade_bench.models.loading import load_model, resolve_dtype
 from lade_bench.results import load_rows, read_index, scan_rows_jsonl
 from lade_bench.runner import plan_cell, run_cell
+from lade_bench.runner.plan import CellConfigError
 
 from .conftest import FIXTURE_DATA, TINY
 
@@ -218,3 +219,12 @@ def test_hf_source_loads_a_local_checkpoint(compose_cfg):
     model, tokenizer = load_model(cfg.model, torch.device("cpu"), resolve_dtype("auto", torch.device("cpu")), "sdpa")
     assert type(model).__name__ == "LlamaForCausalLM" and not model.training
     assert tokenizer.chat_template is not None
+
+
+def test_unloadable_model_names_the_offline_alternatives(compose_cfg, tmp_path):
+    cfg = compose_cfg(
+        [*TINY, "model=llama2_7b_chat", f"model.name_or_path={tmp_path / 'no-such-model'}", f"output_root={tmp_path}"]
+    )
+    with pytest.raises(CellConfigError, match="model=smollm2"):
+        run_cell(cfg)
+    assert all(p.stat().st_size == 0 for p in tmp_path.glob("single/*/rows.jsonl"))

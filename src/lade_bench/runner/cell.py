@@ -143,7 +143,10 @@ def _load_model(plan: CellPlan) -> CellModel:
     try:
         model, tokenizer = load_model(cfg.model, plan.device, plan.dtype, attention, cache_dir=cfg.model_cache_dir)
     except OSError as err:  # hub unreachable, gated repo, missing folder
-        raise CellConfigError(f"cannot load model {cfg.model.name!r}: {err}") from err
+        raise CellConfigError(
+            f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
+            "local copy, or use the embedded model: model=smollm2"
+        ) from err
     if cfg.model.chat and getattr(tokenizer, "chat_template", None) is None:
         raise CellConfigError(
             f"model {cfg.model.name!r} has no chat template: set model.chat_template, or model.chat=false "
