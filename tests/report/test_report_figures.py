@@ -63,3 +63,13 @@ def test_sampling_only_sweep(sweep):
         with pytest.raises(FigureSkipped):
             FIGURES[name].draw(sampled)
     assert FIGURES["rouge_parity"].draw(sampled) is not None
+
+
+def test_heatmap_keeps_cells_without_prompt_as_reference(sweep):
+    # The paper's W x G ablation runs with prompt-as-reference off; those cells must get panels too.
+    greedy = _subset(sweep, ~sweep.rows["do_sample"])
+    fig = FIGURES["speedup_heatmap_wg"].draw(greedy)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert any("prompt ref off" in t for t in titles) and any("prompt ref on" in t for t in titles)
+    off_only = _subset(sweep, ~sweep.rows["do_sample"] & ~sweep.rows["prompt_as_reference"].astype(bool))
+    assert FIGURES["speedup_heatmap_wg"].draw(off_only) is not None
