@@ -30,6 +30,8 @@ from lade_bench.decoding import (
     lookahead_generate,
     prompt_lookup_generate,
 )
+from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
+from lade_bench.metrics.task_accuracy import match_rate
 from lade_bench.models.embedded import load_embedded_smollm2
 from lade_bench.results._atomic import atomic_write_json
 
@@ -88,21 +90,23 @@ def run_benchmark(arms: dict[str, Arm], prompts: list[list[int]], warmup: int) -
 
 
 def summarise(results: dict[str, list[DecodeResult]]) -> list[ArmSummary]:
-    """Per-arm ratios of sums against the AR arm."""
+    """Per-arm ratios of sums against the AR arm (the same metric functions the runner uses)."""
     ar = results["ar"]
-    ar_time = sum(r.wall_time_s for r in ar)
+    ar_times = [r.wall_time_s for r in ar]
     rows = []
     for name, runs in results.items():
-        wall = sum(r.wall_time_s for r in runs)
-        forward = sum(r.forward_time_s for r in runs)
+        times = [r.wall_time_s for r in runs]
+        tokens = [r.new_tokens for r in runs]
+        wall, forward = sum(times), sum(r.forward_time_s for r in runs)
         rows.append(
             ArmSummary(
                 arm=name,
-                tokens_per_s=sum(r.new_tokens for r in runs) / wall,
-                speedup_vs_ar=ar_time / wall,
-                compression_ratio=sum(r.new_tokens for r in runs) / sum(r.steps for r in runs),
-                outside_forward_share=(wall - forward) / wall if forward == forward else float("nan"),
-                matches_ar=sum(r.tokens == a.tokens for r, a in zip(runs, ar, strict=True)) / len(runs),
+                tokens_per_s=tokens_per_s(tokens, times),
+                speedup_vs_ar=speedup(ar_times, times),
+                compression_ratio=compression_ratio(tokens, [r.steps for r in runs]),
+                # NaN for generate-based arms, whose forward time is not measured.
+                outside_forward_share=(wall - forward) / wall,
+                matches_ar=match_rate([r.tokens == a.tokens for r, a in zip(runs, ar, strict=True)]),
             )
         )
     return rows
