@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 from transformers import GenerationConfig
@@ -75,8 +76,8 @@ def _generate(
     prompt = prompt_ids_as_list(input_ids)
     stop_ids = sorted(eos_set(eos_token_id))
     device = model_device(model)
-    # A fresh config: the checkpoint's own generation_config (repetition penalty, default top_k=50,
-    # other EOS ids...) must not leak into the baseline.
+    # Every field is spelled out, and the checkpoint's own generation_config is hidden during the
+    # call (see _checkpoint_generation_config_hidden): the baseline decodes exactly as our config says.
     config = GenerationConfig(
         max_new_tokens=max_new_tokens,
         min_new_tokens=0,
@@ -93,7 +94,7 @@ def _generate(
     counter = _ForwardCounter(model, len(prompt))
     sync = device_synchronizer(device)
     torch.manual_seed(seed)
-    with counter:
+    with counter, _checkpoint_generation_config_hidden(model):
         sync()
         started = time.perf_counter()
         output = model.generate(
@@ -111,6 +112,24 @@ def _generate(
         wall_time_s=wall,
         method=method if not sampling.do_sample else f"{method}_sampling",
     )
+
+
+@contextmanager
+def _checkpoint_generation_config_hidden(model: torch.nn.Module) -> Iterator[None]:
+    """Swap in a blank ``model.generation_config`` for the duration of one ``generate`` call.
+
+    ``generate`` fills every field our config leaves unset (None) from the checkpoint's generation
+    config: a checkpoint asking for ``repetition_penalty``, ``no_repeat_ngram_size``, ``min_p``,
+    ``bad_words_ids``, ``suppress_tokens``, ``sequence_bias``... would silently change the AR and
+    prompt-lookup arms but not lookahead, and so the speedup and ``matches_ar``. Hiding it leaves
+    only our explicit settings and transformers' neutral global defaults.
+    """
+    saved = model.generation_config
+    model.generation_config = GenerationConfig()
+    try:
+        yield
+    finally:
+        model.generation_config = saved
 
 
 class _ForwardCounter:
