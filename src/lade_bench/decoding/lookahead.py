@@ -59,7 +59,8 @@ def lookahead_generate(
         seed: seeds the window initialisation and every sampling draw.
 
     Returns:
-        DecodeResult; ``steps`` counts the prefill and every lookahead step (one forward each).
+        DecodeResult; ``steps`` counts every forward: the prefill (which also carries the window's
+        first level) and each lookahead step.
     """
     sampling = sampling or SamplingParams()
     validate_max_new_tokens(max_new_tokens)
@@ -106,9 +107,14 @@ class _LookaheadRun:
         sync = device_synchronizer(self.device)
         sync()
         started = time.perf_counter()
-        finished = self._prefill()
+        window = LookaheadWindow(
+            self.params.ngram,
+            self.params.window,
+            initial_guesses(self.prompt, self.params.window + self.params.ngram - 3, self.generator),
+        )
+        finished = self._prefill(window)
         if not finished:
-            self._decode()
+            self._decode(window)
         sync()
         wall = time.perf_counter() - started
         decode_steps = max(len(self.accept_lengths) - 1, 1)
@@ -134,21 +140,33 @@ class _LookaheadRun:
         self.forward_clock.stop()
         return output.logits[0]
 
-    def _prefill(self) -> bool:
-        logits = self._forward(self.prompt, logits_to_keep=1)
+    def _prefill(self, window: LookaheadWindow) -> bool:
+        """Prompt and the window's first level in one causal forward (as the official code does).
+
+        The guesses sit right after the prompt, the first one at cur's position, so their argmaxes
+        are the window's next level: the first warm-up step rides along with the prefill instead of
+        costing a forward of its own. Only the prompt's entries stay in the cache; the guesses'
+        are cropped, so the committed cache holds exactly the accepted tokens as after a plain
+        prefill.
+        """
+        guesses = list(window.levels[0])
+        logits = self._forward(self.prompt + guesses, logits_to_keep=len(guesses) + 1)
+        if guesses:
+            self.cache.crop(-len(guesses))
         if self.warpers is None:
-            first = int(logits[-1].argmax())
+            first = int(logits[0].argmax())
         else:
-            probabilities = warped_probabilities(logits[-1], self.warpers)
+            probabilities = warped_probabilities(logits[0], self.warpers)
             first = int(torch.multinomial(probabilities.cpu(), 1, generator=self.generator))
+        # Row 0 stands for cur's column; update() drops it, like cur's prediction in a normal step.
+        window.update([first, *logits[1:].argmax(dim=-1).tolist()])
         return self._emit([first])
 
-    def _decode(self) -> None:
-        n, w, g = self.params.ngram, self.params.window, self.params.guesses
+    def _decode(self, window: LookaheadWindow) -> None:
+        n, g = self.params.ngram, self.params.guesses
         pool = NGramPool(length=n - 1, cap=g)
         if self.params.prompt_as_reference:
             pool.add_ngrams_of(self.sequence)
-        window = LookaheadWindow(n, w, initial_guesses(self.prompt, w + n - 3, self.generator))
         while True:
             cur = self.tokens[-1]
             position = len(self.sequence) - 1
