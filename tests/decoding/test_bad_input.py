@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, MistralConfig
+from transformers import AutoModelForCausalLM, BloomConfig, FalconConfig, MambaConfig, MistralConfig, MptConfig
 
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-from lade_bench.decoding.checks import UnsupportedModelError
+from lade_bench.decoding.checks import UnsupportedModelError, position_bias_of
 from lade_bench.decoding.jacobi import jacobi_generate
 from lade_bench.decoding.lookahead import lookahead_generate
 from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams
@@ -105,3 +105,43 @@ def test_sliding_window_model_is_refused_before_forward():
     with pytest.raises(UnsupportedModelError, match="sliding_window=16"):
         jacobi_generate(model, [1, 2, 3], 5)
     assert counter.calls == 0
+
+
+_TINY_SPECIAL = dict(vocab_size=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+POSITION_BIASED = {
+    # ALiBi: biases from each token's index in the input, whatever position_ids say.
+    "mpt": lambda: MptConfig(d_model=32, n_heads=4, n_layers=1, expansion_ratio=2, max_seq_len=64, **_TINY_SPECIAL),
+    "bloom": lambda: BloomConfig(hidden_size=32, n_layer=1, n_head=4, **_TINY_SPECIAL),
+    "falcon_alibi": lambda: FalconConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, alibi=True, **_TINY_SPECIAL
+    ),
+    # No position_ids argument at all (a recurrent state instead of attention).
+    "mamba": lambda: MambaConfig(hidden_size=32, state_size=4, num_hidden_layers=1, **_TINY_SPECIAL),
+}
+
+
+@pytest.mark.parametrize(
+    ("family", "fragment"),
+    [
+        ("mpt", r"MptForCausalLM is not supported: it uses ALiBi attention biases \(model_type='mpt'"),
+        ("bloom", r"BloomForCausalLM is not supported: it uses ALiBi attention biases \(model_type='bloom'"),
+        ("falcon_alibi", r"FalconForCausalLM is not supported: it uses ALiBi .*alibi=True"),
+        ("mamba", r"MambaForCausalLM is not supported: its forward\(\) takes no position_ids"),
+    ],
+)
+def test_position_biased_models_are_refused_before_forward(family, fragment):
+    # Eager attention: MPT and Bloom have no SDPA path, and MPT-eager used to pass the check and then
+    # silently differ from generate (Bloom and Falcon-ALiBi crashed inside build_alibi_tensor).
+    model = AutoModelForCausalLM.from_config(POSITION_BIASED[family](), attn_implementation="eager").eval()
+    counter = ForwardCounter(model)
+    with pytest.raises(UnsupportedModelError, match=fragment):
+        lookahead_generate(model, [1, 2, 3, 1, 2, 3], LookaheadParams(5, 7, 7), 8)
+    with pytest.raises(UnsupportedModelError, match="not supported"):
+        jacobi_generate(model, [1, 2, 3], 5)
+    assert counter.calls == 0
+    assert position_bias_of(model) is not None
+
+
+def test_rotary_falcon_is_not_mistaken_for_alibi():
+    config = FalconConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, alibi=False, **_TINY_SPECIAL)
+    assert position_bias_of(AutoModelForCausalLM.from_config(config)) is None

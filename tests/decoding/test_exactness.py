@@ -24,13 +24,45 @@ CONFIGS = [
     LookaheadParams(5, 7, 0, prompt_as_reference=False),  # no verification at all
 ]
 
+# The full grid runs on these; the other families (OLMo2, Granite, StableLM, Gemma, Cohere, Phi,
+# Starcoder2, MoE) are there so that a transformers upgrade breaking one of them is caught, and a
+# few shapes each keep that cheap.
+FULL_GRID_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gpt2", "gpt_neox")
+WIDER_ARCHITECTURES = sorted(set(TINY_ARCHITECTURES) - set(FULL_GRID_ARCHITECTURES))
+WIDER_CONFIGS = [
+    LookaheadParams(5, 7, 7),
+    LookaheadParams(2, 4, 3),
+    LookaheadParams(4, 5, 1, prompt_as_reference=False),
+]
 
-@pytest.mark.parametrize("arch", sorted(TINY_ARCHITECTURES))
-@pytest.mark.parametrize(
-    "params", CONFIGS, ids=lambda p: f"N{p.ngram}W{p.window}G{p.guesses}R{int(p.prompt_as_reference)}"
-)
+
+def _params_id(params: LookaheadParams) -> str:
+    return f"N{params.ngram}W{params.window}G{params.guesses}R{int(params.prompt_as_reference)}"
+
+
+@pytest.mark.parametrize("arch", FULL_GRID_ARCHITECTURES)
+@pytest.mark.parametrize("params", CONFIGS, ids=_params_id)
 def test_lookahead_greedy_equals_ar_greedy(tiny_models, arch, params):
-    model = tiny_models[arch]
+    _assert_lookahead_equals_ar(tiny_models[arch], arch, params)
+
+
+@pytest.mark.parametrize("arch", WIDER_ARCHITECTURES)
+@pytest.mark.parametrize("params", WIDER_CONFIGS, ids=_params_id)
+def test_wider_architectures_equal_ar_greedy(tiny_models, arch, params):
+    _assert_lookahead_equals_ar(tiny_models[arch], arch, params)
+
+
+@pytest.mark.parametrize("arch", WIDER_ARCHITECTURES)
+def test_wider_architectures_with_eager_attention(arch):
+    model = tiny_model(arch, init_scale=3.0, seed=7, attn_implementation="eager")
+    _assert_lookahead_equals_ar(model, arch, LookaheadParams(4, 5, 5))
+
+
+def test_full_grid_and_wider_lists_cover_every_tiny_architecture():
+    assert set(FULL_GRID_ARCHITECTURES) | set(WIDER_ARCHITECTURES) == set(TINY_ARCHITECTURES)
+
+
+def _assert_lookahead_equals_ar(model, arch: str, params: LookaheadParams) -> None:
     prompt = repetitive_prompt(40, seed=zlib.crc32(arch.encode()) % 1000)
     reference = autoregressive_generate(model, prompt, 80)
     result = lookahead_generate(model, prompt, params, 80, seed=3)

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable, Sequence
 
 import torch
+from transformers import PreTrainedModel
 
 from lade_bench.decoding.params import DecodingConfigError
 
 # Attention implementations that honour an arbitrary 4D additive mask with explicit position ids.
 MASK_CAPABLE_ATTENTION = ("eager", "sdpa")
+
+# transformers families whose attention always adds ALiBi biases (Falcon only with alibi=True, which
+# the config flag check catches). ALiBi is computed from each token's index in the input, not from
+# position_ids, so lookahead's reordered tokens would get wrong biases.
+ALIBI_MODEL_TYPES = ("bloom", "mpt")
 
 
 class UnsupportedModelError(ValueError):
@@ -61,6 +68,14 @@ def check_custom_mask_support(model: torch.nn.Module) -> None:
         raise UnsupportedModelError(
             f"{type(model).__name__} is an encoder-decoder model: lookahead decoding supports decoder-only models"
         )
+    bias = position_bias_of(model)
+    if bias is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} is not supported: {bias}. Lookahead gives the window and candidate "
+            "tokens position ids that differ from their place in the input, so the output would differ "
+            "from the model's own decoding. Supported: models whose positions come from position_ids "
+            "(rotary or learned absolute: Llama, Qwen, Mistral, Gemma, Phi, GPT-2, GPT-NeoX, ...)"
+        )
     impl = getattr(config, "_attn_implementation", None) or "eager"
     if impl not in MASK_CAPABLE_ATTENTION:
         raise UnsupportedModelError(
@@ -85,3 +100,23 @@ def sliding_window_of(config: object) -> int | None:
     if window is None and any("sliding" in str(t) for t in layer_types):
         window = getattr(config, "sliding_window", None) or -1
     return window
+
+
+def position_bias_of(model: torch.nn.Module) -> str | None:
+    """Why ``model``'s positions would not follow the ``position_ids`` it is given, or None when they do.
+
+    Two cases: ALiBi attention biases (Bloom, MPT, Falcon with ``alibi=True``), and a transformers
+    model whose ``forward`` takes no ``position_ids`` at all (it derives positions from the input or
+    keeps a recurrent state: Mamba, RWKV, ...). Wrappers that are not a ``PreTrainedModel`` (e.g. a
+    PEFT model) are judged by their config only, since their ``forward`` hides the argument list.
+    """
+    config = model.config
+    model_type = getattr(config, "model_type", None)
+    attn_config = getattr(config, "attn_config", None)
+    if getattr(config, "alibi", False) is True or getattr(attn_config, "alibi", False) is True:
+        return f"it uses ALiBi attention biases (model_type={model_type!r}, alibi=True)"
+    if model_type in ALIBI_MODEL_TYPES:
+        return f"it uses ALiBi attention biases (model_type={model_type!r} always does)"
+    if isinstance(model, PreTrainedModel) and "position_ids" not in inspect.signature(model.forward).parameters:
+        return f"its forward() takes no position_ids (model_type={model_type!r} computes positions itself)"
+    return None

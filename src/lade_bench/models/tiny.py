@@ -9,14 +9,24 @@ from __future__ import annotations
 import torch
 from transformers import (
     AutoModelForCausalLM,
+    CohereConfig,
+    GemmaConfig,
     GPT2Config,
     GPTNeoXConfig,
+    GraniteConfig,
     LlamaConfig,
     MistralConfig,
+    MixtralConfig,
+    Olmo2Config,
+    OlmoeConfig,
     Phi3Config,
+    PhiConfig,
     PretrainedConfig,
     Qwen2Config,
+    Qwen2MoeConfig,
     Qwen3Config,
+    StableLmConfig,
+    Starcoder2Config,
 )
 
 # Special ids inside the tiny vocabulary (the configs' defaults point past it).
@@ -78,6 +88,70 @@ def _gpt_neox(vocab: int, positions: int) -> PretrainedConfig:
     return GPTNeoXConfig(vocab_size=vocab, max_position_embeddings=positions, **_COMMON)
 
 
+def _olmo2(vocab: int, positions: int) -> PretrainedConfig:
+    return Olmo2Config(vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, **_COMMON)
+
+
+def _granite(vocab: int, positions: int) -> PretrainedConfig:
+    # Granite's residual/attention/logit multipliers are exercised at their (non-1) defaults.
+    return GraniteConfig(vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, **_COMMON)
+
+
+def _stablelm(vocab: int, positions: int) -> PretrainedConfig:
+    return StableLmConfig(vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, **_COMMON)
+
+
+def _gemma(vocab: int, positions: int) -> PretrainedConfig:
+    # Gemma v1: global attention only (Gemma 2/3 interleave sliding-window layers, which are refused).
+    return GemmaConfig(
+        vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, head_dim=8, **_COMMON
+    )
+
+
+def _cohere(vocab: int, positions: int) -> PretrainedConfig:
+    return CohereConfig(vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, **_COMMON)
+
+
+def _phi(vocab: int, positions: int) -> PretrainedConfig:
+    # Phi-1/2: partial rotary embedding and a parallel attention/MLP block.
+    return PhiConfig(vocab_size=vocab, max_position_embeddings=positions, **_COMMON)
+
+
+def _starcoder2(vocab: int, positions: int) -> PretrainedConfig:
+    return Starcoder2Config(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        sliding_window=None,
+        **_COMMON,
+    )
+
+
+_MOE = dict(num_key_value_heads=2, num_experts_per_tok=2, **_COMMON)
+
+
+def _qwen2_moe(vocab: int, positions: int) -> PretrainedConfig:
+    return Qwen2MoeConfig(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_experts=4,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        use_sliding_window=False,
+        **_MOE,
+    )
+
+
+def _mixtral(vocab: int, positions: int) -> PretrainedConfig:
+    return MixtralConfig(
+        vocab_size=vocab, max_position_embeddings=positions, num_local_experts=4, sliding_window=None, **_MOE
+    )
+
+
+def _olmoe(vocab: int, positions: int) -> PretrainedConfig:
+    return OlmoeConfig(vocab_size=vocab, max_position_embeddings=positions, num_experts=4, **_MOE)
+
+
 TINY_ARCHITECTURES = {
     "llama": _llama,
     "qwen2": _qwen2,
@@ -86,7 +160,21 @@ TINY_ARCHITECTURES = {
     "phi3": _phi3,
     "gpt2": _gpt2,
     "gpt_neox": _gpt_neox,
+    "olmo2": _olmo2,
+    "granite": _granite,
+    "stablelm": _stablelm,
+    "gemma": _gemma,
+    "cohere": _cohere,
+    "phi": _phi,
+    "starcoder2": _starcoder2,
+    "qwen2_moe": _qwen2_moe,
+    "mixtral": _mixtral,
+    "olmoe": _olmoe,
 }
+
+# Mixture-of-experts families. Their experts run with transformers' "eager" implementation: the
+# default grouped matmul has no float64 kernel on CPU, and float64 is what exactness tests use.
+MOE_ARCHITECTURES = ("qwen2_moe", "mixtral", "olmoe")
 
 
 def tiny_model(
@@ -109,8 +197,9 @@ def tiny_model(
     if architecture not in TINY_ARCHITECTURES:
         raise ValueError(f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}")
     config = TINY_ARCHITECTURES[architecture](vocab_size, max_positions)
+    extra = {"experts_implementation": "eager"} if architecture in MOE_ARCHITECTURES else {}
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **extra)
     if init_scale != 1.0:
         with torch.no_grad():
             for parameter in model.parameters():
