@@ -6,12 +6,12 @@ import json
 
 import pytest
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, MptConfig
 
 import lade_bench.runner.cell as cell_module
 import lade_bench.runner.execute as execute_module
 from lade_bench.datasets import load_dataset_samples, render_prompt
-from lade_bench.decoding import DecodingConfigError
+from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
 from lade_bench.models import converted_smollm2_dir
 from lade_bench.models.loading import load_model, resolve_dtype
 from lade_bench.results import load_rows, read_index, scan_rows_jsonl
@@ -162,6 +162,22 @@ def test_config_errors_fail_before_any_model_loads(compose_cfg, tmp_path, monkey
     assert not any(tmp_path.iterdir())  # nothing written either
 
 
+def test_alibi_model_is_refused_before_any_generation(compose_cfg, tmp_path, monkeypatch, spy):
+    def loads_mpt(*args, **kwargs):
+        _, tokenizer = load_model(*args, **kwargs)
+        config = MptConfig(d_model=32, n_heads=4, n_layers=1, max_seq_len=512, vocab_size=len(tokenizer))
+        return AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval(), tokenizer
+
+    monkeypatch.setattr(cell_module, "load_model", loads_mpt)
+    cfg = compose_cfg([*TINY, "attn_implementation=eager", f"output_root={tmp_path}"])
+    with pytest.raises(UnsupportedModelError, match="MptForCausalLM is not supported: it uses ALiBi"):
+        run_cell(cfg)
+    assert spy == []
+    plan = plan_cell(cfg)
+    assert not (plan.cell_dir / "rows.jsonl").exists()
+    assert "ALiBi" in read_index(plan.sweep_root)[0]["error"]
+
+
 def test_over_long_prompts_are_skipped_and_counted(compose_cfg, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(converted_smollm2_dir())
     samples = load_dataset_samples("mt_bench", limit=3)
@@ -190,8 +206,11 @@ def test_sinks_get_config_summary_rows_and_folder(compose_cfg, tmp_path):
     assert cell_dir == outcome.cell_dir
     on_disk = json.loads((outcome.cell_dir / "summary.json").read_text())
     assert on_disk["arms"]["lookahead"]["speedup"] == summary["arms"]["lookahead"]["speedup"]
-    for key in ("speedup", "speedup_ci_low", "speedup_ci_high", "speedup_per_sample_mean", "compression_ratio"):
+    for key in ("speedup", "speedup_per_sample_mean", "compression_ratio"):
         assert summary["arms"]["lookahead"][key] is not None
+    # one question: no interval, and the summary says why
+    assert summary["arms"]["lookahead"]["speedup_ci_low"] is None
+    assert summary["arms"]["lookahead"]["speedup_ci_note"] == "no interval: 1 sample (< 10)"
 
 
 def test_sinks_hear_about_a_failed_cell_and_the_error_propagates(compose_cfg, tmp_path, monkeypatch):

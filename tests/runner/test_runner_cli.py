@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from lade_bench.results import load_rows, read_index, scan_rows_jsonl
 
@@ -137,6 +138,26 @@ def test_bad_values_exit_cleanly_before_loading(run_cli, tmp_path, args, expecte
     assert expected in output
     assert "loading model" not in output and "Traceback" not in output
     assert not list((tmp_path / "runs").glob("single/*/rows.jsonl"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is available here")
+def test_cuda_without_cuda_is_a_one_line_error_before_loading(run_cli):
+    result = run_cli(*TINY, "device=cuda")
+    output = result.stdout + result.stderr
+    assert result.returncode == 2
+    assert "device='cuda' but CUDA is not available here" in output and "use device=cpu" in output
+    assert "Traceback" not in output and "loading model" not in output
+
+
+def test_corrupt_dataset_file_names_the_file_and_line_before_loading(run_cli, tmp_path):
+    path = tmp_path / "question.jsonl"
+    good = json.dumps({"question_id": 1, "category": "writing", "turns": ["Hi."]})
+    path.write_text(f'{good}\n{good}\n{{"question_id": 3, "turns": [\n', encoding="utf-8")
+    result = run_cli(*TINY, f"dataset.path={path}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 2
+    assert f"{path}:3: invalid JSON" in output
+    assert "Traceback" not in output and "loading model" not in output
 
 
 def test_unreachable_hub_dataset_says_how_to_use_a_local_copy(run_cli, tmp_path):

