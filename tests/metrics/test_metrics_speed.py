@@ -115,3 +115,38 @@ def test_accept_length_histogram():
         accept_length_histogram([[1], [-1]])
     with pytest.raises(ValueError, match=r"accept_lengths\[0\]\[1\] = 1.5"):
         accept_length_histogram([[1, 1.5]])
+
+
+def test_per_token_speedup_is_a_ratio_of_time_per_token():
+    # AR: 20 tokens in 2 s (0.1 s/token); the other arm: 60 tokens in 3 s (0.05 s/token) -> 2x,
+    # although its wall time is longer (a ratio of wall times would say 0.67x)
+    assert speed.per_token_speedup([1.0, 1.0], [10, 10], [1.5, 1.5], [30, 30]) == pytest.approx(2.0)
+    assert speedup([1.0, 1.0], [1.5, 1.5]) == pytest.approx(2 / 3)
+    # equal lengths: the same number as the ratio of wall times
+    assert speed.per_token_speedup([1.0, 3.0], [5, 5], [1.0, 2.0], [5, 5]) == pytest.approx(4 / 3)
+    assert np.isnan(speed.per_token_speedup([1.0], [0], [1.0], [3]))
+    with pytest.raises(ValueError, match="lengths 2 != 1"):
+        speed.per_token_speedup([1.0, 1.0], [1], [1.0, 1.0], [1, 1])
+    with pytest.raises(ValueError, match=r"lade_tokens\[0\] = -1.0 is negative"):
+        speed.per_token_speedup([1.0], [1], [1.0], [-1])
+
+
+def test_bootstrap_per_token_ci_brackets_the_estimate_and_is_seeded():
+    rng = np.random.default_rng(5)
+    ar_t, ar_n = rng.uniform(1, 3, 40), rng.integers(20, 60, 40)
+    la_t, la_n = ar_t / 1.5, rng.integers(20, 60, 40)
+    point = speed.per_token_speedup(ar_t, ar_n, la_t, la_n)
+    low, high = speed.bootstrap_per_token_ci(ar_t, ar_n, la_t, la_n, n_boot=500)
+    assert low <= point <= high
+    assert speed.bootstrap_per_token_ci(ar_t, ar_n, la_t, la_n, n_boot=500) == (low, high)
+
+
+def test_bootstrap_sums_ci_resamples_whole_units():
+    # a constant ratio inside every unit: any resample of units gives it exactly
+    units = np.array([[2.0, 1.0], [6.0, 3.0], [10.0, 5.0]])
+    low, high = speed.bootstrap_sums_ci(units, lambda s: s[:, 0] / s[:, 1], n_boot=200)
+    assert low == pytest.approx(2.0) and high == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="shape"):
+        speed.bootstrap_sums_ci(np.zeros((0, 2)), lambda s: s[:, 0])
+    with pytest.raises(ValueError, match="n_boot=0"):
+        speed.bootstrap_sums_ci(units, lambda s: s[:, 0], n_boot=0)
