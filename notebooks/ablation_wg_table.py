@@ -19,7 +19,8 @@
 # Regenerates the paper's ablation of the lookahead shape from the per-sample rows of a sweep: every
 # greedy lookahead cell with its N, W, G and prompt-as-reference setting, including the W=1 (one
 # lookahead column), G=1 (one verified n-gram per step) and no-prompt-reference rows, with the speedup
-# over AR (95% CI) and compression. Writes `ablation_wg.tex` and `ablation_wg.md` into `out_dir`.
+# over AR (95% CI over samples, shown only from 10 samples up), compression and n (samples, pairs,
+# errors). Writes `ablation_wg.tex` and `ablation_wg.md` into `out_dir`.
 #
 # Run headless: `python -m lade_bench.report.notebook_runner notebooks/ablation_wg_table.py sweep_dir=runs/ablation_wg out_dir=paper_figures/tables`
 

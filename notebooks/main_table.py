@@ -16,10 +16,13 @@
 # %% [markdown]
 # # Main speedup table
 #
-# Regenerates the paper's main table from the per-sample rows of a sweep: per model and dataset, the
-# speedup of every decoding method over autoregressive decoding (ratio of summed wall times, 95%
-# paired bootstrap CI), its compression (tokens per forward pass), throughput and match rate with AR.
-# Writes `main_speedup.tex` and `main_speedup.md` into `out_dir`.
+# Regenerates the paper's main table from the per-sample rows of a sweep: per sweep, model and dataset,
+# one headline cell, never chosen on the samples it reports (the configuration the sweep declared in
+# `report.headline`; else the only candidate; else the best on half A of the samples, reported on half
+# B; the Selection column says which), with the speedup of every decoding method over autoregressive
+# decoding (ratio of summed wall times, 95% paired bootstrap CI over samples, shown only from 10
+# samples up), its compression (tokens per forward pass), throughput, match rate with AR and its n
+# (samples, pairs, errors). Writes `main_speedup.tex` and `main_speedup.md` into `out_dir`.
 #
 # Run headless: `python -m lade_bench.report.notebook_runner notebooks/main_table.py sweep_dir=runs/main out_dir=paper_figures/tables`
 

@@ -17,9 +17,11 @@
 # # Sampling ROUGE table
 #
 # Regenerates the paper's quality-under-sampling table from the per-sample rows of a sweep: for every
-# sampling cell, ROUGE-1/2/L (x100) of AR and of each method on the same prompts and seeds, the
-# difference in ROUGE-L to AR, and the speedup over AR (95% CI). Lookahead sampling is built to keep
-# AR's output distribution, so the differences should stay within sampling noise.
+# sampling cell, ROUGE-1/2/L (x100) of AR and of each method on the same prompts and seeds (the units
+# where every method succeeded), the paired difference in ROUGE-L to AR, and the speedup per token over
+# AR (ratio of time per generated token, since sampled outputs differ in length), each with a 95% CI
+# over samples from 10 samples up. Lookahead sampling is built to keep AR's output distribution, so the
+# differences should stay within sampling noise.
 # Writes `sampling_rouge.tex` and `sampling_rouge.md` into `out_dir`.
 #
 # Run headless: `python -m lade_bench.report.notebook_runner notebooks/sampling_rouge_table.py sweep_dir=runs/sampling out_dir=paper_figures/tables`

@@ -6,18 +6,13 @@ import pytest
 
 from lade_bench.report import aggregate
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
-from lade_bench.report.sweep import Sweep
+from lade_bench.report.sweep import Sweep, sweep_from_rows
 
 
 def _subset(sweep: Sweep, mask, profiles=None) -> Sweep:
     rows = sweep.rows[mask].reset_index(drop=True)
-    return Sweep(
-        roots=sweep.roots,
-        rows=rows,
-        summary=aggregate.summarize(rows, n_boot=200),
-        cells=sweep.cells,
-        profiles=profiles or {},
-    )
+    intervals = aggregate.IntervalSettings(n_boot=200)
+    return sweep_from_rows(rows, roots=sweep.roots, cells=sweep.cells, profiles=profiles, intervals=intervals)
 
 
 def test_every_figure_is_written_as_png_and_pdf(sweep, tmp_path):

@@ -53,6 +53,6 @@ def test_notebook_regenerates_its_table(name, sweep, sweep_dir, tmp_path):
     _, reference = write_paper_table(name, sweep, tmp_path / "reference")
     assert [tex.read_bytes(), md.read_bytes()] == [p.read_bytes() for p in reference]
     # and the numbers are the ones recomputed from the rows (first method row of the table)
-    table = spec.build(sweep.summary)
+    table = spec.build(sweep)
     for value in table.iloc[:, -2]:
         assert str(value) in md.read_text()

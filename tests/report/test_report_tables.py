@@ -5,15 +5,20 @@ from __future__ import annotations
 import pandas as pd
 
 from lade_bench.report import tables
+from lade_bench.report.sweep import sweep_from_rows
 from lade_bench.report.table_format import latex_escape, to_latex, to_markdown
+
+SPEEDUP = "Speedup, wall time (95% CI)"
 
 
 def _speedup(rows: pd.DataFrame, cell_id: str, arm: str) -> float:
-    good = rows[(rows["cell_id"] == cell_id) & rows["error"].isna()]
-    ar = good[good["arm"] == "ar"].set_index(["sample_id", "turn", "repeat"])["wall_time_s"]
-    other = good[good["arm"] == arm].set_index(["sample_id", "turn", "repeat"])["wall_time_s"]
-    keys = ar.index.intersection(other.index)
-    return float(ar.loc[keys].sum() / other.loc[keys].sum())
+    """Ratio of summed wall times over the keys where every arm of the cell succeeded."""
+    cell = rows[rows["cell_id"] == cell_id]
+    good = cell[cell["error"].isna()].set_index(["sample_id", "turn", "repeat"])
+    arms_per_key = good.groupby(level=[0, 1, 2])["arm"].nunique()
+    keys = arms_per_key[arms_per_key == cell["arm"].nunique()].index
+    common = good[good.index.isin(keys)]
+    return float(common[common["arm"] == "ar"]["wall_time_s"].sum() / common[common["arm"] == arm]["wall_time_s"].sum())
 
 
 def _cell(rows: pd.DataFrame, **identity) -> str:
@@ -26,19 +31,24 @@ def _cell(rows: pd.DataFrame, **identity) -> str:
 
 
 def test_main_table_rows_and_numbers(sweep):
-    table = tables.main_speedup_table(sweep.summary)
+    table = tables.main_speedup_table(sweep)
     assert list(table["Dataset"]) == ["toy_code"] * 3 + ["toy_sum"] * 3
     assert list(table["Method"]) == ["AR", "Lookahead", "Prompt lookup"] * 2
+    assert set(table["Sweep"]) == {"unit_report"} and set(table["Selection"]) == {"only candidate"}
     cid = _cell(sweep.rows, dataset="toy_sum", ngram=3, window=3, guesses=3, do_sample=False, prompt_as_reference=True)
     row = table[(table["Dataset"] == "toy_sum") & (table["Method"] == "Lookahead")].iloc[0]
-    assert row["Speedup (95% CI)"].startswith(f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} [")
+    # three samples: the point estimate and why there is no interval
+    assert row[SPEEDUP] == f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} (no interval: 3 samples (< 10))"
     assert (row["N"], row["W"], row["G"]) == ("3", "3", "3")
     assert row["Matches AR (%)"] == "100.0"
-    assert table[table["Method"] == "AR"]["Speedup (95% CI)"].eq("1.00 [1.00, 1.00]").all()
+    assert (row["Samples"], row["Pairs"], row["Errors"]) == ("3", "3", "0")
+    code = table[(table["Dataset"] == "toy_code") & (table["Method"] == "Lookahead")].iloc[0]
+    assert (code["Samples"], code["Pairs"], code["Errors"]) == ("2", "4", "2")
+    assert table[table["Method"] == "AR"][SPEEDUP].eq("1.00 (baseline)").all()
 
 
 def test_ablation_table_has_w1_g1_and_no_reference_rows(sweep):
-    table = tables.ablation_wg_table(sweep.summary)
+    table = tables.ablation_wg_table(sweep)
     toy = table[table["Dataset"] == "toy_sum"]
     shapes = set(zip(toy["N"], toy["W"], toy["G"], toy["Prompt as ref."], strict=True))
     assert shapes == {
@@ -51,14 +61,16 @@ def test_ablation_table_has_w1_g1_and_no_reference_rows(sweep):
     }
     cid = _cell(sweep.rows, dataset="toy_sum", ngram=3, window=1, guesses=1)
     w1 = toy[(toy["W"] == "1") & (toy["G"] == "1")].iloc[0]
-    assert w1["Speedup (95% CI)"].startswith(f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} [")
+    assert w1[SPEEDUP].startswith(f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} (no interval")
+    assert w1["Sweep"] == "unit_report"
     assert w1["Tokens/step"] == "4"  # (W + G) * (N - 1)
 
 
 def test_sampling_table_rouge_and_delta(sweep):
-    table = tables.sampling_rouge_table(sweep.summary)
+    table = tables.sampling_rouge_table(sweep)
     assert list(table["Method"]) == ["AR", "Lookahead"]
     rows = sweep.rows[sweep.rows["do_sample"]]
+    assert rows["error"].isna().all()  # no failure in this cell: the paired units are all rows
     means = {arm: rows[rows["arm"] == arm][["rouge1", "rouge2", "rougeL"]].mean() for arm in ("ar", "lookahead")}
     for label, arm in (("AR", "ar"), ("Lookahead", "lookahead")):
         got = table[table["Method"] == label].iloc[0]
@@ -66,7 +78,9 @@ def test_sampling_table_rouge_and_delta(sweep):
         assert got["ROUGE-L"] == f"{100 * means[arm]['rougeL']:.2f}"
         assert got["Temp."] == "0.70" and got["top-p"] == "0.90"
     delta = 100 * (means["lookahead"]["rougeL"] - means["ar"]["rougeL"])
-    assert table.iloc[1]["Δ ROUGE-L"] == f"{delta:.2f}"
+    assert table.iloc[1]["Δ ROUGE-L (95% CI)"] == f"{delta:.2f} (no interval: 3 samples (< 10))"
+    assert table.iloc[0]["Δ ROUGE-L (95% CI)"] == ""
+    assert table.iloc[1]["Speedup per token (95% CI)"].endswith("(no interval: 3 samples (< 10))")
 
 
 def test_write_paper_table_is_deterministic(sweep, tmp_path):
@@ -81,7 +95,7 @@ def test_write_paper_table_is_deterministic(sweep, tmp_path):
 
 
 def test_empty_table_is_not_written(sweep, tmp_path):
-    greedy_only = sweep.summary[~sweep.summary["do_sample"]]
+    greedy_only = sweep_from_rows(sweep.rows[~sweep.rows["do_sample"]])
     spec = tables.PAPER_TABLES["sampling_rouge"]
     assert tables.write_table(spec.build(greedy_only), tmp_path, spec, "p") is None
     assert not list(tmp_path.iterdir())
@@ -97,3 +111,7 @@ def test_formatters():
     assert tex.startswith("% from x\n") and "\\caption{c\\_1}" in tex
     assert tables.fmt(float("nan")) == "n/a" and tables.fmt(0.1234, 1, 100) == "12.3"
     assert tables.fmt_speedup(1.5, 1.2, 1.9) == "1.50 [1.20, 1.90]"
+    assert tables.fmt_speedup(1.5, float("nan"), float("nan"), "no interval: 3 samples (< 10)") == (
+        "1.50 (no interval: 3 samples (< 10))"
+    )
+    assert tables.fmt_estimate(0.0123, 0.01, 0.02, "", 2, 100.0) == "1.23 [1.00, 2.00]"

@@ -76,8 +76,14 @@ def test_speedup_is_a_ratio_of_per_sample_sums(_frame):
     assert summary["n_samples"] == 2 and summary["n_rows"] == 6 and summary["n_errors"] == 0
     assert la["speedup"] == pytest.approx((4.0 + 6.0) / (2.0 + 6.0))
     assert la["speedup_per_sample_mean"] == pytest.approx((2.0 + 1.0) / 2)
-    assert la["paired_samples"] == 2
-    assert 1.0 <= la["speedup_ci_low"] <= la["speedup"] <= la["speedup_ci_high"] <= 2.0
+    assert la["paired_samples"] == 2 and (la["samples"], la["pairs"]) == (2, 3)
+    # two samples are too few for an interval: none, and the reason instead
+    assert la["speedup_ci_low"] is None and la["speedup_ci_high"] is None
+    assert la["speedup_ci_note"] == "no interval: 2 samples (< 10)"
+    assert la["speedup_basis"] == "wall time"
+    lowered = summarize_cell(rows, n_boot=200, min_ci_units=2)["arms"]["lookahead"]
+    assert 1.0 <= lowered["speedup_ci_low"] <= lowered["speedup"] <= lowered["speedup_ci_high"] <= 2.0
+    assert lowered["speedup_ci_note"] is None
     assert la["compression_ratio"] == pytest.approx(50 / 30)
     assert la["tokens_per_s"] == pytest.approx(50 / 8.0)
     assert la["matches_ar"] == pytest.approx(2 / 3)
@@ -117,6 +123,8 @@ def test_errored_rows_are_counted_not_timed(_frame):
     assert summary["arms"]["lookahead"]["errors"] == 1
     assert summary["arms"]["lookahead"]["paired_samples"] == 1
     assert summary["arms"]["lookahead"]["speedup"] == pytest.approx(2.0)
+    # AR's numbers leave out sample b too, where its partner failed
+    assert summary["arms"]["ar"]["samples"] == 1 and summary["arms"]["ar"]["wall_time_s"] == 1.0
 
 
 def test_arm_order_alternates_and_seeds_are_deterministic():

@@ -3,8 +3,9 @@
 Modules, in data-flow order:
 
 * ``sweep``: load sweep folder(s) (rows, cell side files, device profile) -> :class:`Sweep`.
-* ``aggregate``: the one place numbers are computed (speedup + CI, compression, quality, predicted
-  speedup); figures, tables, the HTML report, the W&B sink and the notebooks all call it.
+* ``aggregate``: the one place numbers are computed (paired units, speedup + CI, compression,
+  quality, headline selection, predicted speedup); figures, tables, the HTML report, the W&B sink
+  and the notebooks all call it. Its module docstring states the statistics rules.
 * ``device_profile``: measure forward time vs tokens per pass; ``device_profile.json`` per sweep.
 * ``figures``: matplotlib figures (PNG + PDF), each skipped with a reason when its inputs are absent.
 * ``tables`` / ``table_format``: the paper tables as LaTeX and Markdown.
@@ -16,7 +17,7 @@ Command line: ``python -m lade_bench.report SWEEP_DIR [...] [--out DIR]`` (see `
 are not imported here so that building a report does not import wandb.
 """
 
-from lade_bench.report.aggregate import main_cells, predicted_speedups, summarize
+from lade_bench.report.aggregate import choose_headline, headline_summary, predicted_speedups, summarize
 from lade_bench.report.build import ReportResult, build_report
 from lade_bench.report.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
@@ -31,9 +32,10 @@ __all__ = [
     "Sweep",
     "build_figures",
     "build_report",
+    "choose_headline",
+    "headline_summary",
     "load_profile",
     "load_sweep",
-    "main_cells",
     "measure_forward_curve",
     "predicted_speedups",
     "record_device_profile",

@@ -58,6 +58,7 @@ def build_report(
     *,
     html: bool = True,
     n_boot: int = aggregate.N_BOOT,
+    min_ci_units: int = aggregate.MIN_CI_UNITS,
 ) -> ReportResult:
     """Load the sweep(s), then write figures, tables and (optionally) the HTML report.
 
@@ -68,9 +69,10 @@ def build_report(
         paths: one sweep folder or several (reported together).
         out_dir: output folder; default ``<first sweep folder>/report``.
         html: also write ``report.html``.
-        n_boot: bootstrap resamples of every speedup CI.
+        n_boot: bootstrap resamples of every CI.
+        min_ci_units: fewest samples a CI is computed from (fewer: point estimate and the reason).
     """
-    sweep = load_sweep(paths, n_boot=n_boot)
+    sweep = load_sweep(paths, n_boot=n_boot, min_ci_units=min_ci_units)
     out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
     figures_dir, tables_dir = out / FIGURES_DIR, out / TABLES_DIR
     figures, skipped = build_figures(sweep, figures_dir)

@@ -35,6 +35,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--n-boot", type=int, default=aggregate.N_BOOT, help="bootstrap resamples per speedup CI (default: %(default)s)"
     )
     parser.add_argument(
+        "--min-ci-units",
+        type=int,
+        default=aggregate.MIN_CI_UNITS,
+        help="fewest samples a CI is computed from; fewer: the point estimate and the reason (default: %(default)s)",
+    )
+    parser.add_argument(
         "--wandb-report", action="store_true", help="also create a W&B Report with the same panels (online)"
     )
     parser.add_argument("--wandb-project", default="lade-bench", help="W&B project (default: %(default)s)")
@@ -46,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the report build; returns the process exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    result = build_report(args.sweep_dirs, args.out, html=not args.no_html, n_boot=args.n_boot)
+    result = build_report(
+        args.sweep_dirs, args.out, html=not args.no_html, n_boot=args.n_boot, min_ci_units=args.min_ci_units
+    )
     print(f"sweep {result.sweep.label}: {len(result.sweep.rows)} rows, {len(result.sweep.cells)} cells")
     for fig in result.figures:
         print(f"figure  {fig.png}  {fig.pdf.name}")

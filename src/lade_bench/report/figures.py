@@ -27,6 +27,7 @@ from lade_bench.report.sweep import Sweep
 logger = logging.getLogger(__name__)
 
 SPEEDUP_LABEL = "speedup over AR (×, wall time)"
+PER_TOKEN_SPEEDUP_LABEL = "speedup over AR (×, time per token)"
 COMPRESSION_LABEL = "compression (tokens / forward pass)"
 # Colours per arm, fixed so an arm looks the same in every figure.
 ARM_COLORS = {"ar": "#7f7f7f", "lookahead": "#1f77b4", "prompt_lookup": "#ff7f0e", "jacobi": "#2ca02c"}
@@ -71,11 +72,42 @@ def _grid(n_panels: int, panel_w: float = 4.4, panel_h: float = 3.6, max_cols: i
     return fig, axes[:n_panels]
 
 
-def _ci_err(values: Sequence[float], lows: Sequence[float], highs: Sequence[float]) -> np.ndarray:
-    """Asymmetric error bars (2, n) from a CI; 0 where the CI is missing."""
-    v = np.asarray(values, dtype=float)
-    err = np.vstack([v - np.asarray(lows, dtype=float), np.asarray(highs, dtype=float) - v])
-    return np.nan_to_num(np.clip(err, 0.0, None), nan=0.0)
+def _error_bars(
+    ax, xs: Sequence[float], values: Sequence[float], lows: Sequence[float], highs: Sequence[float]
+) -> None:
+    """Draw asymmetric CI error bars only where the CI exists.
+
+    A missing interval (too few samples) gets no bar at all: a zero-length bar with caps would read
+    as a zero-width interval, the very thing the report must not suggest.
+    """
+    x, v = np.asarray(xs, dtype=float), np.asarray(values, dtype=float)
+    low, high = np.asarray(lows, dtype=float), np.asarray(highs, dtype=float)
+    shown = np.isfinite(v) & np.isfinite(low) & np.isfinite(high)
+    if not shown.any():
+        return
+    err = np.clip(np.vstack([v[shown] - low[shown], high[shown] - v[shown]]), 0.0, None)
+    ax.errorbar(x[shown], v[shown], yerr=err, fmt="none", ecolor="black", elinewidth=1, capsize=3)
+
+
+def speedup_axis_label(summary: pd.DataFrame) -> str:
+    """Axis label naming what the speedups in ``summary`` are ratios of (both, if mixed)."""
+    bases = set(summary["speedup_basis"].dropna())
+    if bases == {aggregate.BASIS_PER_TOKEN}:
+        return PER_TOKEN_SPEEDUP_LABEL
+    if bases == {aggregate.BASIS_WALL_TIME} or not bases:
+        return SPEEDUP_LABEL
+    return "speedup over AR (×; wall time greedy, time per token sampled)"
+
+
+def missing_interval_note(summary: pd.DataFrame) -> str:
+    """A line saying why some error bars are absent (empty when every non-AR record has an interval)."""
+    methods = summary[summary["arm"] != aggregate.BASELINE_ARM]
+    lacking = methods["speedup_ci_note"].fillna("").str.startswith("no interval")
+    too_few = sorted({int(n) for n in methods.loc[lacking, "n_units"]})
+    if not too_few:
+        return ""
+    units = ", ".join(str(n) for n in too_few)
+    return f"no error bar where a cell has too few samples for an interval ({units} samples)"
 
 
 def _greedy_lookahead(summary: pd.DataFrame) -> pd.DataFrame:
@@ -155,14 +187,8 @@ def speedup_compression_vs_n(sweep: Sweep) -> Figure:
     for key, s in series:
         label = _panel_name(series_keys, key)
         n = s["ngram"].astype(int).to_numpy()
-        ax_speed.errorbar(
-            n,
-            s["speedup"],
-            yerr=_ci_err(s["speedup"], s["speedup_ci_low"], s["speedup_ci_high"]),
-            marker="o",
-            capsize=3,
-            label=label,
-        )
+        ax_speed.plot(n, s["speedup"], marker="o", label=label)
+        _error_bars(ax_speed, n, s["speedup"], s["speedup_ci_low"], s["speedup_ci_high"])
         ax_comp.plot(n, s["compression_ratio"], marker="o", label=label)
     ax_speed.axhline(1.0, color="grey", lw=0.8, ls="--")
     for ax, ylabel in ((ax_speed, SPEEDUP_LABEL), (ax_comp, COMPRESSION_LABEL)):
@@ -170,7 +196,8 @@ def speedup_compression_vs_n(sweep: Sweep) -> Figure:
         ax.set_ylabel(ylabel)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=7)
-    ax_speed.set_title("speedup (95% CI)", fontsize=9)
+    missing = missing_interval_note(data)
+    ax_speed.set_title("speedup (95% CI)" + (f"\n{missing}" if missing else ""), fontsize=9)
     ax_comp.set_title("compression", fontsize=9)
     return _titled(fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line())
 
@@ -190,7 +217,7 @@ def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure
     fig = Figure(figsize=(max(5.0, 1.3 * len(groups) * len(arms) + 1.5), 4.4), layout="constrained")
     ax = fig.subplots()
     for i, arm in enumerate(arms):
-        xs, ys, lows, highs = [], [], [], []
+        xs, ys, lows, highs, notes = [], [], [], [], []
         for g, (_, group) in enumerate(groups):
             rec = group[group["arm"] == arm]
             if rec.empty:
@@ -199,16 +226,12 @@ def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure
             ys.append(float(rec["speedup"].iloc[0]))
             lows.append(float(rec["speedup_ci_low"].iloc[0]))
             highs.append(float(rec["speedup_ci_high"].iloc[0]))
-        bars = ax.bar(
-            xs,
-            np.nan_to_num(ys),
-            width,
-            yerr=_ci_err(ys, lows, highs),
-            capsize=3,
-            color=ARM_COLORS.get(arm),
-            label=aggregate.ARM_LABELS.get(arm, arm),
+            notes.append("" if arm == aggregate.BASELINE_ARM else str(rec["speedup_ci_note"].iloc[0] or ""))
+        bars = ax.bar(xs, np.nan_to_num(ys), width, color=ARM_COLORS.get(arm), label=aggregate.ARM_LABELS.get(arm, arm))
+        _error_bars(ax, xs, ys, lows, highs)
+        ax.bar_label(
+            bars, labels=[_bar_text(y, note) for y, note in zip(ys, notes, strict=True)], fontsize=7, padding=2
         )
-        ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=7, padding=2)
     ticks = []
     for key, group in groups:
         look = group[group["arm"] == "lookahead"]
@@ -219,17 +242,24 @@ def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure
         ticks.append(_panel_name(group_keys[:-1], key[:-1]) + shape)
     ax.set_xticks(range(len(groups)), ticks, fontsize=8)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_ylabel(SPEEDUP_LABEL + ", 95% CI")
-    ax.set_xlabel("dataset (lookahead configuration)")
+    ax.set_ylabel(speedup_axis_label(summary) + ", 95% CI")
+    missing = missing_interval_note(summary)
+    ax.set_xlabel("dataset (lookahead configuration)" + (f"\n{missing}" if missing else ""))
     ax.legend(fontsize=8)
     return _titled(fig, title, context)
 
 
+def _bar_text(value: float, note: str) -> str:
+    """A bar's label: its value, and "no CI" under it when there are too few samples for an interval."""
+    text = f"{value:.2f}"
+    return f"{text}\nno CI" if note.startswith("no interval") else text
+
+
 def speedup_bars(sweep: Sweep) -> Figure:
-    """Per-dataset speedup of every arm (lookahead, prompt lookup, ...) over AR, main cells only."""
+    """Per-dataset speedup of every arm (lookahead, prompt lookup, ...) over AR, headline cells only."""
     return draw_speedup_bars(
-        aggregate.main_cells(sweep.summary),
-        "Speedup per dataset (greedy; per dataset the cell with the most methods, best lookahead config)",
+        sweep.headline,
+        "Speedup per dataset (greedy; per dataset the headline cell, never chosen on the samples shown)",
         sweep.context_line(),
     )
 
@@ -265,12 +295,11 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
 
 
 def accept_length_histogram(sweep: Sweep) -> Figure:
-    """Accepted tokens per step of each method, pooled over the main cells' samples."""
-    main = aggregate.main_cells(sweep.summary)
-    if main.empty:
+    """Accepted tokens per step of each method, pooled over the headline cells' reported samples."""
+    if sweep.headline_choice.empty:
         raise FigureSkipped("no greedy cells")
-    rows = sweep.rows.merge(main[list(aggregate.CELL_KEY)].drop_duplicates(), on=list(aggregate.CELL_KEY))
-    return draw_accept_histogram(rows, "Tokens accepted per forward pass (greedy main cells)", sweep.context_line())
+    rows = aggregate.headline_rows(sweep.rows, sweep.headline_choice)
+    return draw_accept_histogram(rows, "Tokens accepted per forward pass (greedy headline cells)", sweep.context_line())
 
 
 def rouge_parity(sweep: Sweep) -> Figure:
@@ -285,28 +314,27 @@ def rouge_parity(sweep: Sweep) -> Figure:
     fig, axes = _grid(len(cells), panel_w=5.0)
     metrics = ("rouge1", "rouge2", "rougeL")
     for ax, (key, cell) in zip(axes, cells, strict=True):
+        notes: set[str] = set()
         cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
+        # Every arm on the same paired units, so a failed sample on one arm cannot shift the parity.
+        paired = aggregate.common_rows(cell_rows)
         arms = aggregate.sorted_arms(cell["arm"].unique())
         width = 0.8 / len(arms)
         for i, arm in enumerate(arms):
-            arm_rows = cell_rows[cell_rows["arm"] == arm]
-            stats = [aggregate.bootstrap_mean_ci(aggregate.per_sample_quality(arm_rows, m)) for m in metrics]
-            means = [100 * s[0] for s in stats]
-            err = _ci_err(means, [100 * s[1] for s in stats], [100 * s[2] for s in stats])
+            arm_rows = paired[paired["arm"] == arm]
+            stats = [
+                aggregate.mean_estimate(aggregate.per_key_quality(arm_rows, m), intervals=sweep.intervals)
+                for m in metrics
+            ]
+            notes.update(s.note for s in stats if s.note)
+            means = [100 * s.value for s in stats]
             xs = np.arange(len(metrics)) + (i - (len(arms) - 1) / 2) * width
-            ax.bar(
-                xs,
-                np.nan_to_num(means),
-                width,
-                yerr=err,
-                capsize=3,
-                color=ARM_COLORS.get(arm),
-                label=aggregate.ARM_LABELS.get(arm, arm),
-            )
+            ax.bar(xs, np.nan_to_num(means), width, color=ARM_COLORS.get(arm), label=aggregate.ARM_LABELS.get(arm, arm))
+            _error_bars(ax, xs, means, [100 * s.low for s in stats], [100 * s.high for s in stats])
         rec = cell.iloc[0]
         ax.set_xticks(range(len(metrics)), ["ROUGE-1", "ROUGE-2", "ROUGE-L"])
-        ax.set_ylabel("ROUGE F1 (×100, mean, 95% CI)")
-        ax.set_xlabel("metric")
+        ax.set_ylabel("ROUGE F1 (×100, mean, 95% CI over samples)")
+        ax.set_xlabel("metric" + (f"\n{'; '.join(sorted(notes))}: no error bars" if notes else ""))
         ax.set_title(
             f"{rec['dataset']} | T={rec['temperature']:g} top-p={rec['top_p']:g} top-k={int(rec['top_k'])}",
             fontsize=9,
@@ -358,7 +386,7 @@ def device_profile(sweep: Sweep) -> Figure:
         ax_pred.axhline(1.0, color="grey", lw=0.5)
         ax_pred.legend(fontsize=7)
     ax_pred.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
-    ax_pred.set_ylabel("measured " + SPEEDUP_LABEL)
+    ax_pred.set_ylabel("measured speedup over AR (×; per token when sampled)")
     ax_pred.set_title("predicted vs measured per (N, W, G)", fontsize=9)
     return _titled(fig, "Device profile: cost of a wider forward pass", sweep.context_line())
 

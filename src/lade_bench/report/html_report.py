@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lade_bench.report import aggregate
 from lade_bench.report.figures import FigureOutput
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import to_html
@@ -99,6 +100,12 @@ def _cells_html(sweep: Sweep) -> str:
     return "".join(parts) or "<p>No cells.</p>"
 
 
+def _statistics_html(sweep: Sweep) -> str:
+    """How to read the numbers: paired units, n, intervals, speedup basis, headline selection."""
+    items = "".join(f"<li>{_esc(rule)}</li>" for rule in aggregate.statistics_rules(sweep.intervals.min_units))
+    return f'<div id="statistics"><p>How the numbers are computed:</p><ul>{items}</ul></div>'
+
+
 def render_html(
     sweep: Sweep,
     figures: Sequence[FigureOutput],
@@ -135,7 +142,7 @@ def render_html(
         f"<h1>Lookahead decoding report: {_esc(sweep.label)}</h1>"
         f"<p>{_esc(sweep.context_line())}</p>{_overview(sweep)}{toc}"
         f'<h2 id="figures">Figures</h2>{figure_html}'
-        f'<h2 id="tables">Tables</h2>{table_html or "<p>No paper tables apply.</p>"}'
+        f'<h2 id="tables">Tables</h2>{_statistics_html(sweep)}{table_html or "<p>No paper tables apply.</p>"}'
         f'<h2 id="summary">All cells</h2>{to_html(summary_table, caption="Every (cell, method): recomputed from rows")}'
         f'<h2 id="configs">Configs</h2>{_cells_html(sweep)}'
         '<footer><p id="render-status">Figures not checked (JavaScript off).</p>'

@@ -1,7 +1,9 @@
 """Load one or more sweep folders into what a report needs: rows, their summary, cell side files.
 
 Only the rows are data; ``summary.json`` and the index are caches written by the runner, shown in
-the report as provenance but never used for a number.
+the report as provenance but never used for a number. From each cell's ``config.yaml`` one setting is
+read: ``report.headline``, the configuration the sweep declared as its headline before it ran (see
+``aggregate.choose_headline``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from lade_bench.report import aggregate
 from lade_bench.report.device_profile import load_profile
@@ -34,6 +37,7 @@ class CellFiles:
         config_text: ``config.yaml`` (the resolved Hydra config).
         manifest: parsed ``manifest.json`` (git sha, versions, device, seeds).
         summary_text: ``summary.json`` as written by the runner.
+        headline: the ``report.headline`` its config declares (N, W, G, prompt-as-reference), or None.
     """
 
     sweep: str
@@ -42,6 +46,7 @@ class CellFiles:
     config_text: str | None
     manifest: dict[str, Any] | None
     summary_text: str | None
+    headline: dict[str, Any] | None = None
 
 
 @dataclass
@@ -55,6 +60,11 @@ class Sweep:
         cells: side files per cell, in row order.
         profiles: device profile per sweep name, for sweeps that have one.
         index: the sweep indexes concatenated (cell status, failures), with a ``sweep_root`` column.
+        intervals: the interval settings ``summary`` was computed with (tables computing more
+            intervals use the same).
+        headline_choice: ``aggregate.choose_headline``: the headline cell per (sweep, model, dataset),
+            how it was chosen and which samples it reports.
+        headline: ``aggregate.headline_summary``: those cells' records on their reported samples.
     """
 
     roots: list[Path]
@@ -63,6 +73,9 @@ class Sweep:
     cells: list[CellFiles]
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     index: pd.DataFrame = field(default_factory=pd.DataFrame)
+    intervals: aggregate.IntervalSettings = field(default_factory=aggregate.IntervalSettings)
+    headline_choice: pd.DataFrame = field(default_factory=pd.DataFrame)
+    headline: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def label(self) -> str:
@@ -101,12 +114,14 @@ def load_sweep(
     n_boot: int = aggregate.N_BOOT,
     confidence: float = aggregate.CONFIDENCE,
     seed: int = aggregate.BOOT_SEED,
+    min_ci_units: int = aggregate.MIN_CI_UNITS,
 ) -> Sweep:
     """Load one sweep folder (or several, reported together) and summarise its rows.
 
     Args:
         paths: a sweep folder (``<output_root>/<sweep_name>``) or a list of them.
-        n_boot, confidence, seed: bootstrap settings of the speedup CIs.
+        n_boot, confidence, seed: bootstrap settings of the CIs.
+        min_ci_units: fewest samples a CI is computed from.
 
     Raises:
         FileNotFoundError: a folder does not exist.
@@ -134,9 +149,60 @@ def load_sweep(
         if not index.empty:
             indexes.append(index.assign(sweep_root=str(root)))
     rows = pd.concat(frames, ignore_index=True) if frames else load_rows(roots[0])
-    summary = aggregate.summarize(rows, n_boot=n_boot, confidence=confidence, seed=seed)
     index = pd.concat(indexes, ignore_index=True) if indexes else pd.DataFrame()
-    return Sweep(roots=roots, rows=rows, summary=summary, cells=cells, profiles=profiles, index=index)
+    intervals = aggregate.IntervalSettings(n_boot, confidence, seed, min_ci_units)
+    return sweep_from_rows(rows, roots=roots, cells=cells, profiles=profiles, index=index, intervals=intervals)
+
+
+def sweep_from_rows(
+    rows: pd.DataFrame,
+    *,
+    roots: Sequence[Path] = (),
+    cells: Sequence[CellFiles] = (),
+    profiles: dict[str, dict[str, Any]] | None = None,
+    index: pd.DataFrame | None = None,
+    intervals: aggregate.IntervalSettings | None = None,
+) -> Sweep:
+    """A :class:`Sweep` of already loaded rows: the summary and the headline computed from them.
+
+    Args:
+        rows: per-sample rows (any subset of a sweep's rows is fine).
+        roots, cells, profiles, index: as the :class:`Sweep` attributes; cells also carry each cell's
+            declared headline.
+        intervals: bootstrap settings of every interval (default: ``aggregate``'s defaults).
+    """
+    intervals = intervals or aggregate.IntervalSettings()
+    summary = aggregate.summarize(
+        rows,
+        n_boot=intervals.n_boot,
+        confidence=intervals.confidence,
+        seed=intervals.seed,
+        min_ci_units=intervals.min_units,
+    )
+    headlines = {(c.sweep, c.cell_id): c.headline for c in cells}
+    declared = aggregate.declared_cells(summary, headlines) if len(summary) else frozenset()
+    choice = aggregate.choose_headline(rows, summary, declared) if len(summary) else pd.DataFrame()
+    headline = aggregate.headline_summary(rows, choice, intervals=intervals) if len(choice) else pd.DataFrame()
+    return Sweep(
+        roots=list(roots),
+        rows=rows,
+        summary=summary,
+        cells=list(cells),
+        profiles=dict(profiles or {}),
+        index=index if index is not None else pd.DataFrame(),
+        intervals=intervals,
+        headline_choice=choice,
+        headline=headline,
+    )
+
+
+def declared_headline(config_text: str | None) -> dict[str, Any] | None:
+    """``report.headline`` of a cell's resolved config (None when absent or null)."""
+    if not config_text:
+        return None
+    config = yaml.safe_load(config_text) or {}
+    headline = (config.get("report") or {}).get("headline")
+    return dict(headline) if isinstance(headline, dict) else None
 
 
 def _cell_files(sweep: str, cell_id: str, cell_dir: Path) -> CellFiles:
@@ -145,11 +211,13 @@ def _cell_files(sweep: str, cell_id: str, cell_dir: Path) -> CellFiles:
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
     manifest_text = text(MANIFEST_JSON)
+    config_text = text(CONFIG_YAML)
     return CellFiles(
         sweep=sweep,
         cell_id=cell_id,
         path=cell_dir,
-        config_text=text(CONFIG_YAML),
+        config_text=config_text,
         manifest=json.loads(manifest_text) if manifest_text else None,
         summary_text=text(SUMMARY_JSON),
+        headline=declared_headline(config_text),
     )

@@ -1,14 +1,21 @@
-"""The paper's tables, built from ``aggregate.summarize`` output and written as LaTeX and Markdown.
+"""The paper's tables, built from a loaded sweep's aggregates and written as LaTeX and Markdown.
 
-Three tables, each one function of the summary (so a notebook, the report CLI and a test get the same
-strings):
+Three tables, each one function of a :class:`~lade_bench.report.sweep.Sweep` (so a notebook, the
+report CLI and a test get the same strings):
 
-* ``main_speedup``: per (model, dataset), the main cell's arms: speedup with CI, compression,
-  throughput, match rate with AR (paper Table 1 / Figure 5 numbers).
+* ``main_speedup``: per (sweep, model, dataset), the headline cell's arms (``aggregate.choose_headline``:
+  declared in advance, the only candidate, or selected on half A of the samples and reported on half
+  B, as its Selection column says): speedup with CI, compression, throughput, match rate with AR
+  (paper Table 1 / Figure 5 numbers).
 * ``ablation_wg``: every greedy lookahead cell: N, W, G, prompt-as-reference, speedup, compression,
   which covers the W=1, G=1 and no-prompt-reference rows of the paper's ablation.
-* ``sampling_rouge``: every sampling cell: ROUGE-1/2/L of AR and of each method, the difference in
-  ROUGE-L, and the speedup (the paper's sampling quality table).
+* ``sampling_rouge``: every sampling cell: ROUGE-1/2/L of AR and of each method, the paired difference
+  in ROUGE-L with its CI, and the speedup per token (the paper's sampling quality table).
+
+Every row carries its n: Samples (independent units of every interval), Pairs (paired (sample, turn,
+repeat) keys behind every number) and Errors (the method's own failed rows). A CI is printed only
+from at least ``aggregate.MIN_CI_UNITS`` samples; otherwise the point estimate is followed by the
+reason, e.g. ``0.54 (no interval: 3 samples (< 10))``.
 
 Numbers are formatted here once: speedup and compression with 2 decimals, throughput with 1,
 ROUGE and match rates x100 with 2 and 1 decimals; a value that does not exist is ``n/a``.
@@ -33,6 +40,12 @@ from lade_bench.results._atomic import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
+# Column headers that name what the speedup is a ratio of (``aggregate.speedup_basis``).
+SPEEDUP_HEADER = {
+    aggregate.BASIS_WALL_TIME: "Speedup, wall time (95% CI)",
+    aggregate.BASIS_PER_TOKEN: "Speedup per token (95% CI)",
+}
+
 
 def fmt(value: Any, decimals: int = 2, scale: float = 1.0) -> str:
     """``value * scale`` with ``decimals`` decimals; ``n/a`` for None/NaN."""
@@ -41,11 +54,24 @@ def fmt(value: Any, decimals: int = 2, scale: float = 1.0) -> str:
     return f"{float(value) * scale:.{decimals}f}"
 
 
-def fmt_speedup(value: Any, low: Any, high: Any) -> str:
-    """``"1.83 [1.61, 2.05]"``: speedup with its CI; ``n/a`` when not measured."""
-    if fmt(value) == MISSING:
+def fmt_estimate(value: Any, low: Any, high: Any, note: Any = "", decimals: int = 2, scale: float = 1.0) -> str:
+    """``"1.83 [1.61, 2.05]"``, or ``"0.54 (no interval: 3 samples (< 10))"`` when ``note`` says why not.
+
+    ``n/a`` when there is no value.
+    """
+    point = fmt(value, decimals, scale)
+    if point == MISSING:
         return MISSING
-    return f"{fmt(value)} [{fmt(low)}, {fmt(high)}]"
+    if note:
+        return f"{point} ({note})"
+    if fmt(low) == MISSING or fmt(high) == MISSING:
+        return point
+    return f"{point} [{fmt(low, decimals, scale)}, {fmt(high, decimals, scale)}]"
+
+
+def fmt_speedup(value: Any, low: Any, high: Any, note: Any = "") -> str:
+    """A speedup with its CI or the reason it has none (see :func:`fmt_estimate`)."""
+    return fmt_estimate(value, low, high, note)
 
 
 def fmt_int(value: Any) -> str:
@@ -60,37 +86,59 @@ def arm_label(arm: str) -> str:
     return aggregate.ARM_LABELS.get(arm, arm)
 
 
-def main_speedup_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Main table: the main cell per (sweep, model, dataset) (see ``aggregate.main_cells``), all arms.
+def selection_label(rec: dict[str, Any]) -> str:
+    """How a headline cell was chosen, for the Selection column (``"best of 16 on half A"``)."""
+    if rec["selection"] == aggregate.SELECTION_SPLIT:
+        return f"best of {int(rec['n_candidates'])} on half A"
+    return str(rec["selection"])
 
-    N, W and G are shown on the lookahead row only: the other arms do not use them.
+
+def counts(rec: dict[str, Any]) -> dict[str, str]:
+    """The n of a record: Samples, Pairs and Errors columns."""
+    return {"Samples": str(rec["n_units"]), "Pairs": str(rec["n_pairs"]), "Errors": str(rec["n_errors"])}
+
+
+def speedup_cell(rec: dict[str, Any]) -> str:
+    """A record's speedup as shown in every table."""
+    return fmt_speedup(rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"], rec["speedup_ci_note"])
+
+
+def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
+    """Main table: the headline cell per (sweep, model, dataset) (see ``aggregate.choose_headline``), all arms.
+
+    Numbers are those of ``sweep.headline``: for a cell selected on half A, half B's only. N, W and G
+    are shown on the lookahead row only: the other arms do not use them.
     """
     rows = []
-    for rec in aggregate.main_cells(summary).to_dict("records"):
+    for rec in sweep.headline.to_dict("records"):
         shape = rec["arm"] == "lookahead"
         rows.append(
             {
+                "Sweep": rec["sweep"],
                 "Model": rec["model"],
                 "Dataset": rec["dataset"],
+                "Selection": selection_label(rec),
                 "N": fmt_int(rec["ngram"]) if shape else "",
                 "W": fmt_int(rec["window"]) if shape else "",
                 "G": fmt_int(rec["guesses"]) if shape else "",
                 "Method": arm_label(rec["arm"]),
-                "Speedup (95% CI)": fmt_speedup(rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"]),
+                SPEEDUP_HEADER[aggregate.BASIS_WALL_TIME]: speedup_cell(rec),
                 "Compression": fmt(rec["compression_ratio"]),
                 "Tokens/s": fmt(rec["tokens_per_s"], 1),
                 "Matches AR (%)": "" if rec["arm"] == "ar" else fmt(rec["matches_ar"], 1, 100.0),
-                "Pairs": str(rec["n_pairs"]),
+                **counts(rec),
             }
         )
     return pd.DataFrame(rows)
 
 
-def ablation_wg_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Ablation: every greedy lookahead cell, ordered by model, dataset, N, W, G, prompt reference."""
+def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
+    """Ablation: every greedy lookahead cell, ordered by sweep, model, dataset, N, W, G, prompt reference."""
+    summary = sweep.summary
     cells = summary[(summary["arm"] == "lookahead") & ~summary["do_sample"].astype(bool)]
     rows = [
         {
+            "Sweep": rec["sweep"],
             "Model": rec["model"],
             "Dataset": rec["dataset"],
             "N": fmt_int(rec["ngram"]),
@@ -98,26 +146,33 @@ def ablation_wg_table(summary: pd.DataFrame) -> pd.DataFrame:
             "G": fmt_int(rec["guesses"]),
             "Prompt as ref.": "yes" if rec["prompt_as_reference"] else "no",
             "Tokens/step": fmt_int(rec["tokens_per_step"]),
-            "Speedup (95% CI)": fmt_speedup(rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"]),
+            SPEEDUP_HEADER[aggregate.BASIS_WALL_TIME]: speedup_cell(rec),
             "Compression": fmt(rec["compression_ratio"]),
-            "Pairs": str(rec["n_pairs"]),
+            **counts(rec),
         }
         for rec in cells.to_dict("records")
     ]
     return pd.DataFrame(rows)
 
 
-def sampling_rouge_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Sampling quality: per sampling cell, every arm's ROUGE (x100), its ROUGE-L minus AR's, speedup."""
+def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
+    """Sampling quality: per sampling cell, every arm's ROUGE (x100), its paired ROUGE-L minus AR's, speedup.
+
+    All arms of a cell are scored on the same paired units, so the difference column is the
+    difference of the ROUGE-L column; its CI resamples samples.
+    """
+    summary = sweep.summary
     sampled = summary[summary["do_sample"].astype(bool)]
     rows = []
-    for _, cell in sampled.groupby(list(aggregate.CELL_KEY), sort=False):
-        base = cell[cell["arm"] == aggregate.BASELINE_ARM]["rougeL"]
-        base_rouge_l = float(base.iloc[0]) if len(base) else math.nan
+    for (sweep_name, cell_id), cell in sampled.groupby(list(aggregate.CELL_KEY), sort=False):
+        cell_rows = sweep.rows[(sweep.rows["sweep"] == sweep_name) & (sweep.rows["cell_id"] == cell_id)]
+        paired = aggregate.common_rows(cell_rows)
         for rec in cell.to_dict("records"):
             is_base = rec["arm"] == aggregate.BASELINE_ARM
+            delta = aggregate.quality_delta(paired, rec["arm"], "rougeL", intervals=sweep.intervals)
             rows.append(
                 {
+                    "Sweep": rec["sweep"],
                     "Model": rec["model"],
                     "Dataset": rec["dataset"],
                     "Temp.": fmt(rec["temperature"]),
@@ -127,9 +182,11 @@ def sampling_rouge_table(summary: pd.DataFrame) -> pd.DataFrame:
                     "ROUGE-1": fmt(rec["rouge1"], 2, 100.0),
                     "ROUGE-2": fmt(rec["rouge2"], 2, 100.0),
                     "ROUGE-L": fmt(rec["rougeL"], 2, 100.0),
-                    "Δ ROUGE-L": "" if is_base else fmt(rec["rougeL"] - base_rouge_l, 2, 100.0),
-                    "Speedup (95% CI)": fmt_speedup(rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"]),
-                    "Pairs": str(rec["n_pairs"]),
+                    "Δ ROUGE-L (95% CI)": ""
+                    if is_base
+                    else fmt_estimate(delta.value, delta.low, delta.high, delta.note, 2, 100.0),
+                    SPEEDUP_HEADER[aggregate.BASIS_PER_TOKEN]: speedup_cell(rec),
+                    **counts(rec),
                 }
             )
     return pd.DataFrame(rows)
@@ -141,7 +198,7 @@ class PaperTable:
 
     name: str
     caption: str
-    build: Callable[[pd.DataFrame], pd.DataFrame]
+    build: Callable[[Sweep], pd.DataFrame]
     notebook: str
 
     @property
@@ -150,29 +207,45 @@ class PaperTable:
         return f"tab:{self.name}"
 
 
+# What every caption says about n and intervals (kept true by aggregate's rules).
+_N_NOTE = (
+    "All methods of a cell are measured on the same (sample, turn, repeat) units, those where every "
+    "method succeeded; Samples = independent samples (the unit every CI resamples, turns and repeats "
+    "kept together), Pairs = paired units, Errors = the method's failed rows. A 95% paired bootstrap "
+    f"CI is shown only from enough samples ({aggregate.MIN_CI_UNITS} unless the report was told "
+    "otherwise); below that the cell gives the point estimate and the reason, e.g. 'no interval: 3 "
+    "samples (< 10)'."
+)
+
 PAPER_TABLES: dict[str, PaperTable] = {
     t.name: t
     for t in (
         PaperTable(
             "main_speedup",
-            "Speedup over autoregressive decoding (greedy; ratio of summed wall times, 95% paired "
-            "bootstrap CI), compression (tokens per forward pass) and throughput. Per model and dataset, "
-            "the cell that ran the most methods; ties broken by the highest lookahead speedup on these "
-            "samples.",
+            "Speedup over autoregressive decoding (greedy; ratio of summed wall times on identical "
+            "outputs), compression (tokens per forward pass) and throughput. One cell per sweep, model "
+            "and dataset, never chosen on the samples it reports. Selection: 'declared' = the "
+            "configuration the sweep declared before running (report.headline); 'only candidate' = the "
+            "one greedy cell with the most methods (prompt as reference preferred); 'best of k on half "
+            "A' = the highest lookahead speedup among k cells on half A of the samples (split by a hash "
+            "of the sample id), with every number shown measured on the other half B only. " + _N_NOTE,
             main_speedup_table,
             "main_table.py",
         ),
         PaperTable(
             "ablation_wg",
-            "Lookahead ablation over N, W, G and prompt-as-reference (greedy): speedup over AR with 95% "
-            "CI and compression. W=1 leaves one lookahead column; G=1 verifies one n-gram per step.",
+            "Lookahead ablation over N, W, G and prompt-as-reference (greedy): speedup over AR (ratio "
+            "of summed wall times) and compression, every cell of the sweep (no selection). W=1 leaves "
+            "one lookahead column; G=1 verifies one n-gram per step. " + _N_NOTE,
             ablation_wg_table,
             "ablation_wg_table.py",
         ),
         PaperTable(
             "sampling_rouge",
             "Quality under sampling: ROUGE F1 (x100) of AR and of each method on the same prompts and "
-            "seeds, the difference in ROUGE-L to AR, and the speedup over AR with 95% CI.",
+            "seeds (the units where every method succeeded), the paired difference in ROUGE-L to AR, "
+            "and the speedup per token over AR: the ratio of time per generated token, since sampled "
+            "outputs differ in length between methods. " + _N_NOTE,
             sampling_rouge_table,
             "sampling_rouge_table.py",
         ),
@@ -232,7 +305,7 @@ def write_paper_table(
         spec = PAPER_TABLES[name]
     except KeyError:
         raise KeyError(f"unknown table {name!r}; known: {sorted(PAPER_TABLES)}") from None
-    table = spec.build(sweep.summary)
+    table = spec.build(sweep)
     return table, write_table(table, out_dir, spec, provenance_line(sweep.label, len(sweep.rows), spec))
 
 
@@ -257,7 +330,8 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Prompt ref.": "yes" if rec["prompt_as_reference"] else "no",
             "Sampling": sampling_label(rec),
             "Method": arm_label(rec["arm"]),
-            "Speedup (95% CI)": fmt_speedup(rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"]),
+            "Speedup (95% CI)": speedup_cell(rec),
+            "Speedup of": rec["speedup_basis"],
             "Compression": fmt(rec["compression_ratio"]),
             "Tokens/s": fmt(rec["tokens_per_s"], 1),
             "ROUGE-L": fmt(rec["rougeL"], 2, 100.0),
@@ -265,7 +339,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Accuracy (%)": fmt(rec["accuracy"], 1, 100.0),
             "Matches AR (%)": fmt(rec["matches_ar"], 1, 100.0),
             "Rows": str(rec["n_rows"]),
-            "Errors": str(rec["n_errors"]),
+            **counts(rec),
         }
         for rec in summary.to_dict("records")
     ]

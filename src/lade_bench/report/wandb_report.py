@@ -100,7 +100,7 @@ def publish_wandb_report(result: ReportResult, settings: WandbSettings) -> str:
     try:
         payload: dict[str, Any] = {f"{FIGURE_KEY_PREFIX}{f.name}": wandb.Image(str(f.png)) for f in result.figures}
         for name in result.tables:
-            table = PAPER_TABLES[name].build(sweep.summary)
+            table = PAPER_TABLES[name].build(sweep)
             payload[f"{TABLE_KEY_PREFIX}{name}"] = wandb.Table(dataframe=table)
         run.log(payload)
         exit_code = 0

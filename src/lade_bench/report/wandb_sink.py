@@ -6,7 +6,9 @@ The runner calls ``sink(cell_config, summary, rows, cell_dir)`` after each cell.
 * config: the resolved cell config plus ``cell_id`` and the cell's ``manifest.json``;
 * summary: ``aggregate.flat_metrics`` of the rows (``<arm>/speedup``, ``<arm>/speedup_ci_low``,
   ``<arm>/compression_ratio``, ``<arm>/tokens_per_s``, ``<arm>/rouge1``, ``<arm>/pass@1``,
-  ``<arm>/accuracy``, ``<arm>/matches_ar``, ...), i.e. the same numbers as the report, plus
+  ``<arm>/accuracy``, ``<arm>/matches_ar``, ``<arm>/n_units``, ``<arm>/n_pairs``, ...), i.e. the same
+  numbers as the report, with ``aggregate.flat_notes`` beside them (``<arm>/speedup_basis``, and
+  ``<arm>/speedup_ci_note`` saying why an interval is missing, e.g. too few samples), plus
   ``status`` and ``error``; the runner's ``summary`` argument is only used for its failure status;
 * a per-sample table ``samples`` (list columns as space-separated ids);
 * the cell's figures (speedup bars, accepted-tokens histogram) as ``figures/<name>``, also saved as
@@ -239,10 +241,12 @@ class WandbSink:
         sync_dir = Path(run.settings.sync_dir) if self.settings.mode == "offline" else None
         exit_code = 1
         metrics: dict[str, Any] = {}
+        notes: dict[str, str] = {}
         try:
             if len(rows):
                 cell_summary = aggregate.summarize(rows, n_boot=self.settings.n_boot)
                 metrics = aggregate.flat_metrics(cell_summary)
+                notes = aggregate.flat_notes(cell_summary)
                 if self.settings.log_table:
                     run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
                 if self.settings.log_figures:
@@ -250,7 +254,7 @@ class WandbSink:
             status = {"status": "failed" if failure else "done", "n_rows": len(rows)}
             if failure:
                 status["error"] = failure
-            run.summary.update({**metrics, **status})
+            run.summary.update({**metrics, **notes, **status})
             exit_code = 1 if failure else 0
         finally:
             run.finish(exit_code=exit_code)

@@ -53,10 +53,13 @@ def _quality(stats: dict[str, Any]) -> str:
     return ", ".join(parts) or "-"
 
 
-# Header, justification; "speedup" is the ratio of summed wall times, "per-sample" the mean ratio.
+# Header, justification; "speedup" is the ratio of summed wall times (greedy) or of time per token
+# (sampling; the header says "speedup/tok"), "per-sample" the mean of per-sample ratios, "n" the
+# paired samples and (sample, turn, repeat) units every number of the row is computed on.
 _COLUMNS = (
     ("arm", "left"),
     ("rows", "right"),
+    ("n", "right"),
     ("tok/s", "right"),
     ("compr.", "right"),
     ("speedup", "right"),
@@ -67,23 +70,49 @@ _COLUMNS = (
 )
 
 
+def speedup_header(summary: dict[str, Any]) -> str:
+    """``speedup`` (ratio of wall times) or ``speedup/tok`` (ratio of time per token, under sampling)."""
+    bases = {stats.get("speedup_basis") for stats in summary["arms"].values()}
+    return "speedup/tok" if "time per token" in bases else "speedup"
+
+
+def interval_text(stats: dict[str, Any]) -> str:
+    """``"0.91-1.12"``, or why there is no interval (``"none: 3 samples (< 10)"``)."""
+    low, high = stats.get("speedup_ci_low"), stats.get("speedup_ci_high")
+    if low is not None and high is not None:
+        return f"{low:.2f}-{high:.2f}"
+    note = stats.get("speedup_ci_note") or ""
+    return "none: " + note.removeprefix("no interval: ") if note else "-"
+
+
+def table_legend(summary: dict[str, Any]) -> str:
+    """What the table's n, speedup and missing intervals mean, in one or two lines."""
+    lines = ["n = samples/pairs that every arm completed; every number of a row is computed on them."]
+    if speedup_header(summary) == "speedup/tok":
+        lines.append("speedup/tok = ratio of time per generated token (sampling: the arms' outputs differ in length).")
+    if any((stats.get("speedup_ci_note") or "").startswith("no interval") for stats in summary["arms"].values()):
+        lines.append("No 95% CI from too few samples: the bootstrap resamples samples (questions).")
+    return "\n".join(lines)
+
+
 def summary_table(summary: dict[str, Any]) -> Table:
-    """One row per arm: throughput, compression, speedup with its 95% CI, match rate, quality."""
+    """One row per arm: n, throughput, compression, speedup with its 95% CI (or why none), match rate, quality."""
     table = Table(title=f"{summary.get('cell_name', '')} [{summary.get('cell_id', '')}]", title_justify="left")
     for header, justify in _COLUMNS:
+        header = speedup_header(summary) if header == "speedup" else header
         table.add_column(header, justify=justify, no_wrap=header != "quality")
     for arm, stats in summary["arms"].items():
         if arm == "ar":
             speed, interval, per_sample = "1 (base)", "-", "-"
         else:
             speed = _fmt(stats.get("speedup"))
-            low, high = stats.get("speedup_ci_low"), stats.get("speedup_ci_high")
-            interval = "-" if low is None else f"{low:.2f}-{high:.2f}"
+            interval = interval_text(stats)
             per_sample = _fmt(stats.get("speedup_per_sample_mean"))
         errors = f"+{stats['errors']}err" if stats.get("errors") else ""
         table.add_row(
             arm,
             f"{stats['rows']}{errors}",
+            f"{stats.get('samples', '-')}/{stats.get('pairs', '-')}",
             _fmt(stats.get("tokens_per_s"), ".1f"),
             _fmt(stats.get("compression_ratio")),
             speed,
@@ -106,6 +135,7 @@ def console_summary_sink(
         console.print(f"partial results: {cell_dir}", soft_wrap=True, markup=False, highlight=False)
         return
     console.print(summary_table(summary))
+    console.print(table_legend(summary), markup=False, highlight=False)
     skipped = summary.get("skipped_samples", 0)
     if skipped:
         console.print(f"skipped {skipped} sample(s) with prompts over {summary['max_prompt_tokens']} tokens")
