@@ -191,6 +191,29 @@ class DeviceProfileConfig:
 
 
 @dataclass
+class HeadlineConfig:
+    """A lookahead configuration declared as a sweep's headline before it runs (see ``ReportConfig``)."""
+
+    ngram: int = MISSING
+    window: int = MISSING
+    guesses: int = MISSING
+    prompt_as_reference: bool = MISSING
+
+
+@dataclass
+class ReportConfig:
+    """Schema of ``report``: settings the report reads back from each cell's ``config.yaml``.
+
+    Attributes:
+        headline: the configuration the main table reports for this sweep (per model and dataset),
+            declared in advance so it is not picked on the samples it reports; null: none declared
+            (``lade_bench.report.aggregate.choose_headline`` then selects on half of the samples).
+    """
+
+    headline: HeadlineConfig | None = None
+
+
+@dataclass
 class LadeBenchConfig:
     """The whole job config; ``conf/config.yaml`` documents each value and its default."""
 
@@ -202,6 +225,7 @@ class LadeBenchConfig:
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     device_profile: DeviceProfileConfig = field(default_factory=DeviceProfileConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
     arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
     seed: int = 0
     max_new_tokens: int = 64
