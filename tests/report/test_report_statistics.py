@@ -384,3 +384,21 @@ def test_sweep_from_rows_takes_the_declaration_from_the_cells(tmp_path):
     cells = [CellFiles("unit", c, tmp_path / c, None, None, None, headline) for c in ("X", "Y")]
     assert sweep_from_rows(rows, cells=cells).headline_choice["cell_id"].tolist() == ["X"]
     assert sweep_from_rows(rows).headline_choice["selection"].tolist() == [aggregate.SELECTION_SPLIT]
+
+
+def test_figures_draw_no_error_bar_where_there_is_no_interval(sweep):
+    from matplotlib.container import ErrorbarContainer
+
+    from lade_bench.report.figures import FIGURES
+
+    def error_bars(s) -> tuple[list, str]:
+        ax = FIGURES["speedup_bars"].draw(s).axes[0]
+        return [c for c in ax.containers if isinstance(c, ErrorbarContainer)], ax.get_xlabel()
+
+    bars, label = error_bars(sweep)  # 2-3 samples per cell: no interval anywhere
+    assert bars == [] and "too few samples for an interval" in label
+    lowered = sweep_from_rows(
+        sweep.rows, cells=sweep.cells, intervals=aggregate.IntervalSettings(n_boot=50, min_units=2)
+    )
+    bars, label = error_bars(lowered)
+    assert bars and "too few" not in label

@@ -196,7 +196,7 @@ def speedup_compression_vs_n(sweep: Sweep) -> Figure:
         ax.set_ylabel(ylabel)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.legend(fontsize=7)
-    missing = missing_interval_note(data)
+    missing = missing_interval_note(pd.concat([s for _, s in series]))  # the plotted cells only
     ax_speed.set_title("speedup (95% CI)" + (f"\n{missing}" if missing else ""), fontsize=9)
     ax_comp.set_title("compression", fontsize=9)
     return _titled(fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line())
