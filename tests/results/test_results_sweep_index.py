@@ -89,3 +89,41 @@ def test_bad_updates_are_rejected(tmp_path, kwargs):
     with pytest.raises(ValueError):
         update_index(tmp_path, "c1", **kwargs)
     assert read_index(tmp_path) == []
+
+
+def test_an_update_repairs_a_parquet_left_behind_and_removes_temp_leftovers(tmp_path):
+    args = dict(cell_dir=tmp_path / "c1", status="done", config=CONFIG, summary={"speedup": 1.5})
+    update_index(tmp_path, "c1", cell_dir=tmp_path / "c1", status="running", config=CONFIG)
+    stale = (tmp_path / "index.parquet").read_bytes()
+    update_index(tmp_path, "c1", **args)
+    # A kill between the jsonl and the parquet: old parquet, plus the temp files of the cut writes.
+    (tmp_path / "index.parquet").write_bytes(stale)
+    leftovers = [tmp_path / ".index.parquet.0123456789ab.tmp", tmp_path / ".index.jsonl.abcdef012345.tmp"]
+    for leftover in leftovers:
+        leftover.write_bytes(b"half")
+    other = tmp_path / ".device_profile.json.0123456789ab.tmp"  # not the index's: left alone
+    other.write_bytes(b"{")
+    jsonl = (tmp_path / "index.jsonl").read_bytes()
+
+    update_index(tmp_path, "c1", **args)  # the same update again, as a rerun of a done cell does
+    assert (tmp_path / "index.jsonl").read_bytes() == jsonl
+    assert pq.read_table(tmp_path / "index.parquet").column("status").to_pylist() == ["done"]
+    assert not any(leftover.exists() for leftover in leftovers) and other.exists()
+
+    (tmp_path / "index.parquet").unlink()
+    update_index(tmp_path, "c1", **args)
+    assert pq.read_table(tmp_path / "index.parquet").column("status").to_pylist() == ["done"]
+
+
+def test_remove_temp_files_takes_only_atomic_write_leftovers(tmp_path):
+    from lade_bench.results._atomic import atomic_write_text, remove_temp_files
+
+    atomic_write_text(tmp_path / "summary.json", "{}")
+    ours = [tmp_path / ".summary.json.0123456789ab.tmp", tmp_path / ".rows.parquet.abcdef012345.tmp"]
+    foreign = [tmp_path / "notes.tmp", tmp_path / ".cache.tmp", tmp_path / ".x.0123456789ab.tmp.bak"]
+    for path in ours + foreign:
+        path.write_bytes(b"")
+    assert remove_temp_files(tmp_path, ["rows.parquet"]) == [ours[1]]
+    assert remove_temp_files(tmp_path) == [ours[0]]
+    assert all(path.exists() for path in foreign) and (tmp_path / "summary.json").read_text() == "{}"
+    assert remove_temp_files(tmp_path / "missing") == []

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
+from lade_bench.results._atomic import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -429,14 +430,19 @@ FIGURES: dict[str, FigureSpec] = {
 
 
 def save_figure(fig: Figure, out_dir: str | os.PathLike[str], name: str) -> tuple[Path, Path]:
-    """Save ``fig`` as ``<out_dir>/<name>.png`` and ``.pdf`` with reproducible metadata."""
+    """Save ``fig`` as ``<out_dir>/<name>.png`` and ``.pdf`` with reproducible metadata.
+
+    Each file is replaced atomically, so a kill mid-save leaves the old file (or none), never half
+    an image.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     png, pdf = out / f"{name}.png", out / f"{name}.pdf"
     # No software version or creation date in the files: regenerating unchanged figures must not
     # produce a diff in paper_figures/.
-    fig.savefig(png, dpi=DPI, metadata={"Software": None})
-    fig.savefig(pdf, metadata={"Creator": None, "Producer": None, "CreationDate": None})
+    atomic_write(png, lambda handle: fig.savefig(handle, format="png", dpi=DPI, metadata={"Software": None}))
+    pdf_metadata = {"Creator": None, "Producer": None, "CreationDate": None}
+    atomic_write(pdf, lambda handle: fig.savefig(handle, format="pdf", metadata=pdf_metadata))
     return png, pdf
 
 

@@ -18,6 +18,11 @@ Mode comes from config: ``offline`` (default; run files under ``<dir>/wandb/offl
 ``wandb sync`` command is logged), ``online``, or ``disabled`` (unit tests). The run is finished in
 ``finally``: with exit code 1 when the cell failed (``summary`` has ``status: failed`` or an
 ``error``) or when logging itself raised, which then propagates.
+
+Surviving a kill: ``<cell_dir>/wandb_run.json`` records the run as started before ``wandb.init`` and
+as finished after ``run.finish()`` (see :mod:`lade_bench.report.wandb_run_record`);
+:meth:`WandbSink.is_complete` reads it, and the runner logs the cell again when it is not complete,
+after deleting the interrupted offline run.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import numpy as np
 import pandas as pd
 import wandb
 
-from lade_bench.report import aggregate
+from lade_bench.report import aggregate, wandb_run_record
 from lade_bench.report.figures import FigureSkipped, draw_accept_histogram, draw_speedup_bars, save_figure
 from lade_bench.report.tables import sampling_label
 from lade_bench.results import MANIFEST_JSON
@@ -199,6 +204,16 @@ class WandbSink:
         """Log one finished (or failed) cell; the runner's sink interface."""
         self.log_cell(cell_config, summary, rows, Path(cell_dir))
 
+    def is_complete(self, cell_dir: str | os.PathLike[str]) -> bool:
+        """True when a whole run of the done cell was logged in this mode and its figures still exist.
+
+        The runner's durable-sink check: when False, a rerun of a finished cell logs it again.
+        """
+        missing = wandb_run_record.missing_outputs(Path(cell_dir), self.settings.mode)
+        if missing:
+            logger.info("W&B output of %s incomplete: %s", cell_dir, "; ".join(missing))
+        return not missing
+
     def log_cell(
         self,
         cell_config: Mapping[str, Any],
@@ -224,7 +239,13 @@ class WandbSink:
         manifest = _read_manifest(cell_dir)
         name = run_name(attributes)
         tags = [*self.settings.tags, *(str(attributes[k]) for k in ("dataset", "model") if attributes.get(k))]
+        wandb_dir = Path(self.settings.dir) if self.settings.dir else cell_dir.parent
+        wandb_run_record.discard_interrupted_run(cell_dir)
+        run_id = wandb_run_record.new_run_id()
+        # Recorded before init: from here on a kill leaves a record naming the run to discard.
+        wandb_run_record.record_started(cell_dir, run_id=run_id, mode=self.settings.mode, wandb_dir=wandb_dir)
         run = wandb.init(
+            id=run_id,
             project=self.settings.project,
             entity=self.settings.entity,
             group=sweep,
@@ -233,7 +254,7 @@ class WandbSink:
             tags=tags,
             config=_json_safe({**dict(cell_config), "cell_id": attributes.get("cell_id"), "manifest": manifest}),
             mode=self.settings.mode,
-            dir=str(Path(self.settings.dir) if self.settings.dir else cell_dir.parent),
+            dir=str(wandb_dir),
             reinit="create_new",
             # console="off": the runner's own logging stays where Hydra sends it.
             settings=wandb.Settings(console="off"),
@@ -241,6 +262,7 @@ class WandbSink:
         sync_dir = Path(run.settings.sync_dir) if self.settings.mode == "offline" else None
         exit_code = 1
         metrics: dict[str, Any] = {}
+        figures: list[Path] = []
         notes: dict[str, str] = {}
         try:
             if len(rows):
@@ -250,7 +272,7 @@ class WandbSink:
                 if self.settings.log_table:
                     run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
                 if self.settings.log_figures:
-                    self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep)
+                    figures = self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep)
             status = {"status": "failed" if failure else "done", "n_rows": len(rows)}
             if failure:
                 status["error"] = failure
@@ -258,6 +280,16 @@ class WandbSink:
             exit_code = 1 if failure else 0
         finally:
             run.finish(exit_code=exit_code)
+            wandb_run_record.record_finished(
+                cell_dir,
+                run_id=run.id,
+                mode=self.settings.mode,
+                wandb_dir=wandb_dir,
+                sync_dir=sync_dir,
+                exit_code=exit_code,
+                cell_status="failed" if failure or exit_code else "done",
+                figures=figures,
+            )
             if sync_dir is not None:
                 logger.info("W&B offline run of cell %s saved; upload with: wandb sync %s", name, sync_dir)
         return CellRunInfo(run_id=run.id, name=name, exit_code=exit_code, sync_dir=sync_dir, summary=metrics)
@@ -270,7 +302,8 @@ class WandbSink:
         cell_dir: Path,
         manifest: Mapping[str, Any] | None,
         sweep: str,
-    ) -> None:
+    ) -> list[Path]:
+        """Draw, save (PNG and PDF into ``<cell_dir>/figures``) and log the cell's figures; return the files."""
         attributes = aggregate.cell_attributes(rows)
         device = (manifest or {}).get("device", "unknown device")
         context = f"model: {attributes['model']} | device: {device} | sweep: {sweep} | cell: {run_name(attributes)}"
@@ -279,13 +312,16 @@ class WandbSink:
             "accept_length_histogram": lambda: draw_accept_histogram(rows, "Tokens accepted per forward pass", context),
         }
         images = {}
+        saved: list[Path] = []
         for name, draw in drawings.items():
             try:
                 fig = draw()
             except FigureSkipped as why:
                 logger.info("cell figure %s skipped: %s", name, why)
                 continue
-            png, _ = save_figure(fig, cell_dir / "figures", name)
+            png, pdf = save_figure(fig, cell_dir / "figures", name)
+            saved += [png, pdf]
             images[f"{FIGURE_KEY_PREFIX}{name}"] = wandb.Image(str(png), caption=name)
         if images:
             run.log(images)
+        return saved

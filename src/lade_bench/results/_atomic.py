@@ -6,10 +6,14 @@ import codecs
 import contextlib
 import json
 import os
+import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
+
+# The names temp_name() makes; "target" is the file the temp file was to become.
+_TEMP_NAME = re.compile(r"\.(?P<target>.+)\.[0-9a-f]{12}\.tmp")
 
 
 def fsync_dir(directory: Path) -> None:
@@ -31,6 +35,42 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def temp_name(path: Path) -> Path:
+    """A fresh temp file name beside ``path``: ``.<name>.<12 hex>.tmp`` (hidden, same directory)."""
+    return path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+
+
+def remove_temp_files(directory: Path, names: Iterable[str] | None = None) -> list[Path]:
+    """Delete the temp files :func:`atomic_write` leaves when killed between create and rename.
+
+    Only for a caller that owns ``directory`` (or the named files) right now: a temp file of a write
+    still in progress would be deleted too. The runner owns its cell folder; the sweep index cleans
+    its own temp files under its lock.
+
+    Args:
+        directory: where to look (not recursive); a missing directory has nothing to clean.
+        names: only temp files of these target names (e.g. ``["index.jsonl"]``); None: all of them.
+
+    Returns:
+        The files removed.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    wanted = None if names is None else set(names)
+    removed = []
+    for entry in directory.iterdir():
+        match = _TEMP_NAME.fullmatch(entry.name)
+        if match is None or (wanted is not None and match["target"] not in wanted) or not entry.is_file():
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            entry.unlink()
+            removed.append(entry)
+    if removed:
+        fsync_dir(directory)
+    return removed
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Replace ``path`` with what ``write`` writes, all or nothing.
 
@@ -42,7 +82,7 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     # Not tempfile.mkstemp: its 0600 mode would make results unreadable to the group on a shared
     # cluster; os.open with 0o666 lets the umask decide, as for any other file.
-    tmp_name = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    tmp_name = temp_name(path)
     fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:

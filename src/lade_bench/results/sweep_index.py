@@ -1,7 +1,9 @@
 """Sweep-level index: one entry per cell, so a rerun can skip finished cells and a reader can find them.
 
 ``index.jsonl`` in the sweep root is the source of truth; ``index.parquet`` is a convenience copy
-rewritten after it (a crash between the two leaves the parquet one update behind, never the jsonl).
+rewritten after it. The parquet records the SHA-256 of the jsonl it was built from, so a crash
+between the two (parquet one update behind) is noticed and repaired by the next update, even one
+that changes nothing; the same next update deletes temp files a crash left mid-write.
 Every update is a read-modify-write of the whole (small) file under an ``flock`` on
 ``.index.lock``, so parallel cells (joblib, Ray, Slurm array jobs) do not lose each other's updates,
 and the file is replaced with ``os.replace`` so a reader never sees half of it.
@@ -16,17 +18,18 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lade_bench.results._atomic import atomic_write
+from lade_bench.results._atomic import atomic_write, remove_temp_files
 from lade_bench.results.writer import SUMMARY_JSON
 
 INDEX_JSONL = "index.jsonl"
@@ -36,6 +39,8 @@ _LOCK_FILE = ".index.lock"
 STATUSES: tuple[str, ...] = ("running", "done", "failed")
 BASE_FIELDS: tuple[str, ...] = ("cell_id", "cell_dir", "status", "error", "updated_utc")
 SUMMARY_PREFIX = "summary."
+# Key in index.parquet's schema metadata: the SHA-256 of the index.jsonl it mirrors.
+_SOURCE_DIGEST_KEY = b"lade_bench.index_jsonl_sha256"
 
 
 def flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -85,7 +90,8 @@ def update_index(
 
     Fields not given keep their previous value, except that ``status="running"`` drops the old
     summary (a new run makes it stale) and any status but ``"failed"`` clears ``error``. Calling it
-    again with the same arguments changes nothing on disk (not even ``updated_utc``).
+    again with the same arguments leaves ``index.jsonl`` as it is (not even ``updated_utc``
+    changes); it only rewrites an ``index.parquet`` that a crash left behind the jsonl.
 
     Args:
         sweep_root: the sweep's output root, holding ``index.jsonl``.
@@ -112,6 +118,8 @@ def update_index(
     rel_dir = _relative_cell_dir(root, Path(cell_dir))
 
     with _locked(root):
+        # Index writes happen only under this lock, so any index temp file seen now is a crash leftover.
+        remove_temp_files(root, [INDEX_JSONL, INDEX_PARQUET])
         entries = read_index(root)
         position = next((i for i, e in enumerate(entries) if e.get("cell_id") == cell_id), None)
         old = entries[position] if position is not None else {}
@@ -139,6 +147,7 @@ def update_index(
             **new_summary,
         }
         if _comparable(entry) == _comparable(old):
+            _sync_parquet(root, entries)
             return old
         entry["updated_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         if position is None:
@@ -189,13 +198,29 @@ def _locked(root: Path) -> Iterator[None]:
 
 
 def _write_index(root: Path, entries: list[dict[str, Any]]) -> None:
-    def write_jsonl(handle: IO[bytes]) -> None:
-        for entry in entries:
-            handle.write((json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8"))
+    text = b"".join((json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8") for e in entries)
+    atomic_write(root / INDEX_JSONL, lambda handle: handle.write(text))
+    _write_parquet(root, entries, hashlib.sha256(text).hexdigest())
 
-    atomic_write(root / INDEX_JSONL, write_jsonl)
+
+def _write_parquet(root: Path, entries: list[dict[str, Any]], source_digest: str) -> None:
     table = _entries_to_table(entries)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), _SOURCE_DIGEST_KEY: source_digest.encode()})
     atomic_write(root / INDEX_PARQUET, lambda handle: pq.write_table(table, handle))
+
+
+def _sync_parquet(root: Path, entries: list[dict[str, Any]]) -> None:
+    """Rewrite ``index.parquet`` when it is missing or was built from another ``index.jsonl``."""
+    jsonl = root / INDEX_JSONL
+    if not jsonl.is_file():
+        return
+    digest = hashlib.sha256(jsonl.read_bytes()).hexdigest()
+    try:
+        metadata = pq.read_schema(root / INDEX_PARQUET).metadata or {}
+    except (OSError, pa.ArrowException):  # missing, or not a parquet file at all
+        metadata = {}
+    if metadata.get(_SOURCE_DIGEST_KEY) != digest.encode():
+        _write_parquet(root, entries, digest)
 
 
 def _entries_to_table(entries: list[dict[str, Any]]) -> pa.Table:

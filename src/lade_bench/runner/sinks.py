@@ -8,13 +8,19 @@ A sink is any callable ``sink(cell_config, summary, rows, cell_dir)``:
 * ``rows``: the cell's rows as a DataFrame (``lade_bench.results.load_rows``; empty if none);
 * ``cell_dir``: the cell's folder (manifest, config, rows).
 
-Sinks run after the rows and summary are safely on disk, so a failing sink never loses results. They
-are not called for cells skipped because an earlier run finished them, nor on Ctrl-C.
+Sinks run after the rows and summary are safely on disk, so a failing sink never loses results, and
+before the sweep index marks the cell done: a cell is done only once every sink has its output.
+
+A sink that leaves files per cell (the W&B sink: a run and figures) also has
+``is_complete(cell_dir) -> bool``. A rerun asks it and, when False, calls it again with the rows and
+summary on disk (a kill may have cut it short); a cell whose durable sinks are all complete is
+skipped. Sinks without ``is_complete`` (the console table) leave nothing to check: they are called
+again only when a rerun completes a cell, never for a skipped one, nor on Ctrl-C.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +30,16 @@ from omegaconf import DictConfig, OmegaConf
 from lade_bench.runner.console import console_summary_sink
 
 Sink = Callable[[dict[str, Any], dict[str, Any], pd.DataFrame, Path], None]
+
+
+def is_durable(sink: Sink) -> bool:
+    """True for a sink that leaves per-cell files and can say whether they are complete."""
+    return callable(getattr(sink, "is_complete", None))
+
+
+def incomplete_sinks(sinks: Sequence[Sink], cell_dir: Path) -> list[Sink]:
+    """The durable sinks whose output for the cell in ``cell_dir`` is missing or was cut short."""
+    return [sink for sink in sinks if is_durable(sink) and not sink.is_complete(cell_dir)]
 
 
 def default_sinks(cfg: DictConfig) -> list[Sink]:
