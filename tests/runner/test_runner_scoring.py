@@ -122,3 +122,29 @@ def test_mt_bench_has_no_automatic_metric():
 def test_completion_mode_mbpp_keeps_the_prefix(mbpp_sample):
     code = completion_code("def f():\n    return 1\nprint(f())", mbpp_sample, chat=False, continues_prefix=False)
     assert code.startswith(mbpp_sample.completion_prefix) and code.endswith("return 1")
+
+
+def test_code_cell_without_sandbox_refuses_before_loading(compose_cfg, monkeypatch):
+    from lade_bench.metrics import sandbox
+    from lade_bench.runner import plan_cell
+    from lade_bench.runner.plan import CellConfigError
+
+    from .conftest import TINY
+
+    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
+    with pytest.raises(CellConfigError, match=r"'mbpp' runs the generated code.*apt-get install bubblewrap"):
+        plan_cell(compose_cfg([*TINY, "dataset=mbpp", f"dataset.path={MBPP}"]))
+    plan_cell(compose_cfg([*TINY, "dataset=mt_bench"]))  # nothing executed: no sandbox needed
+    # The explicit opt-out plans the cell, and the scorer then runs the code unsandboxed.
+    plan = plan_cell(compose_cfg([*TINY, "dataset=mbpp", f"dataset.path={MBPP}", "sandbox.allow_unsandboxed=true"]))
+    assert plan.cfg.sandbox.allow_unsandboxed is True
+
+
+def test_score_output_passes_the_opt_out_on(mbpp_sample, monkeypatch):
+    from lade_bench.metrics import sandbox
+
+    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
+    answer = "```python\n" + mbpp_sample.reference + "\n```"
+    with pytest.raises(sandbox.SandboxUnavailableError):
+        score_output("mbpp", answer, mbpp_sample, chat=True)
+    assert score_output("mbpp", answer, mbpp_sample, chat=True, allow_unsandboxed=True) == {"passed": True}

@@ -214,6 +214,13 @@ class ReportConfig:
 
 
 @dataclass
+class SandboxConfig:
+    """Schema of ``sandbox``: how generated code (HumanEval, MBPP, ClassEval answers) may run."""
+
+    allow_unsandboxed: bool = False
+
+
+@dataclass
 class LadeBenchConfig:
     """The whole job config; ``conf/config.yaml`` documents each value and its default."""
 
@@ -225,6 +232,7 @@ class LadeBenchConfig:
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     device_profile: DeviceProfileConfig = field(default_factory=DeviceProfileConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
     seed: int = 0

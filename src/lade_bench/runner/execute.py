@@ -28,7 +28,7 @@ from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
 from lade_bench.runner.plan import CellPlan
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
-from lade_bench.runner.scoring import score_output
+from lade_bench.runner.scoring import allow_unsandboxed, score_output
 
 log = logging.getLogger(__name__)
 
@@ -197,6 +197,14 @@ def _score_new(plan: CellPlan, sample: Sample, rows: dict[str, dict[str, Any]], 
         row = rows[arm]
         if row["error"] is not None:
             continue
-        row.update(score_output(plan.dataset_spec.name, row["output_text"], sample, chat=plan.cfg.model.chat))
+        row.update(
+            score_output(
+                plan.dataset_spec.name,
+                row["output_text"],
+                sample,
+                chat=plan.cfg.model.chat,
+                allow_unsandboxed=allow_unsandboxed(plan.cfg),
+            )
+        )
         if arm != "ar" and plan.greedy and ar["error"] is None:
             row["matches_ar"] = list(row["output_ids"]) == list(ar["output_ids"])

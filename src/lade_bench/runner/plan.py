@@ -73,7 +73,8 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
 
     Raises:
         DecodingConfigError: an N/W/G, sampling or max_new_tokens value out of range.
-        CellConfigError: bad arms, attention backend, counts, model or output settings.
+        CellConfigError: bad arms, attention backend, counts, model or output settings; or a code
+            dataset where no sandbox can run its answers (and ``sandbox.allow_unsandboxed`` is false).
         UnknownDatasetError: ``dataset.name`` is not registered (the message lists valid names).
         ValueError: CUDA requested but unavailable, or an unknown dtype.
     """
@@ -94,6 +95,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     _validate_counts(cfg)
     _validate_model(cfg.model)
     spec = get_spec(cfg.dataset.name)
+    _check_sandbox(cfg, spec)
     try:
         device = resolve_device(_enum_value(cfg.device))
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
@@ -192,6 +194,17 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
         if value < 1:
             raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
     return arms
+
+
+def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:
+    # A code dataset's answers are executed: without bubblewrap, stop now rather than after generating.
+    from lade_bench.metrics.sandbox import SandboxUnavailableError
+    from lade_bench.runner.scoring import allow_unsandboxed, check_code_sandbox
+
+    try:
+        check_code_sandbox(spec.name, allow_unsandboxed(cfg))
+    except SandboxUnavailableError as exc:
+        raise CellConfigError(f"dataset {spec.name!r} runs the generated code: {exc}") from exc
 
 
 def _validate_counts(cfg: DictConfig) -> None:
