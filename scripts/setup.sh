@@ -16,4 +16,12 @@ python3 -m venv .venv
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "chromium not installed; the HTML render test will skip"
 fi
+# Generated code (HumanEval, MBPP, ClassEval answers) runs only inside bubblewrap, with a libseccomp
+# filter; install both where we can (root + apt-get). Elsewhere, code datasets refuse to run until
+# they are installed (or sandbox.allow_unsandboxed=true), and the sandbox tests skip.
+if { ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q libseccomp.so.2; } \
+    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 >/dev/null) \
+        || echo "bubblewrap not installed; code datasets will refuse to run (see README: sandbox)"
+fi
 echo "lade_bench installed in $(pwd)/.venv"
