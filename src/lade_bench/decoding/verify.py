@@ -25,7 +25,7 @@ def verify_greedy(
     first token greedy decoding emits. Candidate i's token t is accepted when it equals the greedy
     token at its position, and then the argmax of its own row is the next greedy token. On a full
     match that row's argmax is a bonus token, exact because its context is entirely accepted tokens
-    (the official code drops it).
+    (the official code keeps it too: a step emits up to N tokens).
     """
     first = predictions[0]
     best_len, winner = 0, -1

@@ -17,7 +17,8 @@ class LookaheadWindow:
 
     Warm-up (official behaviour): level 0 starts with W + N - 3 guesses (C = W + N - 2 columns with
     ``cur``) and only one level; each warm-up step adds the new predictions as a level and drops one
-    column, so after N - 2 steps the window has N - 1 levels of W columns.
+    column, so after N - 2 steps the window has N - 1 levels of W columns. The first of these updates
+    comes from the prefill forward, which carries the initial guesses after the prompt.
     """
 
     def __init__(self, ngram: int, window: int, initial_guesses: Sequence[int]) -> None:
