@@ -12,6 +12,7 @@ from lade_bench.report.wandb_run_record import (
     read_run_record,
     record_finished,
     record_started,
+    resolve_recorded,
 )
 
 
@@ -44,7 +45,19 @@ def test_a_finished_run_of_a_done_cell_is_complete_until_a_file_goes(tmp_path):
     figure.unlink()
     assert missing_outputs(cell, "offline") == ["figure figures/speedup_bars.png is gone"]
     sync_dir.rmdir()
-    assert f"offline run folder {sync_dir} is gone" in missing_outputs(cell, "offline")
+    assert "offline run folder ../wandb/offline-run-20260101_000000-abcd1234 is gone" in missing_outputs(
+        cell, "offline"
+    )
+
+
+def test_a_sweep_folder_moved_as_a_whole_still_counts_as_logged(tmp_path):
+    cell, sync_dir, _ = _finished_cell(tmp_path / "before")
+    (tmp_path / "before").rename(tmp_path / "after")
+    moved = tmp_path / "after" / "cell"
+    assert missing_outputs(moved, "offline") == []
+    assert resolve_recorded(moved, read_run_record(moved)["sync_dir"]) == (
+        tmp_path / "after" / sync_dir.relative_to(tmp_path / "before")
+    )
 
 
 def test_a_failed_cell_or_no_record_is_not_complete(tmp_path):

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from lade_bench.report.wandb_run_record import RUN_RECORD_JSON, read_run_record
+from lade_bench.report.wandb_run_record import RUN_RECORD_JSON, read_run_record, resolve_recorded
 from lade_bench.results import load_rows, read_index
 
 from ..report.wandb_records import read_offline_run
@@ -108,7 +108,7 @@ def test_kill_at_each_finalisation_step_then_rerun_completes_everything(tmp_path
             assert pdf.startswith(b"%PDF") and pdf.rstrip().endswith(b"%%EOF"), (stage, name)
         record = json.loads((cell / RUN_RECORD_JSON).read_text())
         assert record["state"] == "finished" and record["exit_code"] == 0, stage
-        run = read_offline_run(Path(record["sync_dir"]))
+        run = read_offline_run(resolve_recorded(cell, record["sync_dir"]))
         assert run.exit_code == 0 and run.run_id == record["run_id"], stage
         assert run.config["cell_id"] == summary["cell_id"] and run.summary["status"] == "done", stage
         logged = {key for step in run.history for key in step}

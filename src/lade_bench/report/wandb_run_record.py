@@ -12,12 +12,16 @@ A cell's W&B output is complete only when the record says finished, for a done c
 mode, and the files it names exist. Anything else means: log the cell again. An interrupted offline
 run is deleted first, so that ``wandb sync`` never uploads a truncated duplicate; an interrupted
 online run stays on the server, where W&B shows it as crashed.
+
+Paths are stored relative to the cell folder, so a sweep folder moved or copied as a whole still
+counts as logged.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import shutil
 import string
@@ -57,8 +61,9 @@ def read_run_record(cell_dir: Path) -> dict[str, Any] | None:
 
 def record_started(cell_dir: Path, *, run_id: str, mode: str, wandb_dir: Path) -> None:
     """Note, before ``wandb.init``, that run ``run_id`` of the cell is being written under ``wandb_dir``."""
-    record = {"state": STARTED, "run_id": run_id, "mode": mode, "wandb_dir": str(wandb_dir), "updated_utc": _now()}
-    atomic_write_json(Path(cell_dir) / RUN_RECORD_JSON, record)
+    cell_dir = Path(cell_dir)
+    record = {"state": STARTED, "run_id": run_id, "mode": mode, "wandb_dir": _relative(wandb_dir, cell_dir)}
+    atomic_write_json(cell_dir / RUN_RECORD_JSON, {**record, "updated_utc": _now()})
 
 
 def record_finished(
@@ -83,8 +88,8 @@ def record_finished(
         "state": FINISHED,
         "run_id": run_id,
         "mode": mode,
-        "wandb_dir": str(wandb_dir),
-        "sync_dir": None if sync_dir is None else str(sync_dir),
+        "wandb_dir": _relative(wandb_dir, cell_dir),
+        "sync_dir": None if sync_dir is None else _relative(sync_dir, cell_dir),
         "exit_code": exit_code,
         "cell_status": cell_status,
         "figures": [Path(f).relative_to(cell_dir).as_posix() for f in figures],
@@ -107,7 +112,7 @@ def missing_outputs(cell_dir: Path, mode: str) -> list[str]:
     if record.get("cell_status") != "done" or record.get("exit_code") != 0:
         missing.append(f"run {record.get('run_id')} logged a failed cell")
     sync_dir = record.get("sync_dir")
-    if mode == "offline" and not (sync_dir and Path(sync_dir).is_dir()):
+    if mode == "offline" and not (sync_dir and (cell_dir / sync_dir).is_dir()):
         missing.append(f"offline run folder {sync_dir} is gone")
     missing += [f"figure {name} is gone" for name in record.get("figures", []) if not (cell_dir / name).is_file()]
     return missing
@@ -126,11 +131,20 @@ def discard_interrupted_run(cell_dir: Path) -> list[Path]:
     if not run_id or not wandb_dir:
         return []
     removed = []
-    for folder in sorted((Path(wandb_dir) / "wandb").glob(f"offline-run-*-{run_id}")):
+    for folder in sorted((resolve_recorded(cell_dir, wandb_dir) / "wandb").glob(f"offline-run-*-{run_id}")):
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
         logger.info("removed the interrupted W&B offline run %s (the cell is logged again)", folder)
     return removed
+
+
+def resolve_recorded(cell_dir: Path, recorded: str) -> Path:
+    """A path from the record (``sync_dir``, ``wandb_dir``) as a usable path."""
+    return (Path(cell_dir) / recorded).resolve()
+
+
+def _relative(path: Path, cell_dir: Path) -> str:
+    return Path(os.path.relpath(Path(path).resolve(), Path(cell_dir).resolve())).as_posix()
 
 
 def _now() -> str:
