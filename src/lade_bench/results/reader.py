@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lade_bench.results.schema import ROW_SCHEMA
+from lade_bench.results.schema import COLUMNS, ROW_SCHEMA
 from lade_bench.results.sweep_index import BASE_FIELDS, read_index
 from lade_bench.results.writer import ROWS_JSONL, ROWS_PARQUET, dedupe_rows, rows_to_table, scan_rows_jsonl
 
@@ -55,7 +55,7 @@ def load_cell_table(cell_dir: str | os.PathLike[str]) -> pa.Table:
     if parquet.is_file():
         # select + cast so a file written by this schema version is returned in schema order; a file
         # from another version fails here loudly rather than producing misaligned columns.
-        table = pq.read_table(parquet)
+        table = _add_later_columns(pq.read_table(parquet))
         return table.select(list(ROW_SCHEMA.names)).cast(ROW_SCHEMA)
     jsonl = cell_dir / ROWS_JSONL
     if not jsonl.is_file():
@@ -95,6 +95,14 @@ def load_index(sweep_root: str | os.PathLike[str]) -> pd.DataFrame:
     if not entries:
         return pd.DataFrame({name: pd.Series(dtype="object") for name in BASE_FIELDS})
     return pd.DataFrame.from_records(entries)
+
+
+def _add_later_columns(table: pa.Table) -> pa.Table:
+    # A parquet file written before a column was added (Column.added_in) reads it as all-null.
+    for col in COLUMNS:
+        if col.added_in > 1 and col.name not in table.column_names:
+            table = table.append_column(pa.field(col.name, col.arrow_type), pa.nulls(table.num_rows, col.arrow_type))
+    return table
 
 
 def _is_cell_dir(path: Path) -> bool:

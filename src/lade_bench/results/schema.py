@@ -14,7 +14,9 @@ Nullability has three levels because an errored row has no output to measure:
   lookahead shape (N, W, G mean nothing for some arms' cells).
 
 Every column must be present as a key even when its value is ``None``: a misspelt or forgotten key is
-then an error instead of a silent null.
+then an error instead of a silent null. The one exception is reading old results: a column added in a
+later schema version (``Column.added_in``) is filled with nulls in rows written before it existed
+(:func:`upgrade_row` for JSON lines, ``lade_bench.results.reader`` for parquet files).
 
 Float columns may hold NaN (``DecodeResult.forward_time_s`` uses NaN for "not measured"); the JSONL
 crash log keeps NaN via Python's ``json`` ``NaN`` token and parquet stores it as a float NaN, so a
@@ -33,7 +35,7 @@ import pyarrow as pa
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi")
 
@@ -63,8 +65,9 @@ class Column:
         name: column name, also the key in a row dict.
         kind: value kind; maps to one arrow type (``int`` -> int64, ``int_list`` -> list<int32>).
         nullable: when ``None`` is allowed (see the module docstring).
-        group: ``identity`` / ``efficiency`` / ``quality`` / ``text``; for humans and reports.
+        group: ``identity`` / ``provenance`` / ``efficiency`` / ``quality`` / ``text``; for humans and reports.
         doc: meaning and unit.
+        added_in: the schema version that added the column; rows from before it read it as null.
     """
 
     name: str
@@ -72,6 +75,7 @@ class Column:
     nullable: Nullability
     group: str
     doc: str
+    added_in: int = 1
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -98,6 +102,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("top_p", "float", "never", "identity", "nucleus sampling threshold"),
     Column("top_k", "int", "never", "identity", "top-k cut-off, 0 = off"),
     Column("seed", "int", "never", "identity", "RNG seed of this row's generation"),
+    # --- provenance (which run of the cell produced the row; null in rows written before version 2) ---
+    Column("run_id", "str", "always", "provenance", "the run of the cell that wrote this row (manifest, index)", 2),
+    Column("job_id", "str", "always", "provenance", "scheduler job of that run (Slurm, submitit, Ray); null: none", 2),
+    Column("host", "str", "always", "provenance", "host name of the machine that timed this row", 2),
     # --- efficiency ---
     Column("prompt_tokens", "int", "on_error", "efficiency", "prompt length in token ids"),
     Column("new_tokens", "int", "on_error", "efficiency", "generated token ids (prompt excluded)"),
@@ -142,6 +150,19 @@ assert set(KEY_COLUMNS) <= set(COLUMN_NAMES)
 def row_key(row: Mapping[str, Any]) -> tuple[str, int, str, int]:
     """Return the in-cell identity ``(sample_id, turn, arm, repeat)`` of a row."""
     return (row["sample_id"], row["turn"], row["arm"], row["repeat"])
+
+
+def upgrade_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row read from disk with the columns added after it was written filled in as null.
+
+    Only columns that a later schema version added are filled; any other missing key stays missing,
+    so :func:`validate_row` still names it.
+    """
+    upgraded = dict(row)
+    for col in COLUMNS:
+        if col.added_in > 1 and col.name not in upgraded:
+            upgraded[col.name] = None
+    return upgraded
 
 
 def validate_row(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,24 +4,26 @@
 rewritten after it. The parquet records the SHA-256 of the jsonl it was built from, so a crash
 between the two (parquet one update behind) is noticed and repaired by the next update, even one
 that changes nothing; the same next update deletes temp files a crash left mid-write.
-Every update is a read-modify-write of the whole (small) file under an ``flock`` on
-``.index.lock``, so parallel cells (joblib, Ray, Slurm array jobs) do not lose each other's updates,
-and the file is replaced with ``os.replace`` so a reader never sees half of it.
+Every update is a read-modify-write of the whole (small) file under the lock file
+``_locks/index.lock``, created atomically (``O_EXCL``, see ``_lockfile``): unlike ``flock`` it also
+holds between the nodes of a cluster writing one sweep over NFS, so parallel cells (Slurm array jobs,
+Ray workers, two terminals) do not lose each other's updates. A holder killed mid-update is taken
+over at once on its own host, after :data:`INDEX_LOCK_STALE_S` from another. The file is replaced
+with ``os.replace`` so a reader never sees half of it.
 
 An entry is flat so it loads straight into a DataFrame::
 
     cell_id, cell_dir (relative to the sweep root, POSIX), status, error, updated_utc,
-    <semantic config, nested keys joined with ".">, summary.<summary numbers, flattened>
+    <semantic config, nested keys joined with ".">, summary.<summary numbers, flattened>,
+    run.<the latest run of the cell: run id, host, pid, job id, start time, log>
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,15 +32,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lade_bench.results._atomic import atomic_write, remove_temp_files
+from lade_bench.results._lockfile import exclusive
+from lade_bench.results.sweep_layout import index_lock_path
 from lade_bench.results.writer import SUMMARY_JSON
 
 INDEX_JSONL = "index.jsonl"
 INDEX_PARQUET = "index.parquet"
-_LOCK_FILE = ".index.lock"
+# An index update holds its lock for milliseconds; a holder on another host silent this long is dead.
+INDEX_LOCK_STALE_S = 120.0
 
 STATUSES: tuple[str, ...] = ("running", "done", "failed")
 BASE_FIELDS: tuple[str, ...] = ("cell_id", "cell_dir", "status", "error", "updated_utc")
 SUMMARY_PREFIX = "summary."
+RUN_PREFIX = "run."
+_PREFIXES = (SUMMARY_PREFIX, RUN_PREFIX)
 # Key in index.parquet's schema metadata: the SHA-256 of the index.jsonl it mirrors.
 _SOURCE_DIGEST_KEY = b"lade_bench.index_jsonl_sha256"
 
@@ -85,6 +92,7 @@ def update_index(
     config: Mapping[str, Any] | None = None,
     summary: Mapping[str, Any] | None = None,
     error: str | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Insert or update the entry of ``cell_id`` and rewrite the index atomically.
 
@@ -101,6 +109,8 @@ def update_index(
         config: the cell's semantic config; flattened into the entry (replaces the previous one).
         summary: summary numbers; flattened under ``summary.`` (replaces the previous ones).
         error: a short failure message; only with ``status="failed"``.
+        run: who runs the cell now (run id, host, pid, job id, start time, log); flattened under
+            ``run.`` (replaces the previous run's); None keeps the previous run's.
 
     Returns:
         The entry as stored.
@@ -117,17 +127,18 @@ def update_index(
     root.mkdir(parents=True, exist_ok=True)
     rel_dir = _relative_cell_dir(root, Path(cell_dir))
 
-    with _locked(root):
+    with exclusive(index_lock_path(root), stale_after_s=INDEX_LOCK_STALE_S):
         # Index writes happen only under this lock, so any index temp file seen now is a crash leftover.
         remove_temp_files(root, [INDEX_JSONL, INDEX_PARQUET])
         entries = read_index(root)
         position = next((i for i, e in enumerate(entries) if e.get("cell_id") == cell_id), None)
         old = entries[position] if position is not None else {}
 
-        old_config = {k: v for k, v in old.items() if k not in BASE_FIELDS and not k.startswith(SUMMARY_PREFIX)}
+        old_config = {k: v for k, v in old.items() if k not in BASE_FIELDS and not k.startswith(_PREFIXES)}
         old_summary = {k: v for k, v in old.items() if k.startswith(SUMMARY_PREFIX)}
+        old_run = {k: v for k, v in old.items() if k.startswith(RUN_PREFIX)}
         new_config = old_config if config is None else flatten(config)
-        clash = sorted((set(new_config) & set(BASE_FIELDS)) | {k for k in new_config if k.startswith(SUMMARY_PREFIX)})
+        clash = sorted((set(new_config) & set(BASE_FIELDS)) | {k for k in new_config if k.startswith(_PREFIXES)})
         if clash:
             raise ValueError(f"config key(s) {clash} collide with index fields; rename them")
         if summary is not None:
@@ -136,6 +147,7 @@ def update_index(
             new_summary = {}
         else:
             new_summary = old_summary
+        new_run = old_run if run is None else flatten(run, RUN_PREFIX)
 
         entry: dict[str, Any] = {
             "cell_id": cell_id,
@@ -145,6 +157,7 @@ def update_index(
             "updated_utc": old.get("updated_utc"),
             **new_config,
             **new_summary,
+            **new_run,
         }
         if _comparable(entry) == _comparable(old):
             _sync_parquet(root, entries)
@@ -185,16 +198,6 @@ def _relative_cell_dir(root: Path, cell_dir: Path) -> str:
     if rel == Path("."):
         raise ValueError("cell_dir must be a subdirectory of the sweep root, not the root itself")
     return rel.as_posix()
-
-
-@contextlib.contextmanager
-def _locked(root: Path) -> Iterator[None]:
-    with open(root / _LOCK_FILE, "a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _write_index(root: Path, entries: list[dict[str, Any]]) -> None:

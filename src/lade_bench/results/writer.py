@@ -5,15 +5,16 @@ therefore leave at most one unterminated (or garbled) line at the end of the fil
 it and the next append cuts it off, so the file is always valid JSONL after a writer touched it.
 A bad line anywhere else cannot come from a kill, so it is an error naming the line.
 
-One writer process per cell at a time: the runner guarantees it (one timed job per cell); nothing
-here locks.
+One writer process per cell at a time: the runner guarantees it with a cell lock
+(``lade_bench.runner.locks``) and passes the lock's check as the writer's ``guard``, which every
+write calls first; nothing here locks.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -22,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lade_bench.results._atomic import atomic_write, atomic_write_json, atomic_write_text, fsync_dir
-from lade_bench.results.schema import ROW_SCHEMA, row_key, validate_row
+from lade_bench.results.schema import ROW_SCHEMA, row_key, upgrade_row, validate_row
 
 ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
@@ -86,7 +87,7 @@ def scan_rows_jsonl(path: str | os.PathLike[str]) -> JsonlScan:
                 break
             raise ValueError(f"{path}:{lineno}: corrupt line in the middle of the file ({exc})") from exc
         try:
-            rows.append(validate_row(obj))
+            rows.append(validate_row(upgrade_row(obj)))
         except ValueError as exc:
             raise ValueError(f"{path}:{lineno}: {exc}") from exc
         committed = offset
@@ -129,9 +130,11 @@ class CellWriter:
         writer.write_json("summary.json", summary)
     """
 
-    def __init__(self, cell_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, cell_dir: str | os.PathLike[str], guard: Callable[[], None] | None = None) -> None:
+        """Open ``cell_dir`` (created if missing); ``guard`` is called before every write and may raise."""
         self.cell_dir = Path(cell_dir)
         self.cell_dir.mkdir(parents=True, exist_ok=True)
+        self._guard = guard or (lambda: None)
         self._prepared = False
         self._cell_id: str | None = None
 
@@ -160,6 +163,7 @@ class CellWriter:
                 corrupt before its last line.
         """
         clean = validate_row(row)
+        self._guard()
         if not self._prepared:
             self._prepare()
         if self._cell_id is None:
@@ -216,6 +220,7 @@ class CellWriter:
 
         Safe to call again (e.g. after a resumed run appended more rows). Returns the parquet path.
         """
+        self._guard()
         table = rows_to_table(self.read_rows())
 
         def write(handle: IO[bytes]) -> None:
@@ -231,12 +236,14 @@ class CellWriter:
         this also serves ``config.yaml``-like files; for real YAML text use :meth:`write_text`.
         """
         path = self._side_path(name)
+        self._guard()
         atomic_write_json(path, obj)
         return path
 
     def write_text(self, name: str, text: str) -> Path:
         """Atomically write ``text`` to ``cell_dir/name`` (e.g. ``OmegaConf.to_yaml(cfg)``)."""
         path = self._side_path(name)
+        self._guard()
         atomic_write_text(path, text)
         return path
 

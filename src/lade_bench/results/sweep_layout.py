@@ -1,0 +1,47 @@
+"""Where the sweep-level bookkeeping lives inside a sweep folder (beside the index and the cells).
+
+::
+
+    <sweep_root>/
+      _locks/index.lock                   held for the instant of an index update
+      _locks/cell-<cell id>.lock          held by the job running that cell (owner, heartbeat)
+      _locks/device_profile-<kind>.lock   held by the job measuring that device kind's profile
+      _plan/launch.json                   the cells the latest multirun launch planned
+      _plan/jobs/<job key>.json           which cell each planned job turned out to be
+
+Locks are files created atomically (see ``lade_bench.results._lockfile``), so they hold across the
+nodes of a cluster sharing the sweep folder over NFS.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+LOCKS_DIR = "_locks"
+PLAN_DIR = "_plan"
+
+
+def locks_dir(sweep_root: str | os.PathLike[str]) -> Path:
+    """The folder holding the sweep's lock files."""
+    return Path(sweep_root) / LOCKS_DIR
+
+
+def index_lock_path(sweep_root: str | os.PathLike[str]) -> Path:
+    """The lock taken around every read-modify-write of the sweep index."""
+    return locks_dir(sweep_root) / "index.lock"
+
+
+def cell_lock_path(sweep_root: str | os.PathLike[str], cell_id: str) -> Path:
+    """The lock of the job that owns cell ``cell_id`` while it runs."""
+    return locks_dir(sweep_root) / f"cell-{cell_id}.lock"
+
+
+def profile_lock_path(sweep_root: str | os.PathLike[str], device_kind_slug: str) -> Path:
+    """The lock of the job measuring the device profile of one device kind."""
+    return locks_dir(sweep_root) / f"device_profile-{device_kind_slug}.lock"
+
+
+def plan_dir(sweep_root: str | os.PathLike[str]) -> Path:
+    """The folder holding the planned cells of the latest launch and their resolution to cells."""
+    return Path(sweep_root) / PLAN_DIR
