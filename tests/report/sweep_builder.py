@@ -25,8 +25,8 @@ from lade_bench.decoding import (
     prompt_lookup_generate,
 )
 from lade_bench.metrics.rouge import rouge_scores
+from lade_bench.profiling.device_profile import default_token_counts, measure_forward_curve, save_profile
 from lade_bench.report import aggregate
-from lade_bench.report.device_profile import default_token_counts, measure_forward_curve, save_profile
 from lade_bench.results import CellWriter, build_manifest, cell_id, update_index
 
 SWEEP_NAME = "unit_report"

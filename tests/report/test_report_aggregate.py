@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lade_bench.profiling.device_profile import forward_time_at
 from lade_bench.report import aggregate
-from lade_bench.report.device_profile import forward_time_at
 from lade_bench.results import load_rows
 
 from .sweep_builder import CELLS, ERROR_SAMPLE

@@ -6,7 +6,8 @@ Modules, in data-flow order:
 * ``aggregate``: the one place numbers are computed (paired units, speedup + CI, compression,
   quality, headline selection, predicted speedup); figures, tables, the HTML report, the W&B sink
   and the notebooks all call it. Its module docstring states the statistics rules.
-* ``device_profile``: measure forward time vs tokens per pass; ``device_profile.json`` per sweep.
+* the device profile (forward time vs tokens per pass, ``device_profile.json`` per sweep) is measured
+  by ``lade_bench.profiling``; its functions are re-exported here for the report's callers.
 * ``figures``: matplotlib figures (PNG + PDF), each skipped with a reason when its inputs are absent.
 * ``tables`` / ``table_format``: the paper tables as LaTeX and Markdown.
 * ``html_report``: the self-contained HTML report; ``build``: all of the above for a sweep.
@@ -17,9 +18,9 @@ Command line: ``python -m lade_bench.report SWEEP_DIR [...] [--out DIR]`` (see `
 are not imported here so that building a report does not import wandb.
 """
 
+from lade_bench.profiling.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
 from lade_bench.report.aggregate import choose_headline, headline_summary, predicted_speedups, summarize
 from lade_bench.report.build import ReportResult, build_report
-from lade_bench.report.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
 from lade_bench.report.sweep import Sweep, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, write_paper_table

@@ -60,7 +60,7 @@ from lade_bench.metrics.speed import (
     per_token_speedup,
     speedup,
 )
-from lade_bench.report.device_profile import forward_time_at
+from lade_bench.profiling.device_profile import forward_time_at
 
 logger = logging.getLogger(__name__)
 

@@ -349,7 +349,7 @@ def device_profile(sweep: Sweep) -> Figure:
     if not sweep.profiles:
         raise FigureSkipped(
             "no device_profile.json in the sweep folder(s); record one with "
-            "lade_bench.report.device_profile.record_device_profile"
+            "lade_bench.profiling.device_profile.record_device_profile"
         )
     predicted = aggregate.predicted_speedups(sweep.summary, sweep.profiles)
     fig = Figure(figsize=(11, 4.4), layout="constrained")

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from lade_bench.profiling.device_profile import load_profile
 from lade_bench.report import aggregate
-from lade_bench.report.device_profile import load_profile
 from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
 
 CONFIG_YAML = "config.yaml"

@@ -223,6 +223,28 @@ class SandboxConfig:
 @dataclass
 class LadeBenchConfig:
     """The whole job config; ``conf/config.yaml`` documents each value and its default."""
+class WhenOwned(Enum):
+    """What a job does with a cell that another live job is running (see ``lade_bench.runner.locks``)."""
+
+    skip = "skip"
+    wait = "wait"
+
+
+@dataclass
+class CellLockConfig:
+    """Schema of ``cell_lock``: one job per cell when many jobs write one sweep.
+
+    Attributes:
+        heartbeat_s: seconds between two refreshes of the lock a running cell holds.
+        stale_after_s: a lock not refreshed for this long is taken over (its owner is presumed dead).
+        when_owned: skip a cell another live job runs, or wait for it.
+    """
+
+    heartbeat_s: float = 30.0
+    stale_after_s: float = 300.0
+    when_owned: WhenOwned = WhenOwned.skip
+
+
 
     model: ModelConfig = field(default_factory=ModelConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -236,6 +258,7 @@ class LadeBenchConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
     arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
     seed: int = 0
+    cell_lock: CellLockConfig = field(default_factory=CellLockConfig)
     max_new_tokens: int = 64
     warmup: int = 1
     warmup_new_tokens: int = 16

@@ -16,7 +16,7 @@ once scored, so a kill loses at most that group (the sample in flight).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,6 +84,7 @@ def run_samples(
     samples: Sequence[Sample],
     writer: CellWriter,
     advance: Callable[[str], None] = lambda _: None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> int:
     """Generate, score and append every missing row of the cell; returns the number of rows appended.
 
@@ -93,8 +94,9 @@ def run_samples(
         samples: the cell's samples (already filtered by prompt length), in order.
         writer: the cell's writer; its existing rows are skipped and reused as history.
         advance: called once per (sample, turn, repeat) group with a short description (progress).
+        provenance: the run's columns (``run_id``, ``job_id``, ``host``) added to every new row.
     """
-    loop = _SampleLoop(plan, cell_model, writer)
+    loop = _SampleLoop(plan, cell_model, writer, provenance or {})
     for index, sample in enumerate(samples):
         loop.run_sample(index, sample, advance)
     return loop.appended
@@ -103,8 +105,11 @@ def run_samples(
 class _SampleLoop:
     """State shared across samples: stored rows (for resume), whether warm-up ran, rows appended."""
 
-    def __init__(self, plan: CellPlan, cell_model: CellModel, writer: CellWriter) -> None:
+    def __init__(
+        self, plan: CellPlan, cell_model: CellModel, writer: CellWriter, provenance: Mapping[str, Any]
+    ) -> None:
         self.plan = plan
+        self.provenance = dict(provenance)
         self.cell_model = cell_model
         self.writer = writer
         self.stored = {row_key(row): row for row in writer.read_rows()}
@@ -150,7 +155,7 @@ class _SampleLoop:
             if not self.warmed:
                 warm_up(self.plan, self.cell_model, sample)
                 self.warmed = True
-            ids = identity(self.plan, sample.sample_id, turn, arm, repeat, seed)
+            ids = {**identity(self.plan, sample.sample_id, turn, arm, repeat, seed), **self.provenance}
             if arm in failed_turn:
                 rows[arm] = error_row(ids, None, f"turn {failed_turn[arm]} of this sample failed for {arm}")
             else:

@@ -2,9 +2,12 @@
 
 Lookahead trades steps for wider steps: a step with ``(W + G) * (N - 1)`` input tokens replaces
 several one-token AR steps. Whether that pays off depends on how flat the forward-time curve is on
-the device, so the curve is measured once per sweep and stored as ``device_profile.json`` beside the
-sweep index; the report predicts each (N, W, G)'s speedup from it (see
-``aggregate.predicted_speedups``).
+the device, so the curve is measured once per sweep and device kind and stored beside the sweep
+index: ``device_profiles/<device kind>.json`` per kind, and ``device_profile.json``, the sweep's
+profile that the report reads, from the first kind measured (a sweep normally runs on one kind of
+device; where a cluster mixed several, each kind's own curve stays in ``device_profiles/``). The
+report predicts each (N, W, G)'s speedup from it (see ``aggregate.predicted_speedups``). Many jobs of
+one sweep do not all measure: the runner lets one job per device kind do it under a lock.
 
 Measurement (nanoGPT-style benchmark discipline): a fixed random context is prefilled into a KV
 cache once; then for each k, ``warmup`` untimed and ``repeats`` timed forward passes with k new
@@ -15,10 +18,12 @@ mask costs the same attention FLOPs for the same number of tokens.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import platform
+import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -29,9 +34,11 @@ import torch
 from transformers import DynamicCache
 
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
-from lade_bench.results._atomic import atomic_write_json
+from lade_bench.results._atomic import atomic_write_json, fsync_dir, temp_name
 
 PROFILE_JSON = "device_profile.json"
+# One profile per device kind, for sweeps whose jobs ran on several kinds of device.
+PROFILES_DIR = "device_profiles"
 PROFILE_VERSION = 1
 
 
@@ -124,6 +131,7 @@ def measure_forward_curve(
         "repeats": repeats,
         "seed": seed,
         "device": describe_device(device),
+        "device_kind": device_kind(device),
         "dtype": str(model_dtype(model)).removeprefix("torch."),
         "model": model_name or getattr(config, "name_or_path", "") or type(model).__name__,
         "torch": torch.__version__,
@@ -139,6 +147,63 @@ def describe_device(device: torch.device) -> str:
     if device.type == "cpu":
         return f"cpu {platform.machine()} ({torch.get_num_threads()} threads)"
     return str(device)
+
+
+def device_kind(device: torch.device) -> str:
+    """What a profile describes: the device without its index, e.g. ``"cuda NVIDIA H200"``.
+
+    Two GPUs of one model are one kind (their curves agree); a CPU's kind keeps its thread count,
+    which sets its speed.
+    """
+    return re.sub(r"^(\w+):\d+", r"\1", describe_device(device))
+
+
+def kind_slug(kind: str) -> str:
+    """A file-name-safe form of a device kind, e.g. ``cuda-nvidia-h200``."""
+    return re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") or "device"
+
+
+def kind_profile_path(sweep_dir: str | os.PathLike[str], kind: str) -> Path:
+    """Where the profile of device kind ``kind`` is kept in a sweep folder."""
+    return Path(sweep_dir) / PROFILES_DIR / f"{kind_slug(kind)}.json"
+
+
+def has_profile(sweep_dir: str | os.PathLike[str], kind: str) -> bool:
+    """True when the sweep already has a profile of device kind ``kind``.
+
+    A sweep recorded before profiles were kept per kind has only ``device_profile.json``; it counts
+    for every kind, as it did then.
+    """
+    if kind_profile_path(sweep_dir, kind).is_file():
+        return True
+    profile = load_profile(sweep_dir)
+    return profile is not None and profile.get("device_kind", kind) == kind
+
+
+def publish_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) -> Path:
+    """Save the profile of its device kind, and as the sweep's profile unless it has one already.
+
+    The sweep's ``device_profile.json`` is created, never replaced (a hard link of a finished temp
+    file: atomic, and exactly one of several publishing jobs wins). Returns the kind's file.
+    """
+    kind = profile.get("device_kind") or "device"
+    path = kind_profile_path(sweep_dir, kind)
+    atomic_write_json(path, dict(profile))
+    canonical = Path(sweep_dir) / PROFILE_JSON
+    if not canonical.exists():
+        draft = temp_name(canonical)
+        atomic_write_json(draft, dict(profile))
+        try:
+            os.link(draft, canonical)
+        except FileExistsError:
+            pass  # another job published first: its profile stays the sweep's
+        except OSError:  # no hard links on this file system: a plain rename, if still absent
+            if not canonical.exists():
+                os.replace(draft, canonical)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(draft)
+        fsync_dir(canonical.parent)
+    return path
 
 
 def save_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) -> Path:
@@ -164,13 +229,19 @@ def record_device_profile(
 ) -> Path:
     """Measure the curve for the sweep's (N, W, G) shapes and save it in the sweep directory.
 
-    A convenience for the runner: call once per sweep with the sweep's model on its device.
-    ``measure_kwargs`` go to :func:`measure_forward_curve`.
+    ``measure_kwargs`` go to :func:`measure_forward_curve`. Replaces the sweep's profile; the runner
+    uses :func:`sweep_profile` and :func:`publish_profile` instead, which never replace it.
     """
+    return save_profile(sweep_dir, sweep_profile(model, lookahead_shapes, **measure_kwargs))
+
+
+def sweep_profile(
+    model: torch.nn.Module, lookahead_shapes: Iterable[tuple[int, int, int]] = (), **measure_kwargs: Any
+) -> dict[str, Any]:
+    """Measure the curve over powers of two up to 256 tokens plus every shape's step width."""
     shapes = list(lookahead_shapes)
     largest = max([256, *((w + g) * (n - 1) for n, w, g in shapes)])
-    profile = measure_forward_curve(model, default_token_counts(shapes, largest=largest), **measure_kwargs)
-    return save_profile(sweep_dir, profile)
+    return measure_forward_curve(model, default_token_counts(shapes, largest=largest), **measure_kwargs)
 
 
 def forward_time_at(profile: Mapping[str, Any], tokens: int) -> float:

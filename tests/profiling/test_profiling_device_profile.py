@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lade_bench.models import tiny_model
-from lade_bench.report.device_profile import (
+from lade_bench.profiling.device_profile import (
     default_token_counts,
     forward_time_at,
     load_profile,

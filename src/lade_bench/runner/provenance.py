@@ -1,0 +1,145 @@
+"""Who runs a cell: the run id, host, process and scheduler job recorded with its lock, rows and index.
+
+Every timing in a sweep can then be traced to the run that produced it (``run_id`` in each row, the
+same id in the manifest and the index), and through it to a machine and a scheduler job. The
+scheduler is recognised from the job's environment: submitit (Slurm or its local executor, as run
+by ``hydra-submitit-launcher``), a Ray worker (``hydra-ray-launcher``), or a Slurm job started some
+other way (``sbatch`` around a plain command).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from lade_bench.results._lockfile import this_host
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """One run of one cell by one process.
+
+    Attributes:
+        run_id: unique id of this run, e.g. ``20250101T120000-3f2a9c1b``.
+        host: the machine's host name.
+        pid: the process id.
+        scheduler: ``"slurm"``, ``"submitit-local"``, ``"ray"``, or None (a plain process).
+        job_id: the scheduler's job id (Slurm ``1234`` or ``1234_5`` for an array task, submitit's
+            local job id, Ray's task id); None without a scheduler.
+        started_utc: when the run started (ISO 8601).
+        log: the job's log file or folder, where known (submitit's stdout, Hydra's job folder).
+    """
+
+    run_id: str
+    host: str
+    pid: int
+    scheduler: str | None
+    job_id: str | None
+    started_utc: str
+    log: str | None = None
+
+    def row_columns(self) -> dict[str, Any]:
+        """The provenance columns of every row this run writes."""
+        return {"run_id": self.run_id, "job_id": self.job_id, "host": self.host}
+
+    def as_record(self) -> dict[str, Any]:
+        """The identity as plain JSON (lock owner, index ``run.*`` fields, manifest)."""
+        return {
+            "run_id": self.run_id,
+            "host": self.host,
+            "pid": self.pid,
+            "scheduler": self.scheduler,
+            "job_id": self.job_id,
+            "started_utc": self.started_utc,
+            "log": self.log,
+        }
+
+    def same_scheduler_job(self, owner: dict[str, Any]) -> bool:
+        """True when a lock ``owner`` is an earlier incarnation of this very Slurm job (a requeue).
+
+        Slurm runs one instance of a job id at a time and keeps the id when it requeues a preempted
+        or timed-out job, so such a lock belongs to a process that no longer runs.
+        """
+        return self.scheduler == "slurm" and self.job_id is not None and owner.get("job_id") == self.job_id
+
+
+def current_run() -> RunIdentity:
+    """The identity of a new run of a cell in this process."""
+    now = datetime.now(timezone.utc)
+    scheduler, job_id, log = _scheduler_job()
+    if log is None:
+        log = _hydra_job_dir()
+    return RunIdentity(
+        run_id=f"{now:%Y%m%dT%H%M%S}-{secrets.token_hex(4)}",
+        host=this_host(),
+        pid=os.getpid(),
+        scheduler=scheduler,
+        job_id=job_id,
+        started_utc=now.isoformat(timespec="seconds"),
+        log=log,
+    )
+
+
+def label_slurm_job(run: RunIdentity, name: str) -> None:
+    """Rename this run's Slurm job (an array task) to ``name``, so that ``squeue`` shows which cell runs where.
+
+    A Slurm array shares one job name, given at submission, before any cell is known; once a task
+    knows its cell it relabels itself. Best effort: nothing happens outside Slurm, and a refusal
+    (``scontrol`` missing or not allowed) only leaves the array's name.
+    """
+    scontrol = shutil.which("scontrol")
+    if run.scheduler != "slurm" or run.job_id is None or scontrol is None:
+        return
+    command = [scontrol, "update", f"JobId={run.job_id}", f"JobName={name}"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=15, check=False)
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.debug("could not rename Slurm job %s: %s", run.job_id, exc)
+        return
+    if done.returncode != 0:
+        log.debug("could not rename Slurm job %s: %s", run.job_id, done.stderr.strip())
+
+
+def _scheduler_job() -> tuple[str | None, str | None, str | None]:
+    """(scheduler, job id, log file) of the job running this process, from what launched it."""
+    if "submitit" in sys.modules:  # imported by submitit's job runner before our code runs
+        import submitit
+
+        try:
+            env = submitit.JobEnvironment()
+        except RuntimeError:  # submitit imported, but this process is not a submitit job
+            pass
+        else:
+            scheduler = "slurm" if env.cluster == "slurm" else f"submitit-{env.cluster}"
+            return scheduler, str(env.job_id), str(env.paths.stdout)
+    if "ray" in sys.modules:  # a Ray worker process runs our task with ray imported
+        import ray
+
+        if ray.is_initialized():
+            context = ray.get_runtime_context()
+            task = context.get_task_id()
+            if task is not None:
+                return "ray", task, None
+    # A Slurm job not run through submitit (e.g. sbatch around the plain command).
+    slurm_job = os.environ.get("SLURM_JOB_ID")
+    if slurm_job:
+        array_job, array_task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+        return "slurm", f"{array_job}_{array_task}" if array_job and array_task else slurm_job, None
+    return None, None, None
+
+
+def _hydra_job_dir() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    return str(HydraConfig.get().runtime.output_dir)

@@ -1,0 +1,52 @@
+"""A log file per run of a cell, in the cell's folder: ``<cell dir>/logs/<run id>.log``.
+
+On a cluster a job's own log lies with the scheduler's files (submitit's folder, Ray's session
+logs); this copy sits beside the results it explains, named by the run id that every row of the
+run carries. It takes this process's log records while the cell runs (INFO and up, as the console
+shows them) and, if the cell fails, the traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+LOGS_DIR = "logs"
+_FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+
+
+class _FileOnFirstRecord(logging.FileHandler):
+    """A file handler that creates its folder and file only when a record arrives."""
+
+    def _open(self):  # noqa: ANN202 - the base class's signature
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
+
+
+@contextlib.contextmanager
+def run_log(cell_dir: Path, run_id: str) -> Iterator[Path]:
+    """Copy this process's log records to ``<cell_dir>/logs/<run_id>.log`` inside the ``with`` block.
+
+    The file is created on the first record, so a run that logs nothing leaves nothing behind.
+    """
+    path = Path(cell_dir) / LOGS_DIR / f"{run_id}.log"
+    handler = _FileOnFirstRecord(path, encoding="utf-8", delay=True)
+    handler.setLevel(logging.INFO)
+    handler.setFormatter(logging.Formatter(_FORMAT))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield path
+    except BaseException as exc:
+        # Into this file only: the console (Hydra, the scheduler's log) reports the exception itself.
+        record = logging.makeLogRecord(
+            {"name": __name__, "levelno": logging.ERROR, "levelname": "ERROR", "msg": f"the run ended with {exc!r}"}
+        )
+        record.exc_info = (type(exc), exc, exc.__traceback__)
+        handler.handle(record)
+        raise
+    finally:
+        root.removeHandler(handler)
+        handler.close()
