@@ -1,0 +1,264 @@
+"""Where a sweep stands: every cell's state, rows written against rows expected, and time left.
+
+Read-only: it combines what the jobs of a sweep leave on disk and never writes or locks anything, so
+it is safe to run at any time, from any node sharing the sweep folder:
+
+* the launch plan (``_plan/``): the cells the latest multirun launch planned, and which planned job
+  became which cell (a planned job with no cell yet is *pending*);
+* the index (``index.jsonl``): done, failed (with the error) or running, and who ran the cell last;
+* the cell locks (``_locks/cell-<id>.lock``): who runs a cell now and their last heartbeat. An index
+  that says running without a live lock means the job died: the cell is *interrupted* (a rerun of
+  the sweep resumes it);
+* each cell's ``rows.jsonl`` and ``manifest.json``: rows written and rows expected.
+
+The time left is a rough estimate: rows still to write (pending cells count as many rows as the
+cells already planned in detail), times the seconds per row the sweep's runs took so far (model
+loading included), divided by the number of jobs running now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from lade_bench.results._lockfile import owner_state, read_lock
+from lade_bench.results.sweep_index import read_index
+from lade_bench.results.sweep_layout import cell_lock_path
+from lade_bench.results.sweep_plan import read_jobs, read_launch
+from lade_bench.results.writer import MANIFEST_JSON, ROWS_JSONL, ROWS_PARQUET, scan_rows_jsonl
+
+# In display order: what needs attention first.
+STATES: tuple[str, ...] = ("running", "interrupted", "failed", "pending", "done")
+# Stale timeout assumed for a lock that does not record its own (the config default).
+_DEFAULT_STALE_S = 300.0
+
+
+@dataclass
+class CellProgress:
+    """One cell (or planned job) of a sweep.
+
+    Attributes:
+        name: the cell's folder name (readable name and id), or the planned job's readable name.
+        state: one of :data:`STATES`.
+        cell_id: the cell id; None for a pending job (its id depends on the device it will run on).
+        rows_written: distinct rows on disk.
+        rows_expected: rows the cell will have once done; None where unknown.
+        expected_is_estimate: rows_expected of a pending cell, guessed from the cells planned so far.
+        owner: the running job (lock record: run id, host, pid, job id, ...), for running cells.
+        heartbeat_age_s: seconds since the running job's last heartbeat.
+        error: the failure message of a failed cell.
+        log: the log of the cell's latest run (its file in the cell folder, else the job's log).
+        job_num: Hydra's job number in the latest launch, where the cell was planned there.
+    """
+
+    name: str
+    state: str
+    cell_id: str | None = None
+    rows_written: int = 0
+    rows_expected: int | None = None
+    expected_is_estimate: bool = False
+    owner: dict[str, Any] | None = None
+    heartbeat_age_s: float | None = None
+    error: str | None = None
+    log: str | None = None
+    job_num: int | None = None
+    # For the time estimate: (seconds, rows) of the cell's latest run.
+    _run_work: tuple[float, int] | None = field(default=None, repr=False)
+
+
+@dataclass
+class SweepProgress:
+    """A sweep's progress (see :func:`sweep_progress`).
+
+    Attributes:
+        sweep_root: the sweep folder.
+        launch_utc: when the latest launch was recorded; None when there is no plan.
+        cells: every cell, in launch order then index order.
+        seconds_per_row: wall seconds per row over the runs so far (None until a run wrote rows).
+        eta_s: rough seconds left (None when unknown or when nothing is left).
+    """
+
+    sweep_root: Path
+    launch_utc: str | None
+    cells: list[CellProgress]
+    seconds_per_row: float | None
+    eta_s: float | None
+
+    def counts(self) -> dict[str, int]:
+        """Number of cells per state, every state present."""
+        return {state: sum(cell.state == state for cell in self.cells) for state in STATES}
+
+    @property
+    def rows_written(self) -> int:
+        """Rows on disk over all cells."""
+        return sum(cell.rows_written for cell in self.cells)
+
+    @property
+    def rows_expected(self) -> int | None:
+        """Rows the sweep will have once done; None when a cell's expectation is unknown."""
+        expected = [cell.rows_expected for cell in self.cells]
+        return None if any(e is None for e in expected) else sum(expected)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON: the counts, totals, estimate and every cell."""
+        cells = [{k: v for k, v in asdict(cell).items() if not k.startswith("_")} for cell in self.cells]
+        return {
+            "sweep_root": str(self.sweep_root),
+            "launch_utc": self.launch_utc,
+            "counts": self.counts(),
+            "rows_written": self.rows_written,
+            "rows_expected": self.rows_expected,
+            "seconds_per_row": self.seconds_per_row,
+            "eta_s": self.eta_s,
+            "cells": cells,
+        }
+
+
+def sweep_progress(sweep_root: str | os.PathLike[str]) -> SweepProgress:
+    """Read where the sweep in ``sweep_root`` stands (see the module docstring).
+
+    Raises:
+        FileNotFoundError: ``sweep_root`` does not exist.
+    """
+    root = Path(sweep_root)
+    if not root.is_dir():
+        raise FileNotFoundError(f"no sweep at {root}")
+    index = {entry["cell_id"]: entry for entry in read_index(root)}
+    launch = read_launch(root)
+    started = read_jobs(root)
+    cells: list[CellProgress] = []
+    seen: set[str] = set()
+    for job in (launch or {}).get("jobs", []):
+        known = started.get(job["key"])
+        if known is None or known["cell_id"] in seen:
+            cells.append(CellProgress(name=job["name"], state="pending", job_num=job["num"]))
+            continue
+        seen.add(known["cell_id"])
+        cells.append(_cell(root, known["cell_id"], known["cell_dir"], index.get(known["cell_id"]), job["num"]))
+    for cell_id, entry in index.items():
+        if cell_id not in seen:
+            cells.append(_cell(root, cell_id, entry["cell_dir"], entry, None))
+    _estimate_pending(cells)
+    seconds_per_row, eta = _estimate_time(cells)
+    return SweepProgress(root, (launch or {}).get("created_utc"), cells, seconds_per_row, eta)
+
+
+def _cell(root: Path, cell_id: str, cell_dir: str, entry: dict[str, Any] | None, job_num: int | None) -> CellProgress:
+    folder = root / cell_dir
+    lock = read_lock(cell_lock_path(root, cell_id))
+    live = lock is not None and owner_state(lock, lock.owner.get("stale_after_s", _DEFAULT_STALE_S)) == "alive"
+    status = (entry or {}).get("status")
+    if live:
+        state = "running"
+    elif status in ("done", "failed"):
+        state = status
+    elif status == "running" or lock is not None:
+        state = "interrupted"  # the index or a lock says a job ran it, and that job is gone
+    else:
+        state = "pending"  # planned and claimed by a job, which skipped it or has not started it yet
+    cell = CellProgress(name=cell_dir, state=state, cell_id=cell_id, job_num=job_num)
+    run_id = None
+    if live:
+        cell.owner, cell.heartbeat_age_s = lock.owner, lock.age_s
+        run_id = lock.owner.get("run_id")
+    elif entry is not None:
+        run_id = entry.get("run.run_id")
+    if entry is not None and entry.get("status") == "failed":
+        cell.error = entry.get("error")
+    written, by_run = _count_rows(folder, run_id, done=state == "done")
+    cell.rows_written = written
+    cell.rows_expected = _rows_expected(folder) or (written if state == "done" else None)
+    cell.log = _run_log(folder, run_id, entry)
+    cell._run_work = _run_work(entry, lock.owner if live else None, by_run, done=state == "done")
+    return cell
+
+
+def _count_rows(folder: Path, run_id: str | None, *, done: bool) -> tuple[int, int]:
+    """(distinct rows in the cell, rows of them written by ``run_id``)."""
+    jsonl = folder / ROWS_JSONL
+    if not jsonl.is_file():
+        parquet = folder / ROWS_PARQUET
+        return (pq.read_metadata(parquet).num_rows if done and parquet.is_file() else 0), 0
+    try:
+        rows = scan_rows_jsonl(jsonl).rows
+    except ValueError:  # a corrupt line mid-file: the cell's own run will say so; count nothing here
+        return 0, 0
+    latest = {(r["sample_id"], r["turn"], r["arm"], r["repeat"]): r.get("run_id") for r in rows}
+    return len(latest), sum(owner == run_id for owner in latest.values()) if run_id else 0
+
+
+def _rows_expected(folder: Path) -> int | None:
+    try:
+        manifest = json.loads((folder / MANIFEST_JSON).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    expected = manifest.get("rows_expected")
+    return expected if isinstance(expected, int) else None
+
+
+def _run_log(folder: Path, run_id: str | None, entry: dict[str, Any] | None) -> str | None:
+    if run_id is not None and (folder / "logs" / f"{run_id}.log").is_file():
+        return str(folder / "logs" / f"{run_id}.log")
+    return (entry or {}).get("run.log")
+
+
+def _run_work(
+    entry: dict[str, Any] | None, owner: dict[str, Any] | None, rows: int, *, done: bool
+) -> tuple[float, int] | None:
+    """(seconds, rows) of the latest run: until now for a running one, until done for a finished one."""
+    if rows == 0:
+        return None
+    if owner is not None:
+        start, end = _parse(owner.get("started_utc")), time.time()
+    elif done and entry is not None:
+        start, end = _parse(entry.get("run.started_utc")), _parse(entry.get("updated_utc"))
+    else:
+        return None
+    if start is None or end is None or end <= start:
+        return None
+    return end - start, rows
+
+
+def _estimate_pending(cells: list[CellProgress]) -> None:
+    known = [cell.rows_expected for cell in cells if cell.rows_expected is not None]
+    if not known:
+        return
+    guess = int(statistics.median(known))
+    for cell in cells:
+        if cell.rows_expected is None and cell.state == "pending":
+            cell.rows_expected, cell.expected_is_estimate = guess, True
+
+
+def _estimate_time(cells: list[CellProgress]) -> tuple[float | None, float | None]:
+    work = [cell._run_work for cell in cells if cell._run_work is not None]
+    if not work:
+        return None, None
+    seconds_per_row = sum(seconds for seconds, _ in work) / sum(rows for _, rows in work)
+    left = 0
+    for cell in cells:
+        if cell.state == "done":
+            continue
+        if cell.rows_expected is None:
+            return seconds_per_row, None
+        left += max(0, cell.rows_expected - cell.rows_written)
+    if left == 0:
+        return seconds_per_row, None
+    running = max(1, sum(cell.state == "running" for cell in cells))
+    return seconds_per_row, left * seconds_per_row / running
+
+
+def _parse(stamp: Any) -> float | None:
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return None
