@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, BloomConfig, FalconConfig, MambaConfig, MistralConfig, MptConfig
+from transformers import (
+    AutoModelForCausalLM,
+    BloomConfig,
+    FalconConfig,
+    Gemma3TextConfig,
+    MambaConfig,
+    MistralConfig,
+    MptConfig,
+)
 
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
 from lade_bench.decoding.checks import UnsupportedModelError, position_bias_of
@@ -85,7 +93,53 @@ def test_flash_attention_is_refused_before_forward(counted_model):
     assert counter.calls == 0
 
 
-def test_sliding_window_model_is_refused_before_forward():
+def _tiny_gemma3(**overrides):
+    config = Gemma3TextConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=8,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        **overrides,
+    )
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        # e.g. Llama 4's chunked local attention: lookahead has no mask for it.
+        ({"layer_types": ["chunked_attention", "full_attention"]}, r"layer types \['chunked_attention'\]"),
+        ({"use_bidirectional_attention": True}, "attends bidirectionally"),
+    ],
+)
+def test_attention_lookahead_cannot_mask_is_refused_before_forward(overrides, fragment):
+    model = _tiny_gemma3()
+    for key, value in overrides.items():
+        setattr(model.config, key, value)
+    counter = ForwardCounter(model)
+    with pytest.raises(UnsupportedModelError, match=fragment):
+        lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
+    with pytest.raises(UnsupportedModelError, match=fragment):
+        jacobi_generate(model, [1, 2, 3], 5)
+    assert counter.calls == 0
+
+
+def test_sliding_layers_without_a_window_size_are_refused():
+    model = _tiny_gemma3(layer_types=["sliding_attention", "full_attention"])
+    model.config.sliding_window = None
+    with pytest.raises(UnsupportedModelError, match="sliding_window=None"):
+        lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
+
+
+def test_sliding_window_models_are_accepted():
+    """Sliding-window families run (exactness: test_exactness.py); only unmaskable attention is refused."""
     config = MistralConfig(
         vocab_size=64,
         hidden_size=32,
@@ -99,12 +153,7 @@ def test_sliding_window_model_is_refused_before_forward():
         pad_token_id=0,
     )
     model = AutoModelForCausalLM.from_config(config).eval()
-    counter = ForwardCounter(model)
-    with pytest.raises(UnsupportedModelError, match="sliding_window=16"):
-        lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
-    with pytest.raises(UnsupportedModelError, match="sliding_window=16"):
-        jacobi_generate(model, [1, 2, 3], 5)
-    assert counter.calls == 0
+    assert len(lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5).tokens) == 5
 
 
 _TINY_SPECIAL = dict(vocab_size=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)

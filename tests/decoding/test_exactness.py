@@ -10,7 +10,7 @@ from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_l
 from lade_bench.decoding.jacobi import jacobi_generate
 from lade_bench.decoding.lookahead import lookahead_generate
 from lade_bench.decoding.params import LookaheadParams
-from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
+from lade_bench.models.tiny import SLIDING_WINDOW_ARCHITECTURES, TINY_ARCHITECTURES, tiny_model
 
 from .helpers import repetitive_prompt
 
@@ -28,7 +28,7 @@ CONFIGS = [
 # Starcoder2, MoE) are there so that a transformers upgrade breaking one of them is caught, and a
 # few shapes each keep that cheap.
 FULL_GRID_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gpt2", "gpt_neox")
-WIDER_ARCHITECTURES = sorted(set(TINY_ARCHITECTURES) - set(FULL_GRID_ARCHITECTURES))
+WIDER_ARCHITECTURES = sorted(set(TINY_ARCHITECTURES) - set(FULL_GRID_ARCHITECTURES) - set(SLIDING_WINDOW_ARCHITECTURES))
 WIDER_CONFIGS = [
     LookaheadParams(5, 7, 7),
     LookaheadParams(2, 4, 3),
@@ -58,8 +58,35 @@ def test_wider_architectures_with_eager_attention(arch):
     _assert_lookahead_equals_ar(model, arch, LookaheadParams(4, 5, 5))
 
 
+@pytest.mark.parametrize("arch", SLIDING_WINDOW_ARCHITECTURES)
+@pytest.mark.parametrize("params", CONFIGS, ids=_params_id)
+def test_sliding_window_families_equal_ar_greedy(tiny_models, arch, params):
+    """Windows of 8-16 tokens: the 40-token prompt and 80 new tokens run far past them."""
+    window = tiny_models[arch].config.sliding_window
+    assert window <= 16
+    _assert_lookahead_equals_ar(tiny_models[arch], arch, params)
+
+
+@pytest.mark.parametrize("arch", SLIDING_WINDOW_ARCHITECTURES)
+def test_sliding_window_families_with_eager_attention(arch):
+    model = tiny_model(arch, init_scale=3.0, seed=5, attn_implementation="eager")
+    _assert_lookahead_equals_ar(model, arch, LookaheadParams(6, 9, 6))
+
+
+def test_sliding_window_layers_really_are_masked(tiny_models, monkeypatch):
+    """Without the window restriction (every layer masked like a global one) the output differs."""
+    from lade_bench.decoding import masks
+
+    model = tiny_models["gemma3"]
+    prompt = repetitive_prompt(40, seed=1)
+    reference = autoregressive_generate(model, prompt, 60)
+    monkeypatch.setattr(masks, "sliding_step_mask", lambda full, layout, position, window: full)
+    assert lookahead_generate(model, prompt, LookaheadParams(5, 7, 7), 60).tokens != reference.tokens
+
+
 def test_full_grid_and_wider_lists_cover_every_tiny_architecture():
-    assert set(FULL_GRID_ARCHITECTURES) | set(WIDER_ARCHITECTURES) == set(TINY_ARCHITECTURES)
+    listed = set(FULL_GRID_ARCHITECTURES) | set(WIDER_ARCHITECTURES) | set(SLIDING_WINDOW_ARCHITECTURES)
+    assert listed == set(TINY_ARCHITECTURES)
 
 
 def _assert_lookahead_equals_ar(model, arch: str, params: LookaheadParams) -> None:
@@ -91,7 +118,7 @@ def test_both_mask_capable_attention_implementations(attn):
     assert lookahead_generate(model, prompt, LookaheadParams(4, 5, 5), 60).tokens == reference.tokens
 
 
-@pytest.mark.parametrize("arch", ["llama", "gpt2", "phi3"])
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "phi3", "gemma3", "mistral_sliding"])
 @pytest.mark.parametrize("block", [1, 4, 9])
 def test_jacobi_equals_ar_greedy(tiny_models, arch, block):
     model = tiny_models[arch]
@@ -102,7 +129,7 @@ def test_jacobi_equals_ar_greedy(tiny_models, arch, block):
     assert sum(result.accept_lengths) == 50 and result.steps == len(result.accept_lengths)
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma3"])
 def test_prompt_lookup_equals_ar_greedy_and_counts_steps(tiny_models, arch):
     model = tiny_models[arch]
     prompt = repetitive_prompt(40, seed=2)
@@ -118,7 +145,7 @@ def test_ar_counts_one_step_per_token(tiny_models):
     assert result.steps == 17 and result.accept_lengths == [1] * 17 and result.compression_ratio == 1.0
 
 
-@pytest.mark.parametrize("arch", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("arch", ["llama", "gpt_neox", "gemma2"])
 def test_eos_mid_run_truncates_exactly(tiny_models, arch):
     model = tiny_models[arch]
     prompt = repetitive_prompt(30, seed=4)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from lade_bench.decoding.autoregressive import autoregressive_generate
 from lade_bench.decoding.lookahead import lookahead_generate
 from lade_bench.decoding.params import LookaheadParams
-from lade_bench.models.tiny import TINY_ARCHITECTURES
+from lade_bench.models.tiny import SLIDING_WINDOW_ARCHITECTURES, TINY_ARCHITECTURES
 
 
 @st.composite
@@ -54,3 +54,31 @@ def test_lookahead_greedy_matches_ar(
     assert len(result.tokens) <= max_new_tokens
     assert sum(result.accept_lengths) == len(result.tokens)
     assert all(1 <= n <= ngram for n in result.accept_lengths)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    arch=st.sampled_from(SLIDING_WINDOW_ARCHITECTURES),
+    ngram=st.integers(2, 8),
+    window=st.integers(1, 16),
+    guesses=st.integers(0, 16),
+    prompt_as_reference=st.booleans(),
+    prompt=prompts(),
+    max_new_tokens=st.integers(20, 96),
+    seed=st.integers(0, 2**16),
+)
+def test_sliding_window_lookahead_greedy_matches_ar(
+    tiny_models, arch, ngram, window, guesses, prompt_as_reference, prompt, max_new_tokens, seed
+):
+    """Sliding windows of 8-16 tokens: prompts up to 200 and generations up to 96 run far past them."""
+    model = tiny_models[arch]
+    params = LookaheadParams(ngram, window, guesses, prompt_as_reference)
+    reference = autoregressive_generate(model, prompt, max_new_tokens)
+    result = lookahead_generate(model, prompt, params, max_new_tokens, seed=seed)
+    assert result.tokens == reference.tokens
+    assert sum(result.accept_lengths) == len(result.tokens)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel
@@ -17,6 +18,9 @@ MASK_CAPABLE_ATTENTION = ("eager", "sdpa")
 # the config flag check catches). ALiBi is computed from each token's index in the input, not from
 # position_ids, so lookahead's reordered tokens would get wrong biases.
 ALIBI_MODEL_TYPES = ("bloom", "mpt")
+
+# Entries of ``config.layer_types`` whose attention lookahead masks exactly (one mask per type).
+SUPPORTED_LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
 class UnsupportedModelError(ValueError):
@@ -82,13 +86,64 @@ def check_custom_mask_support(model: torch.nn.Module) -> None:
             f"attn_implementation={impl!r} cannot take a custom 4D attention mask; lookahead needs one of "
             f"{list(MASK_CAPABLE_ATTENTION)} (FlashAttention still serves the autoregressive baseline)"
         )
-    window = sliding_window_of(config)
-    if window is not None:
+    layer_attention_of(model)
+
+
+@dataclass(frozen=True)
+class LayerAttention:
+    """How a model's layers attend, as far as lookahead's step masks are concerned.
+
+    Attributes:
+        sliding_window: how far back a local (sliding-window) layer sees: a query at position i sees
+            keys at positions j with ``i - j < sliding_window`` (transformers' rule). None: every
+            layer attends to the whole sequence.
+        mask_keys: the layer types when the model takes one mask per type (transformers' hybrid
+            models read ``attention_mask={"full_attention": ..., "sliding_attention": ...}``);
+            None when one mask serves every layer (global models, and Mistral-style models whose
+            every layer slides).
+    """
+
+    sliding_window: int | None
+    mask_keys: tuple[str, ...] | None
+
+
+def layer_attention_of(model: torch.nn.Module) -> LayerAttention:
+    """Which masks ``model``'s layers need; UnsupportedModelError for attention lookahead cannot mask.
+
+    Supported: global attention, sliding-window attention on every layer (Mistral, Mixtral,
+    Starcoder2, Phi-3 with ``sliding_window`` set) and hybrids of the two declared in
+    ``config.layer_types`` (Gemma 2/3, Qwen2/3 with ``use_sliding_window``).
+    """
+    config = model.config
+    if getattr(config, "use_bidirectional_attention", False) or getattr(config, "is_causal", True) is False:
         raise UnsupportedModelError(
-            f"sliding-window attention (sliding_window={window}) is not supported: lookahead's custom mask "
-            "would let tokens attend beyond the window, so the output would differ from the model's own "
-            "decoding. Allowed: sliding_window=None (set it to None if your sequences never exceed it)"
+            f"{type(model).__name__} attends bidirectionally (use_bidirectional_attention/is_causal): "
+            "lookahead decoding needs a causal decoder"
         )
+    layer_types = tuple(str(t) for t in (getattr(config, "layer_types", None) or ()))
+    unknown = sorted(set(layer_types) - set(SUPPORTED_LAYER_TYPES))
+    if unknown:
+        raise UnsupportedModelError(
+            f"layer types {unknown} (config.layer_types) are not supported: lookahead builds masks for "
+            f"{list(SUPPORTED_LAYER_TYPES)} only, so other layers would see the wrong tokens"
+        )
+    if layer_types:
+        if "sliding_attention" not in layer_types:
+            return LayerAttention(None, None)
+        return LayerAttention(_window_size(config), tuple(sorted(set(layer_types))))
+    if sliding_window_of(config) is None:
+        return LayerAttention(None, None)
+    return LayerAttention(_window_size(config), None)
+
+
+def _window_size(config: object) -> int:
+    window = getattr(config, "sliding_window", None)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise UnsupportedModelError(
+            f"the model has sliding-window layers but sliding_window={window!r}: lookahead needs the "
+            "window size (an integer >= 1) to mask those layers exactly"
+        )
+    return window
 
 
 def sliding_window_of(config: object) -> int | None:

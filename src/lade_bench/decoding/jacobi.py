@@ -3,6 +3,10 @@
 Each step feeds cur plus a block of guesses under a plain causal mask, accepts the guesses that equal
 the greedy prediction before them (plus one more token), and uses the predictions for the rest of
 the block as the next guesses (a Jacobi fixed-point iteration).
+
+The block is plain causal, so the model builds its own masks (sliding-window ones for local layers
+included); the cache is a config-less ``DynamicCache`` that keeps every entry on every layer, so
+cropping the rejected guesses is exact for full and sliding layers alike.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ def commit_accepted(cache: DynamicCache, cur_position: int, step_tokens: int, ke
     After a step the cache holds ``cur_position`` accepted entries plus all ``step_tokens`` inputs of
     the step, cur first. Accepted guesses sit at ``kept_offsets`` (relative to cur) and must end up
     right after cur. They are moved in place (only k entries per layer are copied) and the rest is
-    cut off, so no full-cache copy happens here.
+    cut off, so no full-cache copy happens here. Every layer must hold the same entries (a config-less
+    ``DynamicCache``: sliding-window layers are not trimmed, their masks hide what they must not see).
     """
     kept = len(kept_offsets)
     contiguous = kept_offsets == list(range(1, kept + 1))

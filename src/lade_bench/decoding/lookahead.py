@@ -9,9 +9,10 @@ from collections.abc import Iterable, Sequence
 import torch
 from transformers import DynamicCache
 
-from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
+from lade_bench.decoding.checks import check_custom_mask_support, eos_set, layer_attention_of, prompt_ids_as_list
 from lade_bench.decoding.kv_cache import commit_accepted
-from lade_bench.decoding.layout import LayoutCache, StepLayout
+from lade_bench.decoding.layout import LayoutCache
+from lade_bench.decoding.masks import StepMasks
 from lade_bench.decoding.params import (
     DecodeResult,
     LookaheadParams,
@@ -50,7 +51,8 @@ def lookahead_generate(
     forward pass per step carries the window and up to G pooled candidates under a custom 4D mask.
 
     Args:
-        model: a decoder-only transformers model using eager or SDPA attention, batch size 1.
+        model: a decoder-only transformers model using eager or SDPA attention, batch size 1; global,
+            sliding-window or hybrid (Gemma 2/3) attention layers.
         input_ids: the prompt, a list of ids or a 1 x L / L tensor.
         params: N, W, G and prompt-as-reference.
         max_new_tokens: most tokens to generate (>= 1).
@@ -93,7 +95,10 @@ class _LookaheadRun:
         self.generator = torch.Generator().manual_seed(seed)
         self.warpers = build_warpers(sampling) if sampling.do_sample else None
         self.layouts = LayoutCache(params.ngram - 1, model_dtype(model), self.device)
+        self.masks = StepMasks(layer_attention_of(model), self.device)
         self.forward_clock = Stopwatch(self.device)
+        # No config: every layer keeps every entry (no sliding-window trimming), so all layers have one
+        # length and a step's commit is the same for full and sliding layers (see masks.py).
         self.cache = DynamicCache()
         self.cache_argument = cache_argument_name(model)
         self.tokens: list[int] = []
@@ -147,7 +152,8 @@ class _LookaheadRun:
         are the window's next level: the first warm-up step rides along with the prefill instead of
         costing a forward of its own. Only the prompt's entries stay in the cache; the guesses'
         are cropped, so the committed cache holds exactly the accepted tokens as after a plain
-        prefill.
+        prefill. The model builds its own (causal, and for local layers sliding-window) masks here:
+        the prompt rows never see the guesses, so the prompt's cache entries are the plain prefill's.
         """
         guesses = list(window.levels[0])
         logits = self._forward(self.prompt + guesses, logits_to_keep=len(guesses) + 1)
@@ -177,7 +183,7 @@ class _LookaheadRun:
                 step_ids.extend(candidate)
             logits = self._forward(
                 step_ids,
-                attention_mask=self._attention_mask(layout, position),
+                attention_mask=self.masks.build(layout, position),
                 position_ids=(layout.position_offsets + position)[None, :],
                 logits_to_keep=layout.logit_rows,
             )
@@ -213,13 +219,6 @@ class _LookaheadRun:
     def _probabilities(self, logits: torch.Tensor, row: int) -> torch.Tensor:
         """Warped target distribution of logit row ``row`` (a fresh tensor: verification edits it)."""
         return warped_probabilities(logits[row], self.warpers)
-
-    def _attention_mask(self, layout: StepLayout, position: int) -> torch.Tensor:
-        """(1, 1, q, position + q) additive mask: the whole cache is visible, then the step block."""
-        q = layout.num_tokens
-        mask = torch.zeros((1, 1, q, position + q), dtype=layout.mask_block.dtype, device=self.device)
-        mask[0, 0, :, position:] = layout.mask_block
-        return mask
 
     def _emit(self, accepted: list[int]) -> bool:
         """Append this step's tokens, cut at EOS and the budget; True when generation is over."""

@@ -10,6 +10,8 @@ import torch
 from transformers import (
     AutoModelForCausalLM,
     CohereConfig,
+    Gemma2Config,
+    Gemma3TextConfig,
     GemmaConfig,
     GPT2Config,
     GPTNeoXConfig,
@@ -102,9 +104,61 @@ def _stablelm(vocab: int, positions: int) -> PretrainedConfig:
 
 
 def _gemma(vocab: int, positions: int) -> PretrainedConfig:
-    # Gemma v1: global attention only (Gemma 2/3 interleave sliding-window layers, which are refused).
+    # Gemma v1: global attention only (Gemma 2/3 interleave sliding-window layers: see below).
     return GemmaConfig(
         vocab_size=vocab, max_position_embeddings=positions, num_key_value_heads=2, head_dim=8, **_COMMON
+    )
+
+
+# Sliding-window families. Their windows are tiny (8-16 tokens) so that test prompts and generations
+# run far past them: local layers must then see only their window, and a wrong mask shows at once.
+def _gemma2(vocab: int, positions: int) -> PretrainedConfig:
+    # Alternating local/global layers with attention-logit and final-logit soft-capping.
+    return Gemma2Config(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=12,
+        layer_types=["sliding_attention", "full_attention"],
+        **_COMMON,
+    )
+
+
+def _gemma3(vocab: int, positions: int) -> PretrainedConfig:
+    # Gemma 3 text model (what Gemma-3-270M is): local layers with their own rope base, QK norms.
+    return Gemma3TextConfig(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        head_dim=8,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"],
+        **_COMMON,
+    )
+
+
+def _mistral_sliding(vocab: int, positions: int) -> PretrainedConfig:
+    # Every layer slides (no layer_types): the model takes a single mask.
+    return MistralConfig(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        sliding_window=8,
+        **_COMMON,
+    )
+
+
+def _qwen2_sliding(vocab: int, positions: int) -> PretrainedConfig:
+    # Qwen2's own hybrid: layers from max_window_layers on slide.
+    return Qwen2Config(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        use_sliding_window=True,
+        sliding_window=16,
+        max_window_layers=1,
+        **_COMMON,
     )
 
 
@@ -170,7 +224,17 @@ TINY_ARCHITECTURES = {
     "qwen2_moe": _qwen2_moe,
     "mixtral": _mixtral,
     "olmoe": _olmoe,
+    "gemma2": _gemma2,
+    "gemma3": _gemma3,
+    "mistral_sliding": _mistral_sliding,
+    "qwen2_sliding": _qwen2_sliding,
 }
+
+# Families with sliding-window (local) attention layers, all with windows of 8-16 tokens.
+SLIDING_WINDOW_ARCHITECTURES = ("gemma2", "gemma3", "mistral_sliding", "qwen2_sliding")
+
+# transformers has no SDPA path for Gemma 2 (attention-logit soft-capping): it always runs eager.
+EAGER_ONLY_ARCHITECTURES = ("gemma2",)
 
 # Mixture-of-experts families. Their experts run with transformers' "eager" implementation: the
 # default grouped matmul has no float64 kernel on CPU, and float64 is what exactness tests use.
@@ -192,12 +256,15 @@ def tiny_model(
     float64 is the default because exactness tests compare argmaxes: at float32 the 1e-7 differences
     between a multi-branch forward and single-token decoding can flip a near tie in a random model.
     ``init_scale`` multiplies all weights; larger values give peakier next-token distributions, which
-    makes n-gram guesses (and so the verification paths) hit more often.
+    makes n-gram guesses (and so the verification paths) hit more often. The families in
+    EAGER_ONLY_ARCHITECTURES run eager attention whatever ``attn_implementation`` says.
     """
     if architecture not in TINY_ARCHITECTURES:
         raise ValueError(f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}")
     config = TINY_ARCHITECTURES[architecture](vocab_size, max_positions)
     extra = {"experts_implementation": "eager"} if architecture in MOE_ARCHITECTURES else {}
+    if architecture in EAGER_ONLY_ARCHITECTURES:
+        attn_implementation = "eager"
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **extra)
     if init_scale != 1.0:

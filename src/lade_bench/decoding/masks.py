@@ -1,0 +1,73 @@
+"""The attention mask(s) of one lookahead step, per layer type (full and sliding-window layers).
+
+Every layer sees the committed cache (``position`` entries, the accepted tokens at positions
+0..position-1, in order) and then the step's own block (``layout.mask_block``). A sliding-window
+layer additionally sees only keys within its window of each query: the query at position id i sees
+the key at position j only if ``i - j < sliding_window``, measured on position ids, so a window or
+candidate token sees exactly what the same token would see in autoregressive decoding.
+
+The cache keeps every entry on every layer (a plain ``DynamicCache()``: no per-layer trimming), so
+all layers share one cache length and ``kv_cache.commit_accepted`` is the same for both kinds; the
+sliding layers' older entries are simply masked out.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lade_bench.decoding.checks import LayerAttention
+from lade_bench.decoding.layout import StepLayout
+
+FULL_ATTENTION = "full_attention"
+SLIDING_ATTENTION = "sliding_attention"
+
+
+class StepMasks:
+    """Builds each step's additive mask, or one mask per layer type for hybrid models."""
+
+    def __init__(self, attention: LayerAttention, device: torch.device | str) -> None:
+        """Masks for a model whose layers attend as ``attention`` says, on ``device``."""
+        self._attention = attention
+        self._device = device
+
+    def build(self, layout: StepLayout, position: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        """The ``attention_mask`` argument of a step whose cur token sits at ``position``.
+
+        Returns:
+            a (1, 1, q, position + q) additive float mask, or for hybrid models a dict from layer
+            type to such a mask (transformers' models take one mask per entry of
+            ``config.layer_types``).
+        """
+        full = full_step_mask(layout, position, self._device)
+        window = self._attention.sliding_window
+        if window is None:
+            return full
+        sliding = sliding_step_mask(full, layout, position, window)
+        keys = self._attention.mask_keys
+        if keys is None:
+            return sliding
+        by_type = {FULL_ATTENTION: full, SLIDING_ATTENTION: sliding}
+        return {key: by_type[key] for key in keys}
+
+
+def full_step_mask(layout: StepLayout, position: int, device: torch.device | str) -> torch.Tensor:
+    """(1, 1, q, position + q) additive mask: the whole cache is visible, then the step block."""
+    q = layout.num_tokens
+    mask = torch.zeros((1, 1, q, position + q), dtype=layout.mask_block.dtype, device=device)
+    mask[0, 0, :, position:] = layout.mask_block
+    return mask
+
+
+def sliding_step_mask(full: torch.Tensor, layout: StepLayout, position: int, window: int) -> torch.Tensor:
+    """``full`` further restricted to keys less than ``window`` positions behind each query.
+
+    Returns ``full`` itself when no query is ``window`` or more positions past the first token: the
+    restriction would then mask nothing.
+    """
+    query_positions = layout.position_offsets + position
+    if int(query_positions.max()) < window:
+        return full
+    cache_positions = torch.arange(position, device=query_positions.device)
+    key_positions = torch.cat([cache_positions, query_positions])
+    too_far = (query_positions[:, None] - key_positions[None, :]) >= window
+    return full.masked_fill(too_far.to(full.device)[None, None], torch.finfo(full.dtype).min)
