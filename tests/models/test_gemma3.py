@@ -1,0 +1,72 @@
+"""The embedded Gemma-3-270M: offline conversion, its hybrid attention, and exact lookahead on it."""
+
+from __future__ import annotations
+
+import pytest
+
+from lade_bench.datasets import load_dataset_samples, render_prompt
+from lade_bench.decoding import LookaheadParams, autoregressive_generate, jacobi_generate, lookahead_generate
+from lade_bench.decoding.checks import layer_attention_of
+from lade_bench.models.gemma3 import GEMMA3_FOLDER, converted_gemma3_dir
+
+pytestmark = pytest.mark.slow
+
+
+def test_converted_model_has_the_documented_shape(gemma3):
+    model, tokenizer = gemma3
+    config = model.config
+    assert type(model).__name__ == "Gemma3ForCausalLM" and config.model_type == "gemma3_text"
+    assert config.num_hidden_layers == 18 and config.hidden_size == 640
+    assert config.vocab_size == 262144 and len(tokenizer) == 262144
+    assert 265e6 < sum(p.numel() for p in model.parameters()) < 270e6
+    # A base model: no chat template; plain text gets a leading <bos>.
+    assert tokenizer.chat_template is None
+    assert tokenizer.encode("Hello", add_special_tokens=True)[0] == tokenizer.bos_token_id
+    # Hybrid attention: 5 local layers (512-token window) per global one; one mask per layer type.
+    assert config.layer_types.count("full_attention") == 3 and config.sliding_window == 512
+    attention = layer_attention_of(model)
+    assert attention.sliding_window == 512 and attention.mask_keys == ("full_attention", "sliding_attention")
+
+
+def test_cache_folder_is_reused_and_carries_the_terms():
+    folder = converted_gemma3_dir()
+    assert folder.name == GEMMA3_FOLDER
+    assert (folder / "GEMMA_TERMS.html").is_file() and (folder / "model.safetensors").is_file()
+    assert not list(folder.rglob("*.gguf"))  # the assembled GGUF is deleted after the conversion
+
+
+def test_greedy_completion_is_coherent_code(gemma3):
+    model, tokenizer = gemma3
+    ids = tokenizer.encode("def fibonacci(n):", add_special_tokens=True)
+    text = tokenizer.decode(autoregressive_generate(model, ids, 16, eos_token_id=tokenizer.eos_token_id).tokens)
+    assert "return" in text and "n" in text
+
+
+@pytest.fixture(scope="module")
+def real_prompts(gemma3):
+    """Two MT-Bench questions as raw completion prompts (as conf/model/gemma3_270m.yaml renders them) and code."""
+    _, tokenizer = gemma3
+    samples = load_dataset_samples("mt_bench", limit=2)
+    prompts = [render_prompt(tokenizer, sample, 0, [], chat=False) for sample in samples]
+    return [*prompts, tokenizer.encode("def fibonacci(n):", add_special_tokens=True)]
+
+
+def test_lookahead_equals_ar_greedy_on_real_prompts(gemma3, real_prompts):
+    # Kept short: every logit row costs a 262,144-wide LM head, which dominates a CPU step.
+    model, tokenizer = gemma3
+    eos = tokenizer.eos_token_id
+    for prompt in real_prompts:
+        reference = autoregressive_generate(model, prompt, 8, eos_token_id=eos)
+        result = lookahead_generate(model, prompt, LookaheadParams(4, 3, 3), 8, eos_token_id=eos)
+        assert result.tokens == reference.tokens, tokenizer.decode(reference.tokens)
+    reference = autoregressive_generate(model, real_prompts[0], 6, eos_token_id=eos)
+    assert lookahead_generate(model, real_prompts[0], LookaheadParams(5, 7, 7), 6, eos_token_id=eos).tokens == (
+        reference.tokens
+    )
+
+
+def test_jacobi_equals_ar_greedy(gemma3, real_prompts):
+    model, tokenizer = gemma3
+    reference = autoregressive_generate(model, real_prompts[-1], 8, eos_token_id=tokenizer.eos_token_id)
+    result = jacobi_generate(model, real_prompts[-1], 8, block_size=3, eos_token_id=tokenizer.eos_token_id)
+    assert result.tokens == reference.tokens
