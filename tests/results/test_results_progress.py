@@ -1,0 +1,83 @@
+"""Sweep status from the files alone: done, running (owner, heartbeat), interrupted, failed, pending, time left."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime, timedelta, timezone
+
+from rich.console import Console
+
+from lade_bench import status
+from lade_bench.results import COLUMN_NAMES, CellWriter, update_index
+from lade_bench.results._lockfile import try_acquire
+from lade_bench.results.progress import sweep_progress
+from lade_bench.results.sweep_layout import cell_lock_path
+from lade_bench.results.sweep_plan import job_key, record_job, write_launch
+
+
+def _ago(seconds: float) -> str:
+    return (datetime.now(timezone.utc) - timedelta(seconds=seconds)).isoformat(timespec="seconds")
+
+
+def _cell(root, make_row, cell_id, rows, *, run_id, expected=4):
+    cell_dir = root / f"cell-{cell_id}"
+    writer = CellWriter(cell_dir)
+    for i in range(rows):
+        arm = ("ar", "lookahead")[i % 2]
+        row = make_row(cell_id=cell_id, sample_id=f"s{i // 2}", arm=arm, matches_ar=None if arm == "ar" else True)
+        row["run_id"] = run_id
+        writer.append(dict.fromkeys(COLUMN_NAMES) | row)  # columns added later stay null here
+    writer.write_json("manifest.json", {"rows_expected": expected})
+    return cell_dir
+
+
+def _sweep(root, make_row):
+    jobs = [{"num": i, "key": job_key([f"w={i}"]), "name": f"planned-{i}", "overrides": [f"w={i}"]} for i in range(5)]
+    write_launch(root, jobs)
+    states = {"a": ("done", 4, "ra"), "b": ("running", 2, "rb"), "c": ("failed", 1, "rc"), "d": ("running", 3, "rd")}
+    for num, (cell_id, (state, rows, run_id)) in enumerate(states.items()):
+        cell_dir = _cell(root, make_row, cell_id, rows, run_id=run_id)
+        run = {"run_id": run_id, "started_utc": _ago(100), "log": f"/logs/{run_id}.out"}
+        update_index(root, cell_id, cell_dir=cell_dir, status="running", run=run)
+        if state == "done":
+            update_index(root, cell_id, cell_dir=cell_dir, status="done")
+        if state == "failed":
+            update_index(
+                root, cell_id, cell_dir=cell_dir, status="failed", error="OutOfMemoryError: CUDA out of memory"
+            )
+        record_job(root, jobs[num]["key"], cell_id, cell_dir.name)
+    # b is running now: its job holds the lock (this process stands in for it) and wrote 2 rows in 20 s.
+    owner = {"run_id": "rb", "job_id": "4242_1", "started_utc": _ago(20), "stale_after_s": 300}
+    return try_acquire(cell_lock_path(root, "b"), owner)
+
+
+def test_every_state_rows_and_time_left(tmp_path, make_row):
+    lock = _sweep(tmp_path, make_row)
+    progress = sweep_progress(tmp_path)
+    assert progress.counts() == {"running": 1, "interrupted": 1, "failed": 1, "pending": 1, "done": 1}
+    by_state = {cell.state: cell for cell in progress.cells}
+    assert by_state["running"].owner["job_id"] == "4242_1" and by_state["running"].heartbeat_age_s < 5
+    assert by_state["failed"].error.startswith("OutOfMemoryError") and by_state["failed"].log == "/logs/rc.out"
+    assert by_state["interrupted"].rows_written == 3 and by_state["interrupted"].rows_expected == 4
+    assert by_state["pending"].name == "planned-4" and by_state["pending"].expected_is_estimate
+    assert (progress.rows_written, progress.rows_expected) == (10, 20)
+    # Done cell: 4 rows in 100 s; running cell: 2 rows in 20 s; so 20 s per row. 10 rows are left (4 of
+    # them guessed for the pending cell), on the 1 job running now.
+    assert abs(progress.seconds_per_row - 20) < 1 and abs(progress.eta_s - 200) < 10
+    lock.release()
+    assert sweep_progress(tmp_path).counts()["interrupted"] == 2  # its job is gone now
+
+
+def test_status_command_prints_a_table_and_json(tmp_path, make_row, capsys):
+    lock = _sweep(tmp_path, make_row)
+    console = Console(width=200, record=True, file=io.StringIO())
+    status.render(console, sweep_progress(tmp_path))
+    text = console.export_text()
+    assert "running 1 · interrupted 1 · failed 1 · pending 1 · done 1" in text
+    assert "job 4242_1, heartbeat" in text and "OutOfMemoryError" in text and "rerun" in text
+    assert "rows 10 / 20 (50%)" in text and "left with 1 job(s) running" in text
+    assert status.main([str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"]["done"] == 1
+    assert status.main([str(tmp_path / "missing")]) == 2
+    lock.release()

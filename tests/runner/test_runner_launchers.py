@@ -1,0 +1,90 @@
+"""Launcher presets (conf/hydra/launcher): every key commented, each composes, the Slurm one submits right."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from lade_bench.results.sweep_plan import read_launch
+from lade_bench.runner.launch_plan import planned_jobs
+
+from .conftest import CONF_DIR
+
+PRESETS = sorted(p.stem for p in (CONF_DIR / "hydra" / "launcher").glob("*.yaml"))
+_KEY_WITH_VALUE = re.compile(r"^\s*[A-Za-z_]+:\s*[^\s#]")
+
+
+def test_the_documented_presets_exist():
+    assert PRESETS == ["local_parallel", "ray_gpu", "ray_local", "slurm_gpu"]
+
+
+@pytest.mark.parametrize("path", [*(CONF_DIR / "hydra" / "launcher").glob("*.yaml"), CONF_DIR / "config.yaml"])
+def test_every_preset_key_is_commented(path):
+    lines = path.read_text().splitlines()
+    start = 0 if path.name != "config.yaml" else lines.index("cell_lock:")
+    section = lines[start:] if path.name != "config.yaml" else lines[start : start + 4]
+    bare = [line for line in section if _KEY_WITH_VALUE.match(line) and "#" not in line and "_target_" not in line]
+    assert bare == [], f"{path.name}: keys without a comment"
+
+
+def _launcher(preset: str, *overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            "config", overrides=["+sweep=ablation_wg", f"hydra/launcher={preset}", *overrides], return_hydra_config=True
+        )
+    return OmegaConf.to_container(cfg.hydra.launcher, resolve=False)
+
+
+def test_presets_give_one_gpu_per_timed_cell_and_none_to_local_ones():
+    slurm = _launcher("slurm_gpu", "hydra.launcher.partition=gpu", "hydra.launcher.account=lab")
+    assert slurm["_target_"].endswith("SlurmLauncher") and slurm["gpus_per_node"] == 1 and slurm["tasks_per_node"] == 1
+    assert (slurm["partition"], slurm["account"], slurm["name"]) == ("gpu", "lab", "lade-${sweep_name}")
+    assert slurm["max_num_timeout"] > 0  # a timed-out cell is requeued and resumes
+    ray = _launcher("ray_gpu")
+    assert ray["_target_"].endswith("RayLauncher") and ray["ray"]["remote"]["num_gpus"] == 1
+    assert _launcher("local_parallel")["gpus_per_node"] == 0
+    assert _launcher("ray_local")["ray"]["init"]["num_gpus"] == 0
+
+
+def test_the_launch_plan_lists_every_cell_of_the_sweep(tmp_path):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["+sweep=ablation_wg", f"output_root={tmp_path}"], return_hydra_config=True)
+        jobs = planned_jobs(cfg)
+    assert len(jobs) == 16 and {root for root, _ in jobs} == {tmp_path / "ablation_wg"}
+    names = [job["name"] for _, job in jobs]
+    assert names[0] == "llama2-7b-chat-mt_bench-N5W1G1-greedy" and len(set(names)) == 16
+    assert len({job["key"] for _, job in jobs}) == 16
+
+
+def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
+    """The documented Slurm command, against stand-ins for sbatch/srun/sacct that record the job script."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = tmp_path / "submitted.sh"
+    fakes = {
+        "sbatch": f'cp "$1" {script}\necho "Submitted batch job 4242"',
+        "srun": "exit 0",
+        "sacct": 'echo "JobID|State|NodeList"\nfor i in $(seq 0 15); do echo "4242_$i|FAILED|node1"; done',
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    command = [sys.executable, "-m", "lade_bench.run", "+sweep=ablation_wg", "hydra/launcher=slurm_gpu"]
+    command += ["hydra.launcher.partition=gpu", "hydra.launcher.account=lab", f"output_root={tmp_path / 'runs'}"]
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and "has not produced any output (state: FAILED)" in done.stderr  # our fake
+    sbatch = script.read_text()
+    for option in ("--array=0-15%16", "--gpus-per-node=1", "--ntasks-per-node=1", "--partition=gpu", "--account=lab",
+                   "--job-name=lade-ablation_wg", "--time=240", "--mem=64GB", "--signal=USR2@120"):  # fmt: skip
+        assert f"#SBATCH {option}\n" in sbatch, option
+    logs = re.search(r"#SBATCH --output=(\S+)", sbatch)[1]
+    assert Path(logs).is_relative_to(tmp_path / "runs" / "ablation_wg")  # job logs inside the sweep folder
+    assert len(read_launch(tmp_path / "runs" / "ablation_wg")["jobs"]) == 16

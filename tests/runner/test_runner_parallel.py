@@ -1,0 +1,205 @@
+"""Many jobs, one sweep: Hydra's submitit and Ray launchers, a kill -9 mid-cell, two identical commands.
+
+Every test runs the real CLI on the tiny model. A sweep run in parallel must leave exactly what the
+same sweep run sequentially leaves, timings and provenance aside: every cell done, each row once, an
+index and a status that agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from lade_bench.report.sweep import load_sweep
+from lade_bench.results import load_rows, read_index
+from lade_bench.results.progress import sweep_progress
+from lade_bench.results.sweep_layout import locks_dir
+from lade_bench.runner import run_cell
+
+from .conftest import CONF_DIR, TINY
+
+pytestmark = pytest.mark.slow
+
+HELPER = Path(__file__).with_name("kill_mid_cell.py")
+SWEEP = ["--multirun", "lookahead.window=1,2,3,4", *TINY, "warmup=0"]
+ROWS_PER_CELL = 4  # 1 question x 2 turns x 2 arms
+# Columns that depend on the clock or on who ran the row; everything else must not depend on the launcher.
+ROW_TIMING = ("wall_time_s", "forward_time_s", "tokens_per_s", "run_id", "job_id", "host")
+REPORT_TIMING = ("speedup", "speedup_ci_low", "speedup_ci_high", "tokens_per_s", "wall_time_s")
+
+
+def _run(args: list[str], output_root: Path, *, env: dict[str, str] | None = None, timeout: float = 300):
+    command = [sys.executable, "-m", "lade_bench.run", *args, f"output_root={output_root}"]
+    environment = {**os.environ, **(env or {})}
+    done = subprocess.run(
+        command, cwd=output_root.parent, env=environment, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return done
+
+
+def _raw_rows(cell_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (cell_dir / "rows.jsonl").read_text().splitlines()]
+
+
+def _assert_complete(sweep: Path, cells: int, rows_per_cell: int) -> None:
+    """Every cell done once, each row written exactly once, index and status agreeing, no lock left."""
+    index = read_index(sweep)
+    assert len(index) == cells and {e["status"] for e in index} == {"done"}
+    for entry in index:
+        rows = _raw_rows(sweep / entry["cell_dir"])
+        keys = [(r["sample_id"], r["turn"], r["arm"], r["repeat"]) for r in rows]
+        assert len(keys) == len(set(keys)) == rows_per_cell, entry["cell_dir"]
+    status = sweep_progress(sweep)
+    assert status.counts() == {"running": 0, "interrupted": 0, "failed": 0, "pending": 0, "done": cells}
+    assert status.rows_written == status.rows_expected == cells * rows_per_cell
+    assert sorted(c.cell_id for c in status.cells) == sorted(e["cell_id"] for e in index)
+    assert list(locks_dir(sweep).glob("*.lock")) == []
+    assert [p for p in sweep.rglob(".*.tmp") if "wandb" not in p.parts] == []
+
+
+def _without_timing(sweep: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The report's summary table and the rows, minus clock- and run-dependent columns, in a fixed order."""
+    report = load_sweep(sweep).summary.drop(columns=list(REPORT_TIMING)).sort_values(["cell_id", "arm"])
+    rows = load_rows(sweep).drop(columns=list(ROW_TIMING)).sort_values(["cell_id", "sample_id", "turn", "arm"])
+    return report.reset_index(drop=True), rows.reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory) -> Path:
+    """The same four cells run one after another in this process, as Hydra's basic launcher runs them."""
+    out = tmp_path_factory.mktemp("sequential") / "runs"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for window in (1, 2, 3, 4):
+            cfg = compose("config", overrides=[*SWEEP[2:], f"lookahead.window={window}", f"output_root={out}"])
+            assert run_cell(cfg).status == "done"
+    return out / "single"
+
+
+def _assert_same_report(sweep: Path, reference: Path) -> None:
+    _assert_complete(sweep, 4, ROWS_PER_CELL)
+    report, rows = _without_timing(sweep)
+    expected_report, expected_rows = _without_timing(reference)
+    pd.testing.assert_frame_equal(report, expected_report)
+    pd.testing.assert_frame_equal(rows, expected_rows)
+
+
+def test_submitit_local_jobs_in_parallel_match_the_sequential_sweep(sequential, tmp_path):
+    out = tmp_path / "runs"
+    _run([*SWEEP, "hydra/launcher=local_parallel"], out)
+    sweep = out / "single"
+    _assert_same_report(sweep, sequential)
+    runs = {e["cell_id"]: (e["run.scheduler"], e["run.job_id"], e["run.pid"]) for e in read_index(sweep)}
+    assert {scheduler for scheduler, _, _ in runs.values()} == {"submitit-local"}
+    assert len({job for _, job, _ in runs.values()}) == len({pid for _, _, pid in runs.values()}) == 4
+    for entry in read_index(sweep):  # each row names the job that timed it
+        assert {r["job_id"] for r in _raw_rows(sweep / entry["cell_dir"])} == {entry["run.job_id"]}
+    assert all(cell.job_num is not None for cell in sweep_progress(sweep).cells)  # matched to the launch plan
+
+
+def _ray_processes(temp_dir: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and temp_dir.encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_ray_with_two_workers_matches_the_sequential_sweep(sequential, tmp_path):
+    # Ray's socket paths must stay under 107 bytes: a short folder in the system temp dir, not tmp_path.
+    ray_dir = tempfile.mkdtemp(prefix="lade-ray-")
+    try:
+        out = tmp_path / "runs"
+        overrides = ["hydra/launcher=ray_local", "hydra.launcher.ray.init.num_cpus=2"]
+        _run([*SWEEP, *overrides, f"+hydra.launcher.ray.init._temp_dir={ray_dir}"], out)
+        sweep = out / "single"
+        _assert_same_report(sweep, sequential)
+        assert {e["run.scheduler"] for e in read_index(sweep)} == {"ray"}
+        deadline = time.monotonic() + 20
+        while _ray_processes(ray_dir) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _ray_processes(ray_dir) == [], "Ray must stop with the sweep"
+    finally:
+        shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+def test_kill_9_mid_cell_while_others_run_then_rerun_resumes_it(tmp_path):
+    out = tmp_path / "runs"
+    base = [*[a for a in TINY if not a.startswith("dataset.limit")], "dataset.limit=3", "warmup=0"]
+    base += ["cell_lock.heartbeat_s=1", "cell_lock.stale_after_s=60"]  # the takeover must come from the dead pid
+    rows_per_cell = 3 * 2 * 2
+    # Three jobs at once, one per cell, as a Slurm array would run them; the first dies after 3 rows.
+    victim = subprocess.Popen(
+        [sys.executable, str(HELPER), "3", *base, "lookahead.window=1", f"output_root={out}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    others = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lade_bench.run", *base, f"lookahead.window={w}", f"output_root={out}"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for w in (2, 3)
+    ]
+    assert victim.wait(300) == -9, victim.stdout.read()[-3000:]
+    for job in others:
+        assert job.wait(300) == 0, job.stdout.read()[-3000:]
+    sweep = out / "single"
+    killed = {c.name: c for c in sweep_progress(sweep).cells if c.state != "done"}
+    assert len(killed) == 1, [(c.name, c.state) for c in sweep_progress(sweep).cells]
+    (cell,) = killed.values()
+    assert cell.state == "interrupted" and cell.rows_written == 3 and cell.rows_expected == rows_per_cell
+    assert (locks_dir(sweep) / f"cell-{cell.cell_id}.lock").is_file()  # left by the kill
+    cell_dir = sweep / cell.name
+    before = (cell_dir / "rows.jsonl").read_bytes()
+    finished = {p.parent.name: p.read_bytes() for p in sweep.glob("*/rows.jsonl") if p.parent != cell_dir}
+
+    rerun = _run(["--multirun", *base, "lookahead.window=1,2,3"], out)
+    assert "taking over the lock" in rerun.stdout + rerun.stderr
+    _assert_complete(sweep, 3, rows_per_cell)
+    assert (cell_dir / "rows.jsonl").read_bytes().startswith(before)  # nothing lost, nothing redone
+    assert {p.parent.name: p.read_bytes() for p in sweep.glob("*/rows.jsonl") if p.parent != cell_dir} == finished
+    run_ids = [r["run_id"] for r in _raw_rows(cell_dir)]
+    assert len(set(run_ids[:3])) == 1 and len(set(run_ids[3:])) == 1 and run_ids[0] != run_ids[3]
+    manifest = json.loads((cell_dir / "manifest.json").read_text())
+    assert [run["run"]["run_id"] for run in manifest["previous_runs"]] == [run_ids[0]]
+    assert manifest["run"]["run_id"] == run_ids[3]
+
+
+def test_two_identical_commands_at_once_write_one_set_of_rows(tmp_path):
+    out = tmp_path / "runs"
+    args = ["--multirun", "lookahead.window=1,2", *TINY, "warmup=0", "wandb.mode=offline"]
+    args += ["device_profile.enabled=true", "device_profile.warmup=0", "device_profile.repeats=1"]
+    args += ["device_profile.context_tokens=8", f"output_root={out}"]
+    env = {**os.environ, "WANDB_DATA_DIR": str(tmp_path / "wandb_data")}  # keep W&B staging out of $HOME
+    command = [sys.executable, "-m", "lade_bench.run", *args]
+    jobs = [
+        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)
+    ]
+    outputs = [job.communicate(timeout=300)[0] for job in jobs]
+    assert [job.returncode for job in jobs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    sweep = out / "single"
+    _assert_complete(sweep, 2, ROWS_PER_CELL)
+    for entry in read_index(sweep):
+        cell_dir = sweep / entry["cell_dir"]
+        assert len({r["run_id"] for r in _raw_rows(cell_dir)}) == 1  # one run wrote the cell
+        assert json.loads((cell_dir / "manifest.json").read_text())["previous_runs"] == []
+    assert len(list((sweep / "wandb").glob("offline-run-*"))) == 2, "one W&B run per cell"
+    assert sum(o.count("measuring forward time") for o in outputs) == 1, "the device profile is measured once"
+    assert (sweep / "device_profile.json").is_file() and len(list((sweep / "device_profiles").glob("*.json"))) == 1
