@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lade_bench.results import ROW_SCHEMA, SCHEMA_VERSION, CellWriter, load_rows, validate_row
+from lade_bench.results import COLUMN_NAMES, ROW_SCHEMA, SCHEMA_VERSION, CellWriter, load_rows, validate_row
 from lade_bench.results.schema import COLUMNS_BY_NAME
 
 PROVENANCE = ("run_id", "job_id", "host")
@@ -39,7 +39,8 @@ def test_old_jsonl_rows_read_with_null_provenance_and_append_beside_new_ones(tmp
     old = _old_row(make_row)
     (cell / "rows.jsonl").write_text(json.dumps(old) + "\n")
     writer = CellWriter(cell)
-    writer.append(make_row(sample_id="s1", run_id="r2", job_id="1234_5", host="node7"))
+    new = make_row(sample_id="s1") | {"run_id": "r2", "job_id": "1234_5", "host": "node7"}
+    writer.append(dict.fromkeys(COLUMN_NAMES) | new)  # columns added after this test stay null
     writer.finalize()
     rows = load_rows(cell)
     assert rows["run_id"].isna().tolist() == [True, False] and rows["job_id"].tolist()[1] == "1234_5"
