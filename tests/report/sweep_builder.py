@@ -27,7 +27,7 @@ from lade_bench.decoding import (
 from lade_bench.metrics.rouge import rouge_scores
 from lade_bench.profiling.device_profile import default_token_counts, measure_forward_curve, save_profile
 from lade_bench.report import aggregate
-from lade_bench.results import CellWriter, build_manifest, cell_id, update_index
+from lade_bench.results import COLUMN_NAMES, CellWriter, build_manifest, cell_id, update_index
 
 SWEEP_NAME = "unit_report"
 MODEL_NAME = "tiny-llama"
@@ -135,7 +135,8 @@ def _generate(model: torch.nn.Module, arm: str, prompt: list[int], spec: CellSpe
 
 
 def _row(spec: CellSpec, cid: str, sample_id: str, arm: str, repeat: int, seed: int) -> dict[str, Any]:
-    return {
+    # Every column present (null unless set here or below), so columns added later need no change here.
+    return dict.fromkeys(COLUMN_NAMES) | {
         "cell_id": cid,
         "sweep": SWEEP_NAME,
         "model": MODEL_NAME,

@@ -124,6 +124,10 @@ SELECTION_SPLIT = "selected on half A"
 # The keys of a declared headline (``report.headline`` in a sweep's config).
 HEADLINE_KEYS: tuple[str, ...] = ("ngram", "window", "guesses", "prompt_as_reference")
 
+# Greedy mismatches of an arm (see mismatch_summary): how many, how many are engine errors, and the
+# margins at the first divergent position.
+MISMATCH_SUMMARY: tuple[str, ...] = ("mismatches", "engine_errors", "ar_margin_median", "arm_margin_max")
+
 SUMMARY_COLUMNS: tuple[str, ...] = (
     *CELL_KEY,
     *CELL_ATTRIBUTES,
@@ -147,6 +151,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "pass@1",
     "accuracy",
     "matches_ar",
+    *MISMATCH_SUMMARY,
 )
 HEADLINE_COLUMNS: tuple[str, ...] = (*SUMMARY_COLUMNS, "selection", "n_candidates")
 
@@ -405,6 +410,39 @@ def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def mismatch_summary(arm_rows: pd.DataFrame) -> dict[str, float]:
+    """Greedy mismatches among one arm's error-free rows and the logit margins where they diverge.
+
+    Callers pass the arm's paired rows (:func:`common_rows`), as for :func:`quality_means`. The
+    mismatch rate is ``1 - matches_ar``; these say whether the mismatches are near-ties.
+
+    Returns:
+        ``mismatches``: rows whose ids differ from AR's; ``engine_errors``: those flagged because the
+        arm's token sits more than ``mismatch.margin_tolerance`` logits below AR's;
+        ``ar_margin_median``: median over mismatches of AR's top-1 minus top-2 logit there (small:
+        near-ties); ``arm_margin_max``: the largest gap between AR's token and the arm's (what the
+        tolerance judges). All NaN where no row carries ``matches_ar`` (AR, sampling); margins NaN
+        where no mismatch has one.
+    """
+    good = ok_rows(arm_rows)
+    flags = good["matches_ar"].dropna() if "matches_ar" in good else pd.Series([], dtype=object)
+    if flags.empty:
+        return dict.fromkeys(MISMATCH_SUMMARY, math.nan)
+    mismatched = good.loc[flags.index[~flags.astype(bool)]]
+
+    def column(name: str) -> pd.Series:
+        # Rows written before the mismatch columns existed read them as all-null (or lack them).
+        return mismatched[name].dropna() if name in mismatched else pd.Series([], dtype=np.float64)
+
+    ar_margins, arm_margins = column("ar_margin").astype(np.float64), column("arm_margin").astype(np.float64)
+    return {
+        "mismatches": int(len(mismatched)),
+        "engine_errors": int(column("engine_error").astype(bool).sum()),
+        "ar_margin_median": float(ar_margins.median()) if len(ar_margins) else math.nan,
+        "arm_margin_max": float(arm_margins.max()) if len(arm_margins) else math.nan,
+    }
+
+
 def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
     """Compression, throughput and totals of one arm's error-free rows (NaN where there are none).
 
@@ -477,6 +515,7 @@ def summarize_cell(
             **arm_efficiency(arm_paired),
             "tokens_per_step": tokens_per_step(*shape) if arm == "lookahead" else math.nan,
             **quality_means(arm_paired),
+            **mismatch_summary(arm_paired),
         }
         records.append({name: record[name] for name in SUMMARY_COLUMNS})
     return records

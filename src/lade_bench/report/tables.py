@@ -103,6 +103,34 @@ def speedup_cell(rec: dict[str, Any]) -> str:
     return fmt_speedup(rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"], rec["speedup_ci_note"])
 
 
+def mismatch_cell(rec: dict[str, Any]) -> str:
+    """Greedy mismatches with their margins, e.g. ``"2 (AR margin 0.031, gap <= 0.05)"``; engine errors named.
+
+    Empty for AR and sampled cells. "AR margin" is the median top-1 minus top-2 logit at the first
+    divergent position (small: near-ties), "gap" the largest distance between AR's token and the
+    arm's there (what ``mismatch.margin_tolerance`` judges).
+    """
+    n = rec.get("mismatches")
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return ""
+    if int(n) == 0:
+        return "0"
+    parts = []
+    if _finite(rec.get("ar_margin_median")):
+        parts.append(f"AR margin {rec['ar_margin_median']:.3g}")
+    if _finite(rec.get("arm_margin_max")):
+        parts.append(f"gap <= {rec['arm_margin_max']:.3g}")
+    text = f"{int(n)}" + (f" ({', '.join(parts)})" if parts else "")
+    errors = int(rec.get("engine_errors") or 0)
+    if errors:
+        text += f"; {errors} ENGINE ERROR{'S' if errors > 1 else ''}"
+    return text
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
     """Main table: the headline cell per (sweep, model, dataset) (see ``aggregate.choose_headline``), all arms.
 
@@ -126,6 +154,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "Compression": fmt(rec["compression_ratio"]),
                 "Tokens/s": fmt(rec["tokens_per_s"], 1),
                 "Matches AR (%)": "" if rec["arm"] == "ar" else fmt(rec["matches_ar"], 1, 100.0),
+                "Mismatches (margins)": mismatch_cell(rec),
                 **counts(rec),
             }
         )
@@ -338,6 +367,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "pass@1 (%)": fmt(rec["pass@1"], 1, 100.0),
             "Accuracy (%)": fmt(rec["accuracy"], 1, 100.0),
             "Matches AR (%)": fmt(rec["matches_ar"], 1, 100.0),
+            "Mismatches (margins)": mismatch_cell(rec),
             "Rows": str(rec["n_rows"]),
             **counts(rec),
         }

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi")
 
@@ -123,11 +123,21 @@ COLUMNS: tuple[Column, ...] = (
     Column("passed", "bool", "always", "quality", "completion passed its unit tests"),
     Column("accuracy", "float", "always", "quality", "task accuracy of this completion, 0..1"),
     Column("matches_ar", "bool", "always", "quality", "token ids equal the paired AR row (greedy, non-AR)"),
+    # --- greedy mismatches (null in rows written before version 3) ---
+    Column("divergence_index", "int", "always", "quality", "first output position differing from AR; null if equal", 3),
+    Column(
+        "ar_margin", "float", "always", "quality", "there: AR token's logit minus the best other (small: a near-tie)", 3
+    ),
+    Column("arm_margin", "float", "always", "quality", "there: AR token's logit minus this row's token's logit", 3),
+    Column("engine_error", "bool", "always", "quality", "mismatch with arm_margin > mismatch.margin_tolerance", 3),
     # --- text ---
     Column("output_ids", "int_list", "on_error", "text", "generated token ids"),
     Column("output_text", "str", "on_error", "text", "decoded output"),
     Column("error", "str", "always", "text", "error message if the generation failed, else null"),
 )
+
+# Where a greedy row first differs from its AR pair and the logit margins there (lade_bench.decoding.divergence).
+MISMATCH_COLUMNS: tuple[str, ...] = ("divergence_index", "ar_margin", "arm_margin", "engine_error")
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 COLUMNS_BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
@@ -198,11 +208,12 @@ def validate_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
     if out["arm"] not in ARMS:
         raise ValueError(f"column 'arm': {out['arm']!r} is not one of {ARMS}")
-    if out["matches_ar"] is not None and (out["arm"] == "ar" or out["do_sample"]):
-        raise ValueError(
-            "column 'matches_ar' must be null for the AR arm and for sampled rows "
-            "(token equality with AR is only defined for greedy non-AR arms)"
-        )
+    for name in ("matches_ar", *MISMATCH_COLUMNS):
+        if out[name] is not None and (out["arm"] == "ar" or out["do_sample"]):
+            raise ValueError(
+                f"column {name!r} must be null for the AR arm and for sampled rows "
+                "(token equality with AR is only defined for greedy non-AR arms)"
+            )
     return out
 
 

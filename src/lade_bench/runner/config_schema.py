@@ -161,6 +161,19 @@ class JacobiConfig:
     block_size: int = 7
 
 
+@dataclass
+class MismatchConfig:
+    """Schema of ``mismatch``: how a greedy output that differs from AR is judged (``runner.mismatch``).
+
+    Attributes:
+        margin_tolerance: in logits. At the first position where a greedy row leaves its AR pair, a
+            token more than this below AR's token (one reference forward) is an engine error, not
+            half-precision noise at a near-tie. Not part of the cell id (it changes no token).
+    """
+
+    margin_tolerance: float = 1.0
+
+
 class WandbMode(Enum):
     """Where W&B runs go: files on disk to sync later, the live service, or nowhere."""
 
@@ -223,9 +236,6 @@ class SandboxConfig:
     allow_unsandboxed: bool = False
 
 
-@dataclass
-class LadeBenchConfig:
-    """The whole job config; ``conf/config.yaml`` documents each value and its default."""
 class WhenOwned(Enum):
     """What a job does with a cell that another live job is running (see ``lade_bench.runner.locks``)."""
 
@@ -248,6 +258,9 @@ class CellLockConfig:
     when_owned: WhenOwned = WhenOwned.skip
 
 
+@dataclass
+class LadeBenchConfig:
+    """The whole job config; ``conf/config.yaml`` documents each value and its default."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
@@ -255,13 +268,14 @@ class CellLockConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)
+    mismatch: MismatchConfig = field(default_factory=MismatchConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     device_profile: DeviceProfileConfig = field(default_factory=DeviceProfileConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    cell_lock: CellLockConfig = field(default_factory=CellLockConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
     seed: int = 0
-    cell_lock: CellLockConfig = field(default_factory=CellLockConfig)
     max_new_tokens: int = 64
     warmup: int = 1
     warmup_new_tokens: int = 16

@@ -92,7 +92,31 @@ def table_legend(summary: dict[str, Any]) -> str:
         lines.append("speedup/tok = ratio of time per generated token (sampling: the arms' outputs differ in length).")
     if any((stats.get("speedup_ci_note") or "").startswith("no interval") for stats in summary["arms"].values()):
         lines.append("No 95% CI from too few samples: the bootstrap resamples samples (questions).")
+    lines.extend(mismatch_lines(summary))
     return "\n".join(lines)
+
+
+def mismatch_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per arm with greedy mismatches: how many, the logit margins there, engine errors."""
+    lines = []
+    for arm, stats in summary["arms"].items():
+        n = stats.get("mismatches")
+        if not n:
+            continue
+        margins = []
+        if stats.get("ar_margin_median") is not None:
+            margins.append(f"AR top-1/top-2 margin median {stats['ar_margin_median']:.3g}")
+        if stats.get("arm_margin_max") is not None:
+            margins.append(f"{arm}'s token at most {stats['arm_margin_max']:.3g} logits below AR's")
+        line = f"{arm}: {n} mismatch(es) with AR" + (f" ({'; '.join(margins)})" if margins else "")
+        errors = stats.get("engine_errors") or 0
+        line += (
+            f", {errors} ENGINE ERROR(S) (beyond mismatch.margin_tolerance)"
+            if errors
+            else ", none beyond mismatch.margin_tolerance"
+        )
+        lines.append(line)
+    return lines
 
 
 def summary_table(summary: dict[str, Any]) -> Table:

@@ -26,6 +26,7 @@ from lade_bench.datasets import Sample, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
+from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
 from lade_bench.runner.scoring import allow_unsandboxed, score_output
@@ -162,6 +163,9 @@ class _SampleLoop:
                 rows[arm] = _generate_row(self.plan, self.cell_model, sample, turn, history[arm], arm, ids)
             new_arms.append(arm)
         _score_new(self.plan, sample, rows, new_arms)
+        # Untimed: one extra forward per greedy mismatch, for its logit margins.
+        model, tokenizer = self.cell_model.model, self.cell_model.tokenizer
+        record_mismatches(self.plan, model, tokenizer, sample, turn, history, rows, new_arms)
         # AR first: a kill between two appends never leaves a non-AR row without its AR pair on disk.
         for arm in self.plan.arms:
             if arm in new_arms:

@@ -216,6 +216,10 @@ def _validate_counts(cfg: DictConfig) -> None:
     for name, minimum in minimums.items():
         if cfg[name] < minimum:
             raise CellConfigError(f"{name}={cfg[name]!r} is not allowed: use an integer >= {minimum}")
+    if not cfg.mismatch.margin_tolerance >= 0:  # also rejects NaN
+        raise CellConfigError(
+            f"mismatch.margin_tolerance={cfg.mismatch.margin_tolerance!r} is not allowed: use a number of logits >= 0"
+        )
     data = cfg.dataset
     if data.limit is not None and data.limit < 1:
         raise CellConfigError(f"dataset.limit={data.limit!r} is not allowed: use an integer >= 1, or null for all")

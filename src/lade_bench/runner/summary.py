@@ -18,7 +18,7 @@ from lade_bench.metrics.speed import per_sample_speedup_mean
 from lade_bench.report import aggregate
 
 # Quality metrics appear only where the dataset has them (NaN from the aggregate means "absent").
-_OPTIONAL = ("rouge1", "rouge2", "rougeL", "rougeLsum", "pass@1", "accuracy", "matches_ar")
+_OPTIONAL = ("rouge1", "rouge2", "rougeL", "rougeLsum", "pass@1", "accuracy", "matches_ar", *aggregate.MISMATCH_SUMMARY)
 _SPEEDUP = ("speedup", "speedup_ci_low", "speedup_ci_high")
 
 
@@ -39,8 +39,9 @@ def summarize_cell(
         add ``speedup`` with ``speedup_basis`` (wall time when greedy, time per token when sampling),
         its 95% bootstrap interval ``speedup_ci_low``/``speedup_ci_high`` or ``speedup_ci_note``
         saying why there is none (fewer than ``min_ci_units`` samples), ``speedup_per_sample_mean``,
-        ``paired_samples`` and, for greedy cells, ``matches_ar`` (the match rate). A number that
-        cannot be computed is None.
+        ``paired_samples`` and, for greedy cells, ``matches_ar`` (the match rate) with ``mismatches``,
+        ``engine_errors`` and, where mismatches have them, ``ar_margin_median`` and ``arm_margin_max``
+        (see ``aggregate.mismatch_summary``). A number that cannot be computed is None.
     """
     summary: dict[str, Any] = {
         "n_samples": int(rows["sample_id"].nunique()),
@@ -66,7 +67,7 @@ def summarize_cell(
                 str(k): v for k, v in aggregate.accept_histogram(paired[paired["arm"] == arm]).items()
             },
         }
-        stats.update({name: record[name] for name in _OPTIONAL if not _is_nan(record[name])})
+        stats.update({name: _plain(record[name]) for name in _OPTIONAL if not _is_nan(record[name])})
         if arm != aggregate.BASELINE_ARM:
             stats.update({name: _number(record[name]) for name in _SPEEDUP})
             stats["speedup_basis"] = record["speedup_basis"]
@@ -97,6 +98,11 @@ def per_sample_mean(pairs: pd.DataFrame, *, sampled: bool) -> float | None:
 
 def _is_nan(value: Any) -> bool:
     return isinstance(value, float) and math.isnan(value)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python numbers (summary.json is JSON)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _number(value: Any) -> float | None:
