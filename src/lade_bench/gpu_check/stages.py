@@ -1,0 +1,149 @@
+"""The stages of the GPU check for one embedded model: device profile, then one stage per dtype.
+
+The first dtype (float16, the paper's) runs AR, prompt lookup and lookahead with every preset: the
+speed table and that dtype's exactness. Each further dtype runs AR and lookahead paper_7b for
+exactness only. Each stage gets a share of the time budget in proportion to its work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from lade_bench.datasets import load_dataset_samples, render_prompt
+from lade_bench.decoding import (
+    LookaheadParams,
+    autoregressive_generate,
+    lookahead_generate,
+    prompt_lookup_generate,
+)
+from lade_bench.gpu_check.measure import Arm, ArmRuns, Mismatch, find_mismatches, logits_are_finite, run_arms
+from lade_bench.gpu_check.table import summary_records
+from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids
+from lade_bench.profiling.device_profile import sweep_profile
+from lade_bench.results._atomic import atomic_write_json
+
+# The lookahead presets of conf/lookahead/ (a test keeps them equal): the paper's 7B and 13B MT-Bench
+# settings and the small step for compute-bound hardware.
+PRESETS = {
+    "paper_7b": LookaheadParams(5, 15, 15),
+    "paper_13b": LookaheadParams(5, 10, 10),
+    "cpu_small": LookaheadParams(4, 3, 3),
+}
+# The preset whose exactness is checked in every further dtype.
+EXACTNESS_PRESET = "paper_7b"
+# How each embedded model is prompted, as conf/model/<name>.yaml says: chat template or raw text.
+CHAT = {"smollm2": True, "gemma3_270m": False}
+
+
+def build_arms(
+    model, stop_ids: list[int], max_new_tokens: int, presets: dict[str, LookaheadParams], *, prompt_lookup: bool
+) -> dict[str, Arm]:
+    """Name -> greedy generation function; "ar" first (the reference), then prompt lookup, then lookahead."""
+    arms: dict[str, Arm] = {
+        "ar": lambda ids: autoregressive_generate(model, ids, max_new_tokens, eos_token_id=stop_ids),
+    }
+    if prompt_lookup:
+        arms["prompt_lookup"] = lambda ids: prompt_lookup_generate(model, ids, max_new_tokens, eos_token_id=stop_ids)
+    for name, params in presets.items():
+        label = f"lookahead {name} ({params.ngram},{params.window},{params.guesses})"
+        arms[label] = lambda ids, p=params: lookahead_generate(model, ids, p, max_new_tokens, eos_token_id=stop_ids)
+    return arms
+
+
+def mt_bench_prompts(tokenizer, count: int, chat: bool) -> list[list[int]]:
+    """First turns of the first ``count`` MT-Bench questions, rendered as the model's config renders them."""
+    samples = load_dataset_samples("mt_bench", limit=count)
+    return [render_prompt(tokenizer, sample, 0, [], chat=chat) for sample in samples]
+
+
+def stage_plan(dtypes: list[str], max_new_tokens: int, exactness_new_tokens: int) -> list[dict[str, Any]]:
+    """What each dtype stage runs and its amount of work (arms x tokens), which sets its time share."""
+    plan = []
+    for index, dtype in enumerate(dtypes):
+        speed = index == 0
+        presets = dict(PRESETS) if speed else {EXACTNESS_PRESET: PRESETS[EXACTNESS_PRESET]}
+        tokens = max_new_tokens if speed else exactness_new_tokens
+        arms = 1 + int(speed) + len(presets)
+        plan.append(
+            {"dtype": dtype, "presets": presets, "prompt_lookup": speed, "tokens": tokens, "work": arms * tokens}
+        )
+    return plan
+
+
+def check_model(name: str, args: argparse.Namespace, device: torch.device, out: Path, deadline: float) -> dict:
+    """All dtype stages of one embedded model; returns its summary records and details."""
+    loader = EMBEDDED_MODELS[name]
+    plan = stage_plan(args.dtypes, args.max_new_tokens, args.exactness_new_tokens)
+    records, details = [], {}
+    for index, stage in enumerate(plan):
+        loaded = time.monotonic()
+        model, tokenizer = loader(args.cache_dir, dtype=DTYPES[stage["dtype"]], device=device)
+        load_s = time.monotonic() - loaded
+        prompts = mt_bench_prompts(tokenizer, args.prompts, CHAT[name])
+        stop_ids = stop_token_ids(model, tokenizer)
+        detail: dict[str, Any] = {"load_s": load_s, "finite_logits": logits_are_finite(model, prompts[0])}
+        if index == 0:
+            profile = sweep_profile(model, [(p.ngram, p.window, p.guesses) for p in PRESETS.values()])
+            profile_path = out / f"device_profile_{name}.json"
+            atomic_write_json(profile_path, profile)
+            detail["device_profile"] = profile_path.name
+        now = time.monotonic()
+        remaining_work = sum(s["work"] for s in plan[index:])
+        stage_deadline = now + max(deadline - now, 0.0) * stage["work"] / remaining_work
+        arms = build_arms(model, stop_ids, stage["tokens"], stage["presets"], prompt_lookup=stage["prompt_lookup"])
+        runs = run_arms(arms, prompts, warmup=args.warmup, deadline=stage_deadline)
+        mismatches = find_mismatches(model, prompts, runs, args.margin_tolerance)
+        records.extend(summary_records(name, stage["dtype"], runs, mismatches))
+        detail.update(_run_details(runs, stage["tokens"], mismatches))
+        details[stage["dtype"]] = detail
+        del model, arms
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return {"records": records, "details": details}
+
+
+def _run_details(runs: ArmRuns, max_new_tokens: int, mismatches: list[Mismatch]) -> dict[str, Any]:
+    return {
+        "max_new_tokens": max_new_tokens,
+        "prompts_done": runs.prompts_done,
+        "stopped_early": runs.stopped_early,
+        "generations": {
+            arm: [
+                {
+                    "new_tokens": r.new_tokens,
+                    "steps": r.steps,
+                    "wall_time_s": r.wall_time_s,
+                    "forward_time_s": r.forward_time_s,
+                    "tokens": r.tokens,
+                }
+                for r in results
+            ]
+            for arm, results in runs.results.items()
+        },
+        "mismatches": [vars(m) for m in mismatches],
+    }
+
+
+def notes(details: dict[str, dict], tolerance: float) -> list[str]:
+    """Lines under the table: stages cut by the budget, non-finite logits, engine errors."""
+    lines = []
+    for model, per_dtype in details.items():
+        for dtype, detail in per_dtype.items():
+            if detail["stopped_early"]:
+                lines.append(f"{model} {dtype}: the time budget stopped it after {detail['prompts_done']} prompt(s).")
+            if not detail["finite_logits"]:
+                lines.append(f"{model} {dtype}: the logits overflow (inf/NaN): outputs in this dtype mean nothing.")
+            errors = [m for m in detail["mismatches"] if m["engine_error"]]
+            if errors:
+                lines.append(
+                    f"{model} {dtype}: {len(errors)} ENGINE ERROR(S): a mismatch more than {tolerance} logits "
+                    "below AR's token (see gpu_check.json)."
+                )
+    return lines

@@ -1,0 +1,82 @@
+"""The GPU check: its plumbing on the CPU, its refusal without CUDA, and (with -m gpu) the real run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from lade_bench.gpu_check.__main__ import main
+from lade_bench.gpu_check.stages import CHAT, PRESETS, stage_plan
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_presets_and_prompting_follow_the_config_files():
+    for name, params in PRESETS.items():
+        conf = yaml.safe_load((REPO / "conf" / "lookahead" / f"{name}.yaml").read_text())
+        assert (conf["ngram"], conf["window"], conf["guesses"]) == (params.ngram, params.window, params.guesses)
+    for model, chat in CHAT.items():
+        assert yaml.safe_load((REPO / "conf" / "model" / f"{model}.yaml").read_text())["chat"] is chat
+
+
+def test_the_time_budget_is_shared_by_work():
+    plan = stage_plan(["float16", "bfloat16"], 256, 128)
+    assert [s["dtype"] for s in plan] == ["float16", "bfloat16"]
+    # float16: AR, prompt lookup and three presets x 256 tokens; bfloat16: AR and paper_7b x 128.
+    assert plan[0]["work"] == 5 * 256 and plan[1]["work"] == 2 * 128
+    assert plan[0]["prompt_lookup"] and not plan[1]["prompt_lookup"] and list(plan[1]["presets"]) == ["paper_7b"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown where CUDA is missing")
+def test_without_cuda_it_says_so_and_exits_2(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--prompts", "1"])
+    assert exited.value.code == 2
+    assert "needs an NVIDIA GPU; --device cpu runs the same steps" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="checks the script where no GPU is present")
+def test_script_stops_before_installing_anything_without_a_gpu(tmp_path):
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "no NVIDIA GPU or driver here" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
+    """The same steps on the CPU (float32 speed stage, float64 exactness stage), SmolLM2, tiny budgets."""
+    argv = ["--device", "cpu", "--models", "smollm2", "--dtypes", "float32", "float64", "--prompts", "2"]
+    argv += ["--max-new-tokens", "6", "--exactness-new-tokens", "4", "--warmup", "0", "--output", str(tmp_path)]
+    out = main(argv)
+    report = json.loads((out / "gpu_check.json").read_text())
+    arms = [(r["dtype"], r["arm"]) for r in report["summary"]]
+    assert arms[:2] == [("float32", "ar"), ("float32", "prompt_lookup")]
+    assert {arm for dtype, arm in arms if dtype == "float64"} == {"ar", "lookahead paper_7b (5,15,15)"}
+    assert len(arms) == 5 + 2
+    assert all(r["engine_errors"] in (None, 0) for r in report["summary"])
+    detail = report["details"]["smollm2"]["float32"]
+    assert detail["prompts_done"] == 2 and detail["finite_logits"] and not detail["stopped_early"]
+    profile = json.loads((out / detail["device_profile"]).read_text())
+    assert 120 in profile["token_counts"]  # paper_7b's step width: (15 + 15) x (5 - 1)
+    table = (out / "table.md").read_text()
+    assert "| smollm2 | float64 | lookahead paper_7b (5,15,15) | 2 |" in table
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_run_is_exact_within_tolerance(tmp_path):
+    out = main(["--prompts", "2", "--max-new-tokens", "32", "--exactness-new-tokens", "32", "--output", str(tmp_path)])
+    report = json.loads((out / "gpu_check.json").read_text())
+    assert {r["model"] for r in report["summary"]} == set(CHAT)
+    assert all(r["engine_errors"] in (None, 0) for r in report["summary"])
