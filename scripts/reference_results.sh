@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The committed reference results (paper_figures/) on the embedded SmolLM2, CPU, fp32, 128 new tokens.
+# The committed reference results (paper_figures/) on the embedded SmolLM2 (and, in the main table,
+# Gemma-3-270M), CPU, fp32, 128 new tokens.
 #
 #   bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]
 #
@@ -41,6 +42,21 @@ done
 # Greedy vs temperature 1.0 on 20 XSum articles (CNN/DailyMail is hub-only).
 "$py" -m lade_bench.run +sweep=sampling "${common[@]}" dataset=xsum dataset.limit=20 \
     lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+
+# ---------------------------------------------------------------------------------------------------
+# Main table, second model: Gemma-3-270M (base; hybrid sliding-window attention) on the same four
+# benchmarks, 20 samples each, with the same arms, N=5 W=G=7 headline and 128 new tokens. Raw
+# completion prompts (conf/model/gemma3_270m.yaml: chat=false). Same sweep folder ("main"), so the main
+# table gains a model axis. Slower per token than SmolLM2 on a CPU: every logit row of a step costs a
+# 262,144-wide LM head (about three hours for the four datasets on 2 cores).
+gemma=(model=gemma3_270m device=cpu max_new_tokens=128 output_root="$out")
+for dataset in mt_bench humaneval xsum gsm8k; do
+    path=()
+    [ "$dataset" = gsm8k ] && path=(dataset.path="$shared/gsm8k/test.jsonl")
+    "$py" -m lade_bench.run +sweep=main "${gemma[@]}" dataset="$dataset" "${path[@]}" dataset.limit=20 \
+        'arms=[ar,lookahead,prompt_lookup,jacobi]' lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+done
+# ---------------------------------------------------------------------------------------------------
 
 "$py" -m lade_bench.report "$out/main" "$out/prompt_ref" "$out/ablation_wg" "$out/ablation_n" "$out/sampling" \
     --out paper_figures
