@@ -299,7 +299,7 @@ def _load_model(plan: CellPlan) -> CellModel:
             "local copy, or use the embedded model: model=smollm2"
         ) from err
     if set(_CUSTOM_MASK_ARMS) & set(plan.arms):
-        # Refuse an unsupported model (ALiBi, sliding window, FlashAttention) now, not after the
+        # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention) now, not after the
         # device profile and the first AR generations.
         check_custom_mask_support(model)
     if cfg.model.chat and getattr(tokenizer, "chat_template", None) is None:
