@@ -112,9 +112,12 @@ def layer_attention_of(model: torch.nn.Module) -> LayerAttention:
 
     Supported: global attention, sliding-window attention on every layer (Mistral, Mixtral,
     Starcoder2, Phi-3 with ``sliding_window`` set) and hybrids of the two declared in
-    ``config.layer_types`` (Gemma 2/3, Qwen2/3 with ``use_sliding_window``).
+    ``config.layer_types`` (Gemma 2/3, Qwen2/3 with ``use_sliding_window``). Composite models (Gemma 3
+    with vision, say) are judged by their text decoder's config, where their layer types live.
     """
     config = model.config
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config(decoder=True)
     if getattr(config, "use_bidirectional_attention", False) or getattr(config, "is_causal", True) is False:
         raise UnsupportedModelError(
             f"{type(model).__name__} attends bidirectionally (use_bidirectional_attention/is_causal): "
