@@ -1,7 +1,10 @@
 """run_in_sandbox: outcomes, limits and the sandbox's environment (hostile programs: test_metrics_sandbox_hostile)."""
 
 import logging
+import shutil
 import signal
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -60,15 +63,25 @@ def test_segfault_is_error():
 
 @needs_sandbox
 def test_program_runs_in_a_private_writable_tmpfs():
+    # The host's /tmp must stay out of reach whether or not the interpreter itself lives under /tmp
+    # (then /tmp is a private tmpfs of its own instead of a link to the work dir).
+    host_sentinel = Path(tempfile.mkdtemp(prefix="lade-host-tmp-")) / "host-only"
+    host_sentinel.write_text("host")
     code = (
         "import os, tempfile\n"
         "cwd = os.getcwd()\n"
         "assert cwd == '/sandbox' and os.environ['HOME'] == cwd and os.environ['TMPDIR'] == cwd\n"
-        "assert tempfile.gettempdir() == cwd and os.path.realpath('/tmp') == cwd\n"
-        "assert sorted(os.listdir('.')) == ['program.py'], os.listdir('.')\n"
+        "assert tempfile.gettempdir() == cwd\n"
+        "assert os.path.realpath('/tmp') == cwd or os.path.ismount('/tmp')\n"
+        f"assert not os.path.exists({str(host_sentinel)!r})\n"
+        "open('/tmp/scratch', 'w').write('ok')\n"
+        "assert sorted(os.listdir('.')) in (['program.py'], ['program.py', 'scratch']), os.listdir('.')\n"
         "assert os.getuid() == 65534\n"
     )
-    result = run_in_sandbox(code, timeout_s=5)
+    try:
+        result = run_in_sandbox(code, timeout_s=5)
+    finally:
+        shutil.rmtree(host_sentinel.parent)
     assert result.passed, result.stderr_tail
 
 

@@ -209,11 +209,16 @@ def _bwrap_argv(bwrap: str, disk_mb: int, read_only_paths: Sequence[str] = ()) -
     for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
         argv += ["--ro-bind-try", path, path]
     bound = _bound_python_paths() + [os.path.abspath(p) for p in read_only_paths]
+    tmp_holds_a_bind = any(p == "/tmp" or p.startswith("/tmp/") for p in bound)
+    if tmp_holds_a_bind:
+        # The interpreter lives under /tmp (a CI checkout, say), so /tmp cannot be the link to the
+        # work dir: it gets a private, size-limited tmpfs of its own, mounted before the binds into it.
+        argv += ["--size", str(disk_mb * 2**20), "--perms", "1777", "--tmpfs", "/tmp"]
     for path in bound:
         argv += ["--ro-bind", path, path]
     argv += ["--ro-bind", str(_RUNTIME), _RUNTIME_INSIDE, "--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(disk_mb * 2**20), "--perms", "0700", "--tmpfs", _WORKDIR, "--chdir", _WORKDIR]
-    if not any(p == "/tmp" or p.startswith("/tmp/") for p in bound):
+    if not tmp_holds_a_bind:
         argv += ["--symlink", _WORKDIR, "/tmp"]
     for key, value in _environment(_WORKDIR).items():
         argv += ["--setenv", key, value]
