@@ -20,43 +20,40 @@ shared=${2:-../shared/data}
 py=.venv/bin/python
 # One device, one process, arms alternated per sample; N=5, W=G=7 (the official README's setting) is
 # the declared headline of every sweep, so the main table never picks a cell on its own samples.
-common=(model=smollm2 device=cpu max_new_tokens=128 output_root="$out")
+common=(device=cpu max_new_tokens=128 output_root="$out")
+smollm2=(model=smollm2 "${common[@]}")
 headline=(report.headline.ngram=5 report.headline.window=7 report.headline.guesses=7)
 
-# Main table: four benchmarks, 20 samples each, with the prompt lookup and Jacobi arms beside lookahead.
-for dataset in mt_bench humaneval xsum gsm8k; do
-    path=()
-    [ "$dataset" = gsm8k ] && path=(dataset.path="$shared/gsm8k/test.jsonl")
-    "$py" -m lade_bench.run +sweep=main "${common[@]}" dataset="$dataset" "${path[@]}" dataset.limit=20 \
-        'arms=[ar,lookahead,prompt_lookup,jacobi]' lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
-done
+# Main table of one model: four benchmarks, 20 samples each, with the prompt lookup and Jacobi arms
+# beside lookahead; every model writes the same sweep folder ("main"), so the table has a model axis.
+main_table() {
+    local model=$1 dataset
+    for dataset in mt_bench humaneval xsum gsm8k; do
+        local path=()
+        [ "$dataset" = gsm8k ] && path=(dataset.path="$shared/gsm8k/test.jsonl")
+        "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" "${path[@]}" \
+            dataset.limit=20 'arms=[ar,lookahead,prompt_lookup,jacobi]' lookahead.window=7 lookahead.guesses=7 \
+            "${headline[@]}"
+    done
+}
+
+main_table smollm2
 # Prompt as reference off / on: 20 MT-Bench questions (both turns).
-"$py" -m lade_bench.run +sweep=prompt_ref "${common[@]}" dataset.limit=20 lookahead.window=7 lookahead.guesses=7 \
+"$py" -m lade_bench.run +sweep=prompt_ref "${smollm2[@]}" dataset.limit=20 lookahead.window=7 lookahead.guesses=7 \
     "${headline[@]}"
 # W x G at N=5 (corners W=1 and G=1 included), prompt as reference off: 10 questions per cell.
-"$py" -m lade_bench.run +sweep=ablation_wg "${common[@]}" dataset.limit=10 \
+"$py" -m lade_bench.run +sweep=ablation_wg "${smollm2[@]}" dataset.limit=10 \
     'lookahead.window=1,4,7' 'lookahead.guesses=1,4,7' "${headline[@]}"
 # N at W=G=4: 10 questions per cell.
-"$py" -m lade_bench.run +sweep=ablation_n "${common[@]}" dataset.limit=10 \
+"$py" -m lade_bench.run +sweep=ablation_n "${smollm2[@]}" dataset.limit=10 \
     'lookahead.ngram=2,3,4,5' lookahead.window=4 lookahead.guesses=4 report.headline.window=4 report.headline.guesses=4
 # Greedy vs temperature 1.0 on 20 XSum articles (CNN/DailyMail is hub-only).
-"$py" -m lade_bench.run +sweep=sampling "${common[@]}" dataset=xsum dataset.limit=20 \
+"$py" -m lade_bench.run +sweep=sampling "${smollm2[@]}" dataset=xsum dataset.limit=20 \
     lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
-
-# ---------------------------------------------------------------------------------------------------
-# Main table, second model: Gemma-3-270M (base; hybrid sliding-window attention) on the same four
-# benchmarks, 20 samples each, with the same arms, N=5 W=G=7 headline and 128 new tokens. Raw
-# completion prompts (conf/model/gemma3_270m.yaml: chat=false). Same sweep folder ("main"), so the main
-# table gains a model axis. Slower per token than SmolLM2 on a CPU: every logit row of a step costs a
-# 262,144-wide LM head (about three hours for the four datasets on 2 cores).
-gemma=(model=gemma3_270m device=cpu max_new_tokens=128 output_root="$out")
-for dataset in mt_bench humaneval xsum gsm8k; do
-    path=()
-    [ "$dataset" = gsm8k ] && path=(dataset.path="$shared/gsm8k/test.jsonl")
-    "$py" -m lade_bench.run +sweep=main "${gemma[@]}" dataset="$dataset" "${path[@]}" dataset.limit=20 \
-        'arms=[ar,lookahead,prompt_lookup,jacobi]' lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
-done
-# ---------------------------------------------------------------------------------------------------
+# The main table's second model: Gemma-3-270M (base, hybrid sliding-window attention; raw completion
+# prompts, conf/model/gemma3_270m.yaml). Slower per token than SmolLM2 on a CPU: every logit row of a
+# step costs a 262,144-wide LM head (about three hours for the four datasets on 2 cores).
+main_table gemma3_270m
 
 "$py" -m lade_bench.report "$out/main" "$out/prompt_ref" "$out/ablation_wg" "$out/ablation_n" "$out/sampling" \
     --out paper_figures
