@@ -6,8 +6,10 @@
 #
 # Runs every sweep into OUTPUT_ROOT (resumable: rerun the same command after a kill or in a later
 # sitting and finished cells and samples are skipped), then writes figures, tables and report.html
-# into paper_figures/. Several hours on 2 cores; the sweeps run one after another, never in parallel,
-# because their timings would disturb each other. Commit paper_figures/ only when every sweep is
+# into paper_figures/. The sweeps run one after another, never in parallel, because their timings
+# would disturb each other. The committed run was pinned to one core (`taskset -c 0 bash
+# scripts/reference_results.sh ...`, so torch uses 1 thread and the device profile is
+# cpu-x86-64-1-threads) while development used the other core: about 10 hours in all. Commit paper_figures/ only when every sweep is
 # complete and the code that ran them was a clean checkout (each cell's manifest.json records it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
