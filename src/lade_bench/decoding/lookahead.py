@@ -105,6 +105,7 @@ class _LookaheadRun:
         # prompt + tokens, kept incrementally because the pool reads n-grams across the boundary.
         self.sequence: list[int] = list(prompt)
         self.accept_lengths: list[int] = []
+        self.step_tokens: list[int] = []
         self.steps_with_candidates = 0
         self.steps_with_hit = 0
 
@@ -134,12 +135,16 @@ class _LookaheadRun:
                 "pool_hit_rate": self.steps_with_hit / decode_steps,
                 "steps_with_candidates": float(self.steps_with_candidates),
                 "steps_with_hit": float(self.steps_with_hit),
+                # Input tokens of the lookahead steps (prefill excluded): what the step cost grows with.
+                "decode_step_tokens": float(sum(self.step_tokens[1:])),
             },
+            step_tokens=self.step_tokens,
         )
 
     def _forward(self, ids: list[int], **kwargs) -> torch.Tensor:
         """One model forward on top of the cache; returns the kept logits, shape (rows, V)."""
         input_tensor = torch.tensor([ids], device=self.device)
+        self.step_tokens.append(len(ids))
         self.forward_clock.start()
         output = self.model(input_ids=input_tensor, **{self.cache_argument: self.cache}, use_cache=True, **kwargs)
         self.forward_clock.stop()
