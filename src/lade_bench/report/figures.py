@@ -468,3 +468,28 @@ def build_figures(
         png, pdf = save_figure(fig, out_dir, name)
         written.append(FigureOutput(name=name, caption=spec.caption, png=png, pdf=pdf))
     return written, skipped
+
+
+TUNE_FIGURE = "tune_step_cost"
+TUNE_CAPTION = (
+    "Tuner (python -m lade_bench.tune): step cost on this device vs tokens accepted per step for every "
+    "configuration searched, with iso-speedup lines; stars are the pre-declared top-k on held-out samples."
+)
+
+
+def build_tune_figure(sweep: Sweep, out_dir: str | os.PathLike[str]) -> FigureOutput | None:
+    """The tuner's figure, when a sweep folder is a tune folder (holds ``tune_record.json``); else None.
+
+    Not one of :data:`FIGURES`: an ordinary sweep has no tune, and its report should not list the
+    figure as skipped.
+    """
+    from lade_bench.tune.figure import draw_tune_figure
+    from lade_bench.tune.outputs import load_record
+
+    records = [record for root in sweep.roots if (record := load_record(root)) is not None]
+    if not records:
+        return None
+    if len(records) > 1:
+        logger.info("%d tune records in the sweep folders; the tune figure shows the first", len(records))
+    png, pdf = save_figure(draw_tune_figure(records[0]), out_dir, TUNE_FIGURE)
+    return FigureOutput(name=TUNE_FIGURE, caption=TUNE_CAPTION, png=png, pdf=pdf)
