@@ -27,11 +27,10 @@ from lade_bench.decoding import LookaheadParams
 from lade_bench.metrics.speed import bootstrap_ci, bootstrap_per_token_ci, per_token_speedup, speedup
 from lade_bench.models.loading import describe_device
 from lade_bench.report import aggregate
-from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, CellWriter, build_manifest, load_rows
+from lade_bench.results import MANIFEST_JSON, CellWriter, build_manifest, load_rows
 from lade_bench.runner.execute import CellModel, run_samples
 from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity
-from lade_bench.runner.summary import summarize_cell
 from lade_bench.tune.search import config_key
 
 CONFIG_YAML = "config.yaml"
@@ -118,9 +117,6 @@ def validate_config(
     run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
     writer.finalize()
     rows = load_rows(plan.cell_dir)
-    writer.write_json(
-        SUMMARY_JSON, {"cell_id": plan.cell_id, "results_dir": str(plan.cell_dir), **summarize_cell(rows)}
-    )
     records = {rec["arm"]: rec for rec in aggregate.summarize_cell(rows)}
     return HeldoutResult(
         params=params,
