@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import replace
 
@@ -103,11 +104,24 @@ def test_lookahead_through_transformers_generate(smollm2, chat_prompts):
 def test_bench_command_runs_and_reports(tmp_path):
     """The benchmark command end to end (its speed numbers are reported, not asserted)."""
     path = bench.main(
-        ["--prompts", "1", "--max-new-tokens", "8", "--lookahead", "3,2,2", "--warmup", "0", "--output", str(tmp_path)]
+        ["--prompts", "1", "--max-new-tokens", "8", "--lookahead", "3,2,2", "3,2,2,trie", "--warmup", "0"]
+        + ["--output", str(tmp_path)]
     )
     report = json.loads(path.read_text())
     arms = {row["arm"]: row for row in report["summary"]}
-    assert set(arms) == {"ar", "prompt_lookup", "lookahead N=3 W=2 G=2"}
+    assert set(arms) == {"ar", "prompt_lookup", "lookahead N=3 W=2 G=2", "lookahead N=3 W=2 G=2 trie"}
     assert all(row["matches_ar"] == 1.0 for row in arms.values())
-    assert arms["ar"]["compression_ratio"] == 1.0
+    assert arms["ar"]["compression_ratio"] == 1.0 and arms["ar"]["tokens_per_step"] == 1.0
     assert 0.0 <= arms["lookahead N=3 W=2 G=2"]["outside_forward_share"] < 1.0
+    flat, trie = arms["lookahead N=3 W=2 G=2"], arms["lookahead N=3 W=2 G=2 trie"]
+    assert trie["compression_ratio"] == flat["compression_ratio"]
+    assert 1.0 < trie["tokens_per_step"] <= flat["tokens_per_step"]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"), [("5,7", "use N,W,G"), ("5,7,7,tree", "verification 'tree' is not allowed")]
+)
+def test_bench_rejects_a_bad_lookahead_argument(text, fragment):
+    with pytest.raises(argparse.ArgumentTypeError, match=fragment):
+        bench.parse_lookahead(text)
+    assert bench.parse_lookahead("5,7,7,trie") == LookaheadParams(5, 7, 7, verification="trie")
