@@ -26,6 +26,7 @@ TINY_TUNE = [
     "tune.heldout_samples=2",
     "tune.top_k=2",
     "tune.prune_after_units=2",
+    "tune.reference_presets=[cpu_small]",
     # A small space whose widest step keeps the profile short.
     "tune.space.ngram=[2,3,4]",
     "tune.space.window=[1,2,3]",

@@ -97,8 +97,10 @@ def test_record_lists_every_configuration_with_bound_and_fate(tune):
             assert {u.split("/")[0] for u in conf["probe"]["units"]} == set(probe)
     measured = sorted((c for c in record["configurations"] if not c["pruned"]), key=lambda c: -c["probe_speedup"])
     top = [c["config"] for c in measured[:2]]
-    assert [h["config"] for h in record["heldout"]] == top  # the declared top-k, in search order
-    assert record["winner"] in top
+    # The declared top-k in search order, then the reference preset (never a candidate).
+    assert [h["config"] for h in record["heldout"]] == [*top, "N4W3G3ref-flat"]
+    assert [h["reference"] for h in record["heldout"]] == [None] * len(top) + ["cpu_small"]
+    assert record["winner"] in top and not record["heldout"][-1]["winner"]
     assert record["profile"]["token_counts"][-1] >= 15  # covers the widest step of the space
 
 
@@ -117,6 +119,7 @@ def test_heldout_cells_run_every_arm_on_the_heldout_samples_only(tune):
         assert lookahead["speedup_ci_low"] is None and "no interval" in lookahead["speedup_ci_note"]
     table = (tune["tune_dir"] / "heldout.md").read_text()
     assert "(winner)" in table and "no interval: 2 samples" in table
+    assert "cpu_small: N4W3G3ref-flat (reference preset, not a candidate)" in table
     csv = pd.read_csv(tune["tune_dir"] / "heldout.csv")
     assert list(csv["config"]) == [h["config"] for h in record["heldout"]]
 

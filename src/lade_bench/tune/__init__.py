@@ -8,7 +8,8 @@ The tuner answers with evidence, in four steps (``conf/tune.yaml`` documents eve
    profile cannot beat the best measured so far (``search``, ``probe``, ``bound``); the study is a
    SQLite file in the tune folder, so a killed tune resumes;
 3. the top-k of the search, declared before validation, run against AR and prompt lookup as ordinary
-   cells on held-out samples the search never saw, with paired intervals (``validate``);
+   cells on held-out samples the search never saw, with paired intervals, beside reference presets
+   such as the paper's (``validate``);
 4. a preset ``conf/lookahead/tuned/<device>-<model>.yaml`` (``lookahead=tuned/<name>``), a JSON record
    of every configuration, the held-out table and the step-cost figure (``outputs``, ``figure``).
 

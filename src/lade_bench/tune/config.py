@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.decoding import DecodingConfigError, LookaheadParams
 from lade_bench.decoding.params import VERIFICATION_LAYOUTS
@@ -65,6 +65,8 @@ class TuneConfig:
             acceptance may stop a configuration (the prior bound needs none).
         sampler_seed: seed of Optuna's TPE sampler.
         baselines: arms besides AR that the held-out validation also runs (prompt lookup).
+        reference_presets: ``lookahead`` presets (e.g. ``paper_7b``) also run on the held-out samples,
+            beside the top-k, for comparison; never candidates for the winner.
         profile_from: a device_profile.json (or a sweep folder holding one) to reuse; null: the tune
             folder's own, measured once.
         space: the search space.
@@ -84,6 +86,7 @@ class TuneConfig:
     prune_after_units: int = 2
     sampler_seed: int = 0
     baselines: list[str] = field(default_factory=lambda: ["prompt_lookup"])
+    reference_presets: list[str] = field(default_factory=lambda: ["paper_7b"])
     profile_from: str | None = None
     space: SearchSpaceConfig = field(default_factory=SearchSpaceConfig)
 
@@ -159,6 +162,7 @@ class TuneSettings:
     prune_after_units: int
     sampler_seed: int
     baselines: tuple[str, ...]
+    references: dict[str, LookaheadParams]
     profile_from: Path | None
     space: SearchSpace
 
@@ -223,9 +227,29 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         prune_after_units=int(tune.prune_after_units),
         sampler_seed=int(tune.sampler_seed),
         baselines=baselines,
+        references=_reference_presets(list(tune.reference_presets)),
         profile_from=profile_from,
         space=space,
     )
+
+
+def _reference_presets(names: list[str]) -> dict[str, LookaheadParams]:
+    """The named ``conf/lookahead/`` presets as params (``tuned/<name>`` works too)."""
+    folder = default_conf_dir() / "lookahead"
+    available = sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
+    if len(set(names)) != len(names):
+        raise TuneConfigError(f"tune.reference_presets={names} lists a preset twice")
+    presets = {}
+    for name in names:
+        path = folder / f"{name}.yaml"
+        if not path.is_file():
+            raise TuneConfigError(f"tune.reference_presets: {name!r} is not a lookahead preset; use any of {available}")
+        values = OmegaConf.to_container(OmegaConf.load(path))
+        try:
+            presets[name] = LookaheadParams(**values)
+        except (TypeError, DecodingConfigError) as err:
+            raise TuneConfigError(f"tune.reference_presets: {path} is not a valid lookahead preset: {err}") from err
+    return presets
 
 
 def _search_space(space: DictConfig) -> SearchSpace:

@@ -7,7 +7,7 @@ lines ``c = a / s`` split the plane: above the ``s = 1`` line lookahead cannot b
 whatever the implementation. The right axis reads the same cost as input tokens per step through
 the device's curve. Measured configurations are filled, those the bound stopped while measuring are
 hollow, those pruned unmeasured sit at their bound's corner (x); the held-out results of the top-k
-are stars labelled with their held-out speedup.
+are stars labelled with their held-out speedup, reference presets (e.g. the paper's) hollow diamonds.
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
         points_x.append(x)
         points_y.append(y)
         winner = rec.get("winner")
+        if rec.get("reference"):
+            ax.scatter([x], [y], marker="D", s=60, facecolors="none", edgecolors="black", zorder=5)
+            speed = lookahead.get("speedup")
+            text = f"{rec['reference']} ({rec['config']}): {speed:.2f}x held-out" if speed else rec["reference"]
+            ax.annotate(text, (x, y), fontsize=7, xytext=(6, 4), textcoords="offset points")
+            continue
         ax.scatter([x], [y], marker="*", s=260 if winner else 150, color=VERIFICATION_COLORS[rec["verification"]],
                    edgecolors="black", linewidths=1.2 if winner else 0.6, zorder=5)  # fmt: skip
         speed = lookahead.get("speedup")

@@ -73,6 +73,7 @@ def heldout_records(results: Sequence[HeldoutResult], winner: HeldoutResult | No
         lookahead = result.arms.get("lookahead", {})
         record = {
             "config": result.key,
+            "reference": result.reference,
             "rank_in_search": result.rank,
             "ngram": result.params.ngram,
             "window": result.params.window,
@@ -80,7 +81,7 @@ def heldout_records(results: Sequence[HeldoutResult], winner: HeldoutResult | No
             "prompt_as_reference": result.params.prompt_as_reference,
             "verification": result.params.verification,
             "probe_speedup": result.probe_speedup,
-            "winner": winner is not None and result.key == winner.key,
+            "winner": winner is not None and result.rank is not None and result.key == winner.key,
             "cell_dir": str(result.cell_dir),
             "mean_step_tokens": result.mean_step_tokens,
             "compression_ratio": lookahead.get("compression_ratio"),
@@ -98,11 +99,14 @@ def heldout_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         arms = rec["arms"]
         lookahead = arms.get("lookahead", {})
         matches = lookahead.get("matches_ar")
+        label = rec["config"] + (" (winner)" if rec["winner"] else "")
+        if rec.get("reference"):
+            label = f"{rec['reference']}: {rec['config']} (reference preset, not a candidate)"
         rows.append(
             {
-                "configuration": rec["config"] + (" (winner)" if rec["winner"] else ""),
-                "search rank": rec["rank_in_search"],
-                "probe speedup": f"{rec['probe_speedup']:.3f}x",
+                "configuration": label,
+                "search rank": "-" if rec["rank_in_search"] is None else rec["rank_in_search"],
+                "probe speedup": "-" if rec["probe_speedup"] is None else f"{rec['probe_speedup']:.3f}x",
                 "held-out lookahead vs AR": format_speedup(lookahead),
                 "prompt lookup vs AR": format_speedup(arms["prompt_lookup"]) if "prompt_lookup" in arms else "not run",
                 "lookahead vs prompt lookup": format_speedup(rec["vs_prompt_lookup"]),

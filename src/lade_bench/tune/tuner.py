@@ -248,7 +248,7 @@ def _top_k(study, k: int) -> list[tuple[LookaheadParams, float]]:
 
 
 def _validate(cfg, prep: _Prepared, top, cell_model: CellModel, heldout: list, me: RunIdentity) -> list[HeldoutResult]:
-    units = count_units(heldout, cfg.repeats) * len(top)
+    units = count_units(heldout, cfg.repeats) * (len(top) + len(prep.settings.references))
     results = []
     with progress_bar(units, f"held-out (top-{len(top)}, {len(heldout)} samples)") as advance:
         for rank, (params, probe_speedup) in enumerate(top, start=1):
@@ -259,6 +259,9 @@ def _validate(cfg, prep: _Prepared, top, cell_model: CellModel, heldout: list, m
 
             cell = (cfg, params, rank, probe_speedup, cell_model, heldout, prep.arms, prep.tune_dir, me)
             results.append(validate_config(*cell, step))
+        for name, params in prep.settings.references.items():
+            cell = (cfg, params, None, math.nan, cell_model, heldout, prep.arms, prep.tune_dir, me)
+            results.append(validate_config(*cell, lambda what, name=name: advance(f"{name} {what}"), reference=name))
     return results
 
 
@@ -275,6 +278,7 @@ def _identity(cfg: DictConfig, plan: CellPlan, settings: TuneSettings, probe: li
         "heldout_sample_ids": [s.sample_id for s in heldout],
         "top_k": settings.top_k,
         "baselines": list(settings.baselines),
+        "reference_presets": {name: config_key(p) for name, p in settings.references.items()},
         "warmup": cfg.warmup,
         "warmup_new_tokens": cfg.warmup_new_tokens,
     }
@@ -343,12 +347,16 @@ def _record(base: dict[str, Any], study, profile) -> dict[str, Any]:
 
 
 def _selection_text(settings: TuneSettings, k: int, n_heldout: int) -> str:
+    references = ", ".join(settings.references)
+    compared = (
+        f" The reference presets ({references}) ran on the same samples for comparison only." if references else ""
+    )
     return (
         f"The top-{k} configurations by probe speedup (declared by the search before any held-out sample ran) were "
         f"each run against AR{' and ' + ', '.join(settings.baselines) if settings.baselines else ''} on {n_heldout} "
         f"held-out samples the search never saw; the winner is the one of these {k} with the best held-out speedup, "
         f"so its held-out number carries a selection among {k} (not among the whole space). Intervals are paired "
-        f"bootstraps over samples, shown only from {MIN_CI_UNITS} samples up."
+        f"bootstraps over samples, shown only from {MIN_CI_UNITS} samples up.{compared}"
     )
 
 
@@ -378,12 +386,13 @@ def _table_preamble(record: dict[str, Any], winner: HeldoutResult) -> str:
 def _preset_header(record: dict[str, Any], winner: HeldoutResult, records: list[dict[str, Any]]) -> list[str]:
     from lade_bench.tune.outputs import format_speedup
 
-    mine = next(r for r in records if r["config"] == winner.key)
+    mine = next(r for r in records if r["winner"])
     header = [
         f"Tuned by `python -m lade_bench.tune` for {record['model']} on {record['dataset']},",
         f"device {record['device']}, sampling {record['sampling']}, {record['max_new_tokens']} new tokens.",
         f"Search: {record['search']['evaluated']} configurations on {len(record['probe_sample_ids'])} probe samples; "
-        f"winner among the top-{len(records)} on {len(record['heldout_sample_ids'])} held-out samples.",
+        f"winner among the top-{sum(r['rank_in_search'] is not None for r in records)} on "
+        f"{len(record['heldout_sample_ids'])} held-out samples.",
         f"Held-out speedup over AR: {format_speedup(mine['arms']['lookahead'])}.",
     ]
     if "prompt_lookup" in mine["arms"]:
@@ -403,10 +412,15 @@ def _print_outcome(
     lines = [f"held-out validation on {len(record['heldout_sample_ids'])} samples:"]
     for rec in record["heldout"]:
         arms = rec["arms"]
-        parts = [f"probe {rec['probe_speedup']:.3f}x", f"held-out vs AR {format_speedup(arms['lookahead'])}"]
+        parts = [f"held-out vs AR {format_speedup(arms['lookahead'])}"]
         if "prompt_lookup" in arms:
             parts.append(f"prompt lookup vs AR {format_speedup(arms['prompt_lookup'])}")
-        lines.append(f"  {rec['config']}{' (winner)' if rec['winner'] else ''}: " + "; ".join(parts))
+        if rec["reference"]:
+            label = f"{rec['reference']} = {rec['config']} (reference preset)"
+        else:
+            label = f"{rec['config']}{' (winner)' if rec['winner'] else ''}"
+            parts.insert(0, f"probe {rec['probe_speedup']:.3f}x")
+        lines.append(f"  {label}: " + "; ".join(parts))
     lines.append(f"winner: {winner.key}. {record['winner_selection']}")
     if winner.speedup < 1:
         lines.append(

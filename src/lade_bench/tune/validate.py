@@ -68,8 +68,8 @@ class HeldoutResult:
 
     Attributes:
         params: the configuration.
-        rank: its rank in the search (1 = best probe speedup).
-        probe_speedup: its probe speedup.
+        rank: its rank in the search (1 = best probe speedup); None for a reference preset.
+        probe_speedup: its probe speedup (NaN for a reference preset the search did not measure).
         cell_dir: the cell folder holding its rows.
         arms: ``aggregate.summarize_cell`` records per arm (speedup, interval or the reason there is
             none, n, compression ...), keyed by arm.
@@ -79,12 +79,13 @@ class HeldoutResult:
     """
 
     params: LookaheadParams
-    rank: int
+    rank: int | None
     probe_speedup: float
     cell_dir: Any
     arms: dict[str, dict[str, Any]]
     vs_prompt_lookup: dict[str, Any]
     mean_step_tokens: float
+    reference: str | None = None
 
     @property
     def key(self) -> str:
@@ -100,7 +101,7 @@ class HeldoutResult:
 def validate_config(
     cfg: DictConfig,
     params: LookaheadParams,
-    rank: int,
+    rank: int | None,
     probe_speedup: float,
     cell_model: CellModel,
     samples: Sequence[Sample],
@@ -108,8 +109,13 @@ def validate_config(
     sweep_root: Any,
     me: RunIdentity,
     advance: Callable[[str], None] = lambda _: None,
+    reference: str | None = None,
 ) -> HeldoutResult:
-    """Run (or resume) the held-out cell of one configuration and summarise it."""
+    """Run (or resume) the held-out cell of one configuration and summarise it.
+
+    ``reference`` names a preset run for comparison (not a candidate); a top-k configuration has a
+    ``rank`` instead.
+    """
     plan = plan_cell(cell_config(cfg, params, arms, sweep_root))
     writer = CellWriter(plan.cell_dir)
     writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
@@ -126,12 +132,16 @@ def validate_config(
         arms=records,
         vs_prompt_lookup=_versus(rows, "lookahead", "prompt_lookup", sampled=plan.sampling.do_sample),
         mean_step_tokens=_mean_step_tokens(rows),
+        reference=reference,
     )
 
 
 def choose_winner(results: Sequence[HeldoutResult]) -> HeldoutResult:
-    """The top-k configuration with the best held-out lookahead speedup (ties: the better search rank)."""
-    finite = [r for r in results if math.isfinite(r.speedup)]
+    """The top-k configuration with the best held-out lookahead speedup (ties: the better search rank).
+
+    Reference presets are never chosen: they were not among the search's declared candidates.
+    """
+    finite = [r for r in results if r.rank is not None and math.isfinite(r.speedup)]
     if not finite:
         raise RuntimeError("no top-k configuration has a held-out speedup (every held-out row failed?)")
     return max(finite, key=lambda r: (r.speedup, -r.rank))
