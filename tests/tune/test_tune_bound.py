@@ -147,3 +147,17 @@ def test_a_tune_folder_made_with_another_identity_is_refused(tmp_path):
     open_study(tmp_path, {"model": "a", "probe_sample_ids": ["1"]}, sampler_seed=0)
     with pytest.raises(TuneIdentityError, match="different probe_sample_ids"):
         open_study(tmp_path, {"model": "a", "probe_sample_ids": ["2"]}, sampler_seed=0)
+
+
+def test_search_stops_when_the_space_is_exhausted_and_never_measures_a_configuration_twice(tiny_measure, tmp_path):
+    _, measure, calls, _ = tiny_measure
+    calls.clear()
+    space = SearchSpace(ngram=(2,), window=(1,), guesses=(1, 2), prompt_as_reference=(True,), verification=("flat",))
+    study = open_study(tmp_path, {"test": "exhaust"}, sampler_seed=0)
+    settings = SearchSettings(space, PROFILE, trials=5, timeout_s=None, prune=False, seed=0)
+    assert run_search(study, settings, measure) == "space exhausted"
+    assert sorted(calls) == sorted({config_key(p) for p in space.all_params()})
+    assert len(evaluated(study)) == 2
+    # TPE's repeated proposals, if any, were told the earlier result instead of being measured again.
+    repeats = [t for t in study.get_trials() if "repeat_of" in t.user_attrs]
+    assert all(t.value == study.trials[t.user_attrs["repeat_of"]].value for t in repeats)

@@ -77,7 +77,11 @@ def obtain_profile(
         if problem is None:
             return profile, f"reused {own}"
         log.info("not reusing %s: %s; measuring again", own, problem)
-    log.info("measuring forward time vs new tokens on %s, up to %d tokens (once per tune folder)", kind, largest)
+    log.info(
+        "measuring forward time vs tokens per pass on %s (widest step of the space: %d; once per tune folder)",
+        kind,
+        largest,
+    )
     max_ngram = max(space.ngram)
     shape = (max_ngram, max(space.window), max(space.guesses))
     profile = sweep_profile(
