@@ -216,6 +216,7 @@ class HeadlineConfig:
     window: int = MISSING
     guesses: int = MISSING
     prompt_as_reference: bool = MISSING
+    verification: str = "flat"
 
 
 @dataclass
