@@ -106,7 +106,7 @@ def heldout_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             {
                 "configuration": label,
                 "search rank": "-" if rec["rank_in_search"] is None else rec["rank_in_search"],
-                "probe speedup": "-" if rec["probe_speedup"] is None else f"{rec['probe_speedup']:.3f}x",
+                "probe speedup": _num(rec["probe_speedup"], ".3f", suffix="x", missing="-"),
                 "held-out lookahead vs AR": format_speedup(lookahead),
                 "prompt lookup vs AR": format_speedup(arms["prompt_lookup"]) if "prompt_lookup" in arms else "not run",
                 "lookahead vs prompt lookup": format_speedup(rec["vs_prompt_lookup"]),
@@ -174,8 +174,8 @@ def write_preset(path: Path, winner: HeldoutResult, header: Sequence[str], tune_
     return path
 
 
-def _num(value: Any, spec: str = ".2f") -> str:
-    return "n/a" if value is None or not math.isfinite(float(value)) else format(float(value), spec)
+def _num(value: Any, spec: str = ".2f", suffix: str = "", missing: str = "n/a") -> str:
+    return missing if value is None or not math.isfinite(float(value)) else format(float(value), spec) + suffix
 
 
 def _plain(value: Any) -> Any:

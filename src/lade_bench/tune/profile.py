@@ -69,6 +69,7 @@ def obtain_profile(
         problem = profile_problem(profile, kind, largest)
         if problem:
             raise TuneConfigError(f"tune.profile_from={str(profile_from)!r} cannot be used: {problem}")
+        publish_profile(tune_dir, profile)  # a copy, so the tune folder is complete on its own (its report)
         return profile, f"reused {path}"
     own = kind_profile_path(tune_dir, kind)
     if own.is_file():
