@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from lade_bench.decoding.branch import flat_branch
@@ -79,43 +80,42 @@ def build_branch_layout(
         paths: for each candidate, the branch index of each of its tokens (all paths equally long;
             the branch has ``max index + 1`` tokens and every one lies on some path).
     """
+    # Built in numpy and moved to torch once: a trie step may need a new layout, and a few dozen
+    # small numpy operations cost far less than the same torch calls.
     window_size = levels * columns
-    level = torch.arange(levels).repeat_interleave(columns)
-    column = torch.arange(columns).repeat(levels)
+    level = np.repeat(np.arange(levels), columns)
+    column = np.tile(np.arange(columns), levels)
     sees_level0_prefix = (level[None, :] == 0) & (column[None, :] <= column[:, None])
     sees_trajectory = (level[None, :] >= 1) & (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
-    window_allowed = sees_level0_prefix | sees_trajectory
 
-    path_nodes = torch.tensor(paths, dtype=torch.long) if paths else torch.zeros(0, 0, dtype=torch.long)
+    path_nodes = np.asarray(paths, dtype=np.int64) if paths else np.zeros((0, 0), dtype=np.int64)
     depth_count = path_nodes.shape[1]
-    branch_size = int(path_nodes.max()) + 1 if path_nodes.numel() else 0
+    branch_size = int(path_nodes.max()) + 1 if path_nodes.size else 0
     q = window_size + branch_size
-    allowed = torch.zeros(q, q, dtype=torch.bool)
-    allowed[:window_size, :window_size] = window_allowed
+    allowed = np.zeros((q, q), dtype=bool)
+    allowed[:window_size, :window_size] = sees_level0_prefix | sees_trajectory
     # The token at depth k of a path sees the path's tokens at depths 0..k (its ancestors and itself).
-    later, earlier = torch.tril_indices(depth_count, depth_count)
+    later, earlier = np.tril_indices(depth_count)
     inputs = path_nodes + window_size
-    allowed[inputs[:, later].reshape(-1), inputs[:, earlier].reshape(-1)] = True
+    allowed[inputs[:, later].ravel(), inputs[:, earlier].ravel()] = True
     allowed[window_size:, 0] = True  # every candidate continues cur
+    # In float64, which holds the minimum of every float dtype exactly, then cast to ``dtype``.
+    mask_block = np.where(allowed, 0.0, torch.finfo(dtype).min)
 
-    mask_block = torch.zeros(q, q, dtype=dtype)
-    mask_block.masked_fill_(~allowed, torch.finfo(dtype).min)
+    branch_depth = np.zeros(branch_size, dtype=np.int64)
+    branch_depth[path_nodes.ravel()] = np.tile(np.arange(1, depth_count + 1), len(paths))
+    position_offsets = np.concatenate([level + column, branch_depth])
 
-    branch_depth = torch.zeros(branch_size, dtype=torch.long)
-    branch_depth[path_nodes.reshape(-1)] = torch.arange(1, depth_count + 1).repeat(len(paths))
-    position_offsets = torch.cat([level + column, branch_depth])
-
-    last_level = torch.arange((levels - 1) * columns, window_size)
-    branch_inputs = torch.arange(window_size, q)
+    last_level = np.arange((levels - 1) * columns, window_size)
     # cur's row (0) is always needed; it is also a last-level row when there is a single level.
-    logit_rows = torch.unique(torch.cat([torch.tensor([0]), last_level, branch_inputs]))
-    row_of_input = torch.full((q,), -1, dtype=torch.long)
-    row_of_input[logit_rows] = torch.arange(logit_rows.numel())
+    logit_rows = np.unique(np.concatenate([[0], last_level, np.arange(window_size, q)]))
+    row_of_input = np.full(q, -1, dtype=np.int64)
+    row_of_input[logit_rows] = np.arange(logit_rows.size)
 
     return StepLayout(
-        mask_block=mask_block.to(device),
-        position_offsets=position_offsets.to(device),
-        logit_rows=logit_rows.to(device),
+        mask_block=torch.from_numpy(mask_block).to(device=device, dtype=dtype),
+        position_offsets=torch.from_numpy(position_offsets).to(device),
+        logit_rows=torch.from_numpy(logit_rows).to(device),
         last_level_rows=row_of_input[last_level].tolist(),
         candidate_rows=row_of_input[inputs].tolist(),
         candidate_offset=window_size,
