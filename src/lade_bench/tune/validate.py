@@ -131,7 +131,7 @@ def validate_config(
         cell_dir=plan.cell_dir,
         arms=records,
         vs_prompt_lookup=_versus(rows, "lookahead", "prompt_lookup", sampled=plan.sampling.do_sample),
-        mean_step_tokens=_mean_step_tokens(rows),
+        mean_step_tokens=float(records["lookahead"]["step_tokens_mean"]),
         reference=reference,
     )
 
@@ -170,17 +170,6 @@ def _versus(rows: pd.DataFrame, arm: str, baseline: str, *, sampled: bool) -> di
     else:
         low, high = bootstrap_ci(t_base, t_arm, seed=aggregate.BOOT_SEED)
     return {"speedup": value, "ci_low": low, "ci_high": high, "n_units": n, "note": ""}
-
-
-def _mean_step_tokens(rows: pd.DataFrame) -> float:
-    lookahead = aggregate.ok_rows(rows[rows["arm"] == "lookahead"])
-    total, steps = 0, 0
-    for counts in lookahead["step_tokens"]:
-        if counts is None or len(counts) < 2:
-            continue
-        total += int(sum(counts[1:]))
-        steps += len(counts) - 1
-    return total / steps if steps else math.nan
 
 
 def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dict[str, Any]:
