@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from lade_bench.decoding import LookaheadParams
 from lade_bench.profiling.device_profile import PROFILE_JSON, device_kind
 from lade_bench.tune.config import SearchSpace, TuneConfigError
 from lade_bench.tune.profile import obtain_profile
@@ -42,3 +43,11 @@ def test_profile_from_that_cannot_serve_the_tune_is_refused(tmp_path, kind, larg
     path.write_text(json.dumps(_profile(kind or device_kind(CPU), largest)))
     with pytest.raises(TuneConfigError, match=expected):
         obtain_profile(None, CPU, tmp_path / "tune", SPACE, path, settings=None)
+
+
+def test_reference_presets_steps_must_be_covered_too(tmp_path):
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps(_profile(device_kind(CPU), 64)))
+    paper_7b = LookaheadParams(5, 15, 15)  # (15 + 15)(5 - 1) = 120 tokens per step
+    with pytest.raises(TuneConfigError, match="not 1..120"):
+        obtain_profile(None, CPU, tmp_path / "tune", SPACE, path, settings=None, also=[paper_7b])

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from lade_bench.decoding import LookaheadParams
 from lade_bench.profiling.device_profile import (
     PROFILE_JSON,
     device_kind,
@@ -47,6 +49,7 @@ def obtain_profile(
     space: SearchSpace,
     profile_from: Path | None,
     settings: Any,
+    also: Sequence[LookaheadParams] = (),
 ) -> tuple[dict[str, Any], str]:
     """The profile to use and where it came from (``"reused <path>"`` or ``"measured"``).
 
@@ -57,12 +60,13 @@ def obtain_profile(
         space: the search space (its widest step must be covered).
         profile_from: ``tune.profile_from``.
         settings: the ``device_profile`` config section (context, warm-up, repeats).
+        also: further configurations run by the tune (reference presets) whose steps must be covered too.
 
     Raises:
         TuneConfigError: ``profile_from`` cannot serve this tune (the message says why).
     """
     kind = device_kind(device)
-    largest = space.largest_step()
+    largest = max([space.largest_step(), *(p.tokens_per_step for p in also)])
     if profile_from is not None:
         path = profile_from / PROFILE_JSON if profile_from.is_dir() else profile_from
         profile = json.loads(path.read_text(encoding="utf-8"))
@@ -79,15 +83,15 @@ def obtain_profile(
             return profile, f"reused {own}"
         log.info("not reusing %s: %s; measuring again", own, problem)
     log.info(
-        "measuring forward time vs tokens per pass on %s (widest step of the space: %d; once per tune folder)",
+        "measuring forward time vs tokens per pass on %s (widest step of the tune: %d; once per tune folder)",
         kind,
         largest,
     )
-    max_ngram = max(space.ngram)
-    shape = (max_ngram, max(space.window), max(space.guesses))
+    shapes = [(max(space.ngram), max(space.window), max(space.guesses))]
+    shapes += [(p.ngram, p.window, p.guesses) for p in also]
     profile = sweep_profile(
         model,
-        [shape],
+        shapes,
         context_tokens=settings.context_tokens,
         warmup=settings.warmup,
         repeats=settings.repeats,

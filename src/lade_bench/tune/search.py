@@ -107,6 +107,8 @@ def recover_interrupted(study: optuna.Study) -> list[str]:
     """
     queued = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        # Optuna has no public call that fails another process's trial; the storage's own is what
+        # its heartbeat mechanism uses for the same purpose.
         study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         study.enqueue_trial(dict(trial.params), user_attrs={"retry_of": trial.number})
         queued.append(config_key(params_of(trial.params)))

@@ -24,7 +24,7 @@ from lade_bench.profiling.device_profile import describe_device, device_kind, ki
 from lade_bench.report.aggregate import MIN_CI_UNITS
 from lade_bench.report.figures import TUNE_FIGURE, save_figure
 from lade_bench.results._atomic import remove_temp_files
-from lade_bench.runner.cell import _load_model
+from lade_bench.runner.cell import _load_model  # the runner's own loading and checks, not a copy
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_units
 from lade_bench.runner.locks import LockSettings, claim
@@ -104,9 +104,19 @@ def prepare(cfg: DictConfig) -> _Prepared:
     """
     settings = tune_settings(cfg)
     arms = ("ar", "lookahead", *settings.baselines)
-    first = settings.space.all_params()[0]
-    # The runner's own checks (model, dataset, sampling, arms, sandbox, device) on a cell of the tune.
-    base_plan = plan_cell(cell_config(cfg, first, arms, settings.output_root.resolve() / "_check"))
+    space, references = settings.space, list(settings.references.values())
+    # The widest configuration run (space and reference presets): the prompt-length filter leaves room
+    # for its window, so every configuration runs on the same samples.
+    widest = LookaheadParams(
+        max([*space.ngram, *(p.ngram for p in references)]),
+        max([*space.window, *(p.window for p in references)]),
+        max([*space.guesses, *(p.guesses for p in references)]),
+        space.prompt_as_reference[0],
+        space.verification[0],
+    )
+    # The runner's own checks (model, dataset, sampling, arms, sandbox, device) on a cell of the tune;
+    # this plan writes nothing (its folder is never created).
+    base_plan = plan_cell(cell_config(cfg, widest, arms, settings.output_root.resolve() / "_check"))
     model_name = _safe_name(cfg.model.name.split("/")[-1])
     device = kind_slug(device_kind(base_plan.device))
     name = settings.name or f"{device}-{model_name}-{base_plan.dataset_spec.name}"
@@ -158,8 +168,15 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
     study = open_study(tune_dir, identity, settings.sampler_seed)
     for key in recover_interrupted(study):
         console.print(f"resuming: {key} was interrupted by a kill; measuring it again first")
-    profile, origin = obtain_profile(cell_model.model, plan.device, tune_dir, settings.space, settings.profile_from,
-                                     cfg.device_profile)  # fmt: skip
+    profile, origin = obtain_profile(
+        cell_model.model,
+        plan.device,
+        tune_dir,
+        settings.space,
+        settings.profile_from,
+        cfg.device_profile,
+        also=list(settings.references.values()),
+    )
     console.print(f"device profile: {origin}", markup=False, highlight=False)
     units = build_units(plan, cell_model, probe, range(len(probe)))
     warm_up_arm(plan, cell_model, units[0], "ar")
