@@ -1,13 +1,15 @@
 """The tune figure: step cost vs accepted tokens per step, for every configuration, on the device's terms.
 
-x: tokens accepted per forward pass (compression); y: what such a step costs on this device, ``t(k) /
-t(1)`` with k the configuration's mean input tokens per decode step and t the measured forward-time
-curve. A configuration at (a, c) can reach at most ``a / c`` times AR's speed, so the iso-speedup
-lines ``c = a / s`` split the plane: above the ``s = 1`` line lookahead cannot beat AR on this device,
-whatever the implementation. The right axis reads the same cost as input tokens per step through
-the device's curve. Measured configurations are filled, those the bound stopped while measuring are
-hollow, those pruned unmeasured sit at their bound's corner (x); the held-out results of the top-k
-are stars labelled with their held-out speedup, reference presets (e.g. the paper's) hollow diamonds.
+x: tokens accepted per forward pass (compression); y: what such a step costs on this device in AR
+tokens, ``t(k) / tau``: k the configuration's mean input tokens per decode step, t the measured
+forward-time curve, tau AR's measured wall time per token on the same samples (see
+``lade_bench.tune.bound``). A configuration at (a, c) can reach at most ``a / c`` times AR's speed,
+so the iso-speedup lines ``c = a / s`` split the plane: above the ``s = 1`` line lookahead cannot beat
+AR on this device, whatever the implementation. The right axis reads the cost as input tokens per
+step through the device's curve (at the probe's tau). Measured configurations are filled, those the
+bound stopped while measuring are hollow, those pruned unmeasured sit at their bound's corner (x);
+the held-out results of the top-k are stars labelled with their held-out speedup, reference presets
+(e.g. the paper's) hollow diamonds.
 """
 
 from __future__ import annotations
@@ -28,18 +30,20 @@ VERIFICATION_COLORS = {"flat": "#1f77b4", "trie": "#d62728"}
 def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     """Draw the figure from a tune record (``tune_record.json``, which embeds the device profile)."""
     profile = record["profile"]
+    tau = record.get("search", {}).get("ar_time_per_token")  # None: costs in profiled one-token passes
     fig = Figure(figsize=(8.5, 5.6), layout="constrained")
     ax = fig.subplots()
     points_x: list[float] = []
     points_y: list[float] = []
     for verification, color in VERIFICATION_COLORS.items():
-        _plot_configs(ax, record, profile, verification, color, points_x, points_y)
+        _plot_configs(ax, record, profile, tau, verification, color, points_x, points_y)
     for rec in record.get("heldout") or []:
         lookahead = rec["arms"].get("lookahead", {})
         x, k = rec.get("compression_ratio"), rec.get("mean_step_tokens")
-        if x is None or k is None:
+        ar = rec["arms"].get("ar", {})
+        if x is None or k is None or not ar.get("new_tokens"):
             continue
-        y = step_cost(profile, k)
+        y = step_cost(profile, k, ar["wall_time_s"] / ar["new_tokens"])  # the held-out AR's own time per token
         points_x.append(x)
         points_y.append(y)
         winner = rec.get("winner")
@@ -68,8 +72,8 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     ax.set_xlim(0, x_max)
     ax.set_ylim(0, y_max)
     ax.set_xlabel("tokens accepted per step (compression)")
-    ax.set_ylabel("step cost on this device, t(k) / t(1)  (one-token forward passes)")
-    _token_axis(ax, profile)
+    ax.set_ylabel("step cost on this device, t(k) / (AR time per token)" if tau else "step cost, t(k) / t(1)")
+    _token_axis(ax, profile, tau)
     ax.legend(fontsize=7, loc="upper left")
     search = record.get("search", {})
     title = (
@@ -82,21 +86,21 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def _plot_configs(ax, record, profile, verification: str, color: str, xs: list, ys: list) -> None:
+def _plot_configs(ax, record, profile, tau, verification: str, color: str, xs: list, ys: list) -> None:
     measured, stopped, unmeasured = [], [], []
     for conf in record.get("configurations", []):
         if conf["verification"] != verification:
             continue
         probe = conf.get("probe") or {}
-        a, k = probe.get("accepted_per_step"), probe.get("mean_step_tokens")
-        if a is not None and k is not None and math.isfinite(a) and math.isfinite(k):
-            point = (a, step_cost(profile, k))
+        a, k, own_tau = probe.get("accepted_per_step"), probe.get("mean_step_tokens"), probe.get("ar_time_per_token")
+        if all(v is not None and math.isfinite(v) for v in (a, k, own_tau)):
+            point = (a, step_cost(profile, k, own_tau))
             (stopped if conf["pruned"] else measured).append(point)
         elif conf["pruned"]:
             n, w = conf["ngram"], conf["window"]
             # The prior bound's corner: N tokens per step at the window plus one candidate.
             tokens = w * (n - 1) + (n - 1 if conf["guesses"] > 0 else 0)
-            unmeasured.append((float(n) if conf["guesses"] > 0 else 1.0, step_cost(profile, max(tokens, 1))))
+            unmeasured.append((float(n) if conf["guesses"] > 0 else 1.0, step_cost(profile, max(tokens, 1), tau)))
     for points, kwargs in (
         (measured, {"color": color, "label": f"{verification}: measured on the probe"}),
         (stopped, {"facecolors": "none", "edgecolors": color, "label": f"{verification}: stopped by the bound"}),
@@ -112,10 +116,11 @@ def _plot_configs(ax, record, profile, verification: str, color: str, xs: list, 
             ax.scatter(px, py, s=28, zorder=3, **kwargs)
 
 
-def _token_axis(ax, profile: Mapping[str, Any]) -> None:
+def _token_axis(ax, profile: Mapping[str, Any], tau: float | None) -> None:
     """A right-hand axis giving the step cost as input tokens per step, through the device's curve."""
     ks = np.asarray(profile["token_counts"], dtype=float)
-    costs = np.asarray(profile["forward_time_s"], dtype=float) / float(np.interp(1, ks, profile["forward_time_s"]))
+    unit = tau if tau else float(np.interp(1, ks, profile["forward_time_s"]))
+    costs = np.asarray(profile["forward_time_s"], dtype=float) / unit
     # Timing noise can make the measured curve dip; its running maximum is monotone, so invertible.
     costs = np.maximum.accumulate(costs)
     unique_costs, first = np.unique(costs, return_index=True)

@@ -86,6 +86,10 @@ class ProbeMeasurement:
         """Lookahead's tokens per forward pass (the compression ratio, prefill included as the report counts it)."""
         return sum(self.la_tokens) / self.steps if self.steps else math.nan
 
+    def ar_time_per_token(self) -> float:
+        """AR's wall time per generated token on the units measured (prefill included; NaN before the first)."""
+        return sum(self.ar_time_s) / sum(self.ar_tokens) if sum(self.ar_tokens) else math.nan
+
     def mean_step_tokens(self) -> float:
         """Mean input tokens of a lookahead decode step (NaN when no decode step ran)."""
         return self.decode_step_tokens / self.decode_steps if self.decode_steps else math.nan
@@ -97,6 +101,7 @@ class ProbeMeasurement:
             "n_units": self.n_units,
             "speedup": self.speedup(),
             "accepted_per_step": self.accepted_per_step(),
+            "ar_time_per_token": self.ar_time_per_token(),
             "mean_step_tokens": self.mean_step_tokens(),
         }
 

@@ -148,6 +148,20 @@ def evaluated(study: optuna.Study) -> list[Evaluated]:
     return [Evaluated(t) for t in study.get_trials(deepcopy=False, states=states) if "repeat_of" not in t.user_attrs]
 
 
+def ar_token_time(study: optuna.Study) -> float | None:
+    """AR's wall time per token over every probe measurement so far (None before the first).
+
+    Every trial runs AR on the same probe units, so this pools the same measurement repeated; it is
+    the ``tau`` of the prior bound (``lade_bench.tune.bound``).
+    """
+    times, tokens = 0.0, 0
+    for e in evaluated(study):
+        probe = e.trial.user_attrs.get("probe") or {}
+        times += sum(probe.get("ar_time_s", []))
+        tokens += sum(probe.get("ar_tokens", []))
+    return times / tokens if tokens else None
+
+
 def best_speedup(study: optuna.Study) -> float | None:
     """Best measured probe speedup so far (None before the first measured configuration)."""
     values = [e.speedup for e in evaluated(study) if not e.pruned]
@@ -220,9 +234,11 @@ def _evaluate(
     study: optuna.Study, trial: optuna.Trial, params: LookaheadParams, settings: SearchSettings, measure: Measure
 ) -> None:
     best = best_speedup(study)
-    bound = prior_bound(params, settings.profile)
+    tau = ar_token_time(study)
+    bound = prior_bound(params, settings.profile, tau)
     trial.set_user_attr("config", config_key(params))
     trial.set_user_attr("prior_bound", bound)
+    trial.set_user_attr("ar_time_per_token_before", tau)
     trial.set_user_attr("best_before", best)
     if settings.prune and should_prune(bound, best):
         trial.set_user_attr("pruned_by", PRUNED_PRIOR)
@@ -237,6 +253,7 @@ def _evaluate(
             measurement.decode_step_tokens,
             measurement.decode_steps,
             settings.profile,
+            measurement.ar_time_per_token(),
         )
         trial.report(bound_now, measurement.n_units)
         trial.set_user_attr("measured_bound", bound_now)

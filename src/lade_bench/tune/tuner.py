@@ -47,6 +47,7 @@ from lade_bench.tune.profile import obtain_profile
 from lade_bench.tune.search import (
     PRUNED_PRIOR,
     SearchSettings,
+    ar_token_time,
     best_speedup,
     config_key,
     evaluated,
@@ -327,8 +328,8 @@ def _record(base: dict[str, Any], study, profile) -> dict[str, Any]:
         attrs = e.trial.user_attrs
         probe = attrs.get("probe")
         cost = None
-        if probe and probe.get("mean_step_tokens") is not None and math.isfinite(probe["mean_step_tokens"]):
-            cost = step_cost(profile, probe["mean_step_tokens"])
+        if probe and _finite(probe.get("mean_step_tokens")) and _finite(probe.get("ar_time_per_token")):
+            cost = step_cost(profile, probe["mean_step_tokens"], probe["ar_time_per_token"])
         configurations.append(
             {
                 "trial": e.trial.number,
@@ -359,8 +360,13 @@ def _record(base: dict[str, Any], study, profile) -> dict[str, Any]:
         "pruned_unmeasured": sum(c["pruned_by"] == PRUNED_PRIOR for c in pruned),
         "pruned_while_measuring": sum(c["pruned_by"] != PRUNED_PRIOR for c in pruned),
         "best_probe_speedup": best_speedup(study),
+        "ar_time_per_token": ar_token_time(study),
     }
     return {**base, "search": search, "configurations": configurations}
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and math.isfinite(float(value))
 
 
 def _selection_text(settings: TuneSettings, k: int, n_heldout: int) -> str:
