@@ -60,7 +60,7 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
         ax.annotate(
             ("winner " if winner else "") + text, (x, y), fontsize=7, xytext=(6, -10), textcoords="offset points"
         )
-    x_max = max([1.5, *points_x]) * 1.1
+    x_max = max([1.5, *points_x]) * 1.25  # room for the labels right of the points
     y_max = max([1.5, *points_y]) * 1.1
     xs = np.linspace(0, x_max, 50)
     for s in ISO_SPEEDUPS:
