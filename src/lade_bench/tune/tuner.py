@@ -403,7 +403,22 @@ def _table_preamble(record: dict[str, Any], winner: HeldoutResult) -> str:
             "",
             f"Lookahead loses to AR on the held-out samples here: the winner runs at {winner.speedup:.3f}x of AR.",
         ]
+    for line in _references_ahead(record, winner):
+        lines += ["", line]
     return "\n".join(lines)
+
+
+def _references_ahead(record: dict[str, Any], winner: HeldoutResult) -> list[str]:
+    """Sentences naming the reference presets that did better than the winner on the held-out samples."""
+    out = []
+    for rec in record["heldout"]:
+        speed = rec["arms"]["lookahead"].get("speedup")
+        if rec["reference"] and speed is not None and speed > winner.speedup:
+            out.append(
+                f"The reference preset {rec['reference']} ({rec['config']}) did better on these held-out samples "
+                f"({speed:.3f}x vs {winner.speedup:.3f}x); it was not a candidate of the search."
+            )
+    return out
 
 
 def _preset_header(record: dict[str, Any], winner: HeldoutResult, records: list[dict[str, Any]]) -> list[str]:
@@ -449,6 +464,7 @@ def _print_outcome(
         lines.append(
             f"lookahead loses to AR here: the winner runs at {winner.speedup:.3f}x of AR on the held-out samples"
         )
+    lines += _references_ahead(record, winner)
     usage = f"python -m lade_bench.run lookahead=tuned/{outcome.preset.stem}"
     if conf_dir.resolve() != default_conf_dir().resolve():  # Hydra finds another config folder through its search path
         usage += f" 'hydra.searchpath=[file://{conf_dir.resolve()}]'"
