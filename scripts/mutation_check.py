@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EFFECTIVENESS = "tests/decoding/test_effectiveness.py"
 VERIFY_UNITS = "tests/decoding/test_verify_greedy.py"
+BRANCH_UNITS = "tests/decoding/test_branch.py"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ MUTATIONS: tuple[Mutation, ...] = (
         "pool.add_ngrams_of(self.sequence)\n",
         "pass\n",
         (EFFECTIVENESS,),
+    ),
+    Mutation(
+        "trie_merges_by_depth",
+        "the trie merges tokens by (depth, token) instead of (parent, token): unrelated prefixes share a node",
+        "lade_bench/decoding/branch.py",
+        "            parent = node\n",
+        "            parent = -len(path) - 1\n",
+        (BRANCH_UNITS,),
     ),
 )
 

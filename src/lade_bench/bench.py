@@ -1,6 +1,6 @@
 """Engine benchmark: AR vs lookahead (several N, W, G) vs prompt lookup on the embedded model.
 
-    python -m lade_bench.bench [--prompts 4] [--max-new-tokens 96] [--lookahead 5,7,7 3,2,2] ...
+    python -m lade_bench.bench [--prompts 4] [--max-new-tokens 96] [--lookahead 5,7,7 5,7,7,trie] ...
 
 Arms are alternated per prompt (rotating order) in one process after a warm-up, so drift and noise
 hit every arm alike. Speed is reported as ratios between arms, never as absolute thresholds.
@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import (
+    VERIFICATION_LAYOUTS,
     DecodeResult,
     LookaheadParams,
     autoregressive_generate,
@@ -48,15 +49,22 @@ class ArmSummary:
     compression_ratio: float
     outside_forward_share: float
     matches_ar: float
+    tokens_per_step: float
 
 
 def parse_lookahead(text: str) -> LookaheadParams:
-    """Parse ``N,W,G`` into LookaheadParams (validated: a bad value names itself)."""
+    """Parse ``N,W,G`` or ``N,W,G,<verification>`` into LookaheadParams (validated: a bad value
+    names itself)."""
+    parts = text.split(",")
+    layout = parts.pop() if len(parts) == 4 else "flat"
+    usage = f"use N,W,G or N,W,G,{'|'.join(VERIFICATION_LAYOUTS)}, e.g. 5,7,7 or 5,7,7,trie"
+    if layout not in VERIFICATION_LAYOUTS:
+        raise argparse.ArgumentTypeError(f"--lookahead {text!r}: verification {layout!r} is not allowed; {usage}")
     try:
-        n, w, g = (int(part) for part in text.split(","))
+        n, w, g = (int(part) for part in parts)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--lookahead {text!r}: use N,W,G, e.g. 5,7,7") from None
-    return LookaheadParams(n, w, g)
+        raise argparse.ArgumentTypeError(f"--lookahead {text!r}: {usage}") from None
+    return LookaheadParams(n, w, g, verification=layout)
 
 
 def build_arms(
@@ -69,6 +77,7 @@ def build_arms(
     }
     for params in configs:
         name = f"lookahead N={params.ngram} W={params.window} G={params.guesses}"
+        name += "" if params.verification == "flat" else f" {params.verification}"
         arms[name] = lambda ids, p=params: lookahead_generate(model, ids, p, max_new_tokens, eos_token_id=eos)
     if jacobi:
         arms["jacobi (no pool) W=7"] = lambda ids: jacobi_generate(model, ids, max_new_tokens, eos_token_id=eos)
@@ -107,15 +116,25 @@ def summarise(results: dict[str, list[DecodeResult]]) -> list[ArmSummary]:
                 # NaN for generate-based arms, whose forward time is not measured.
                 outside_forward_share=(wall - forward) / wall,
                 matches_ar=match_rate([r.tokens == a.tokens for r, a in zip(runs, ar, strict=True)]),
+                tokens_per_step=mean_decode_step_tokens(runs),
             )
         )
     return rows
 
 
+def mean_decode_step_tokens(runs: list[DecodeResult]) -> float:
+    """Input tokens per forward after the prefill, over all runs (NaN when an arm does not count them)."""
+    if any(r.step_tokens is None for r in runs):
+        return float("nan")
+    decode = [tokens for r in runs for tokens in r.step_tokens[1:]]
+    return sum(decode) / len(decode) if decode else float("nan")
+
+
 def render_table(rows: list[ArmSummary], title: str) -> Table:
     """The summary as a rich table."""
     table = Table(title=title)
-    for header in ("arm", "tokens/s", "speedup vs AR", "compression", "time outside forward", "matches AR"):
+    headers = ("arm", "tokens/s", "speedup vs AR", "compression", "tokens/step", "time outside forward", "matches AR")
+    for header in headers:
         table.add_column(header, justify="left" if header == "arm" else "right")
     for row in rows:
         outside = (
@@ -128,6 +147,7 @@ def render_table(rows: list[ArmSummary], title: str) -> Table:
             f"{row.tokens_per_s:.1f}",
             f"{row.speedup_vs_ar:.2f}x",
             f"{row.compression_ratio:.2f}",
+            f"{row.tokens_per_step:.1f}",
             outside,
             f"{row.matches_ar:.0%}",
         )
@@ -144,8 +164,8 @@ def main(argv: list[str] | None = None) -> Path:
         type=parse_lookahead,
         nargs="+",
         default=None,
-        metavar="N,W,G",
-        help="lookahead configurations (default: 5,7,7 4,3,3 3,2,2 2,4,4)",
+        metavar="N,W,G[,trie]",
+        help="lookahead configurations, optionally with trie verification (default: 5,7,7 4,3,3 3,2,2 2,4,4)",
     )
     parser.add_argument("--jacobi", action="store_true", help="also run Jacobi decoding without the pool")
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")

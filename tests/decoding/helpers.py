@@ -12,6 +12,15 @@ def repetitive_prompt(length: int, seed: int, vocab: int = 128) -> list[int]:
     return (base * 3)[:length]
 
 
+def assert_trie_accepts_like_flat(flat, trie) -> None:
+    """Two DecodeResults of one generation, flat and trie verification: the same acceptance step by
+    step, and no trie step feeds more tokens than the flat one."""
+    assert trie.tokens == flat.tokens
+    assert trie.accept_lengths == flat.accept_lengths
+    assert trie.step_tokens[0] == flat.step_tokens[0]  # the prefill carries no verification branch
+    assert all(t <= f for t, f in zip(trie.step_tokens[1:], flat.step_tokens[1:], strict=True))
+
+
 class ForwardCounter:
     """Counts forward calls of a model (to prove checks run before any forward pass)."""
 

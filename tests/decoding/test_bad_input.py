@@ -32,6 +32,7 @@ from .helpers import ForwardCounter
         ({"guesses": -1}, "guesses (G)=-1 is not allowed: use an integer >= 0"),
         ({"ngram": 2.5}, "ngram (N)=2.5"),
         ({"prompt_as_reference": "yes"}, "prompt_as_reference='yes'"),
+        ({"verification": "tree"}, "verification='tree' is not allowed: use one of flat, trie"),
     ],
 )
 def test_lookahead_params_reject(kwargs, fragment):

@@ -1,18 +1,25 @@
-"""Lookahead greedy (and Jacobi, prompt lookup) emit exactly AR greedy's tokens."""
+"""Lookahead greedy (and Jacobi, prompt lookup) emit exactly AR greedy's tokens.
+
+Every lookahead check runs each verification layout (flat chains and the token trie) and also
+checks that the two accept identically (same tokens, same steps) and that the trie never feeds more
+tokens in any step.
+"""
 
 from __future__ import annotations
 
+import itertools
 import zlib
+from dataclasses import replace
 
 import pytest
 
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
 from lade_bench.decoding.jacobi import jacobi_generate
 from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import LookaheadParams
+from lade_bench.decoding.params import VERIFICATION_LAYOUTS, LookaheadParams
 from lade_bench.models.tiny import SLIDING_WINDOW_ARCHITECTURES, TINY_ARCHITECTURES, tiny_model
 
-from .helpers import repetitive_prompt
+from .helpers import assert_trie_accepts_like_flat, repetitive_prompt
 
 CONFIGS = [
     LookaheadParams(5, 7, 7),
@@ -92,22 +99,29 @@ def test_full_grid_and_wider_lists_cover_every_tiny_architecture():
 def _assert_lookahead_equals_ar(model, arch: str, params: LookaheadParams) -> None:
     prompt = repetitive_prompt(40, seed=zlib.crc32(arch.encode()) % 1000)
     reference = autoregressive_generate(model, prompt, 80)
-    result = lookahead_generate(model, prompt, params, 80, seed=3)
-    assert result.tokens == reference.tokens
-    assert sum(result.accept_lengths) == len(result.tokens) == 80
-    assert result.steps == len(result.accept_lengths)
-    assert all(1 <= n <= params.ngram for n in result.accept_lengths)
+    results = {}
+    for layout in VERIFICATION_LAYOUTS:
+        result = results[layout] = lookahead_generate(model, prompt, replace(params, verification=layout), 80, seed=3)
+        assert result.tokens == reference.tokens, layout
+        assert sum(result.accept_lengths) == len(result.tokens) == 80
+        assert result.steps == len(result.accept_lengths) == len(result.step_tokens)
+        assert all(1 <= n <= params.ngram for n in result.accept_lengths)
+    assert_trie_accepts_like_flat(results["flat"], results["trie"])
 
 
 def test_lookahead_actually_accepts_guesses(tiny_models):
-    """The exactness tests above would be trivial if no guess were ever accepted."""
-    accepted_multi = 0
+    """The exactness tests above would be trivial if no guess were ever accepted, or (for the trie)
+    if no two candidates ever shared a prefix."""
+    accepted_multi, merged_steps = 0, 0
     for arch, model in tiny_models.items():
         prompt = repetitive_prompt(40, seed=zlib.crc32(arch.encode()) % 1000)
         result = lookahead_generate(model, prompt, LookaheadParams(5, 7, 7), 80)
         accepted_multi += sum(n > 1 for n in result.accept_lengths)
         assert result.compression_ratio >= 1.0
+        trie = lookahead_generate(model, prompt, LookaheadParams(5, 7, 7, verification="trie"), 80)
+        merged_steps += sum(t < f for t, f in zip(trie.step_tokens, result.step_tokens, strict=True))
     assert accepted_multi > 20
+    assert merged_steps > 20
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa"])
@@ -153,9 +167,9 @@ def test_eos_mid_run_truncates_exactly(tiny_models, arch):
     eos = free_run[37]
     reference = autoregressive_generate(model, prompt, 60, eos_token_id=eos)
     assert reference.tokens[-1] == eos and len(reference.tokens) <= 38
-    for params in CONFIGS:
-        result = lookahead_generate(model, prompt, params, 60, eos_token_id=eos)
-        assert result.tokens == reference.tokens, params
+    for params, layout in itertools.product(CONFIGS, VERIFICATION_LAYOUTS):
+        result = lookahead_generate(model, prompt, replace(params, verification=layout), 60, eos_token_id=eos)
+        assert result.tokens == reference.tokens, (params, layout)
     assert jacobi_generate(model, prompt, 60, eos_token_id=eos, block_size=5).tokens == reference.tokens
 
 

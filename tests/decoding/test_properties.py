@@ -1,6 +1,9 @@
-"""Property-based exactness: any (N, W, G), prompt, length and EOS gives AR greedy's tokens."""
+"""Property-based exactness: any (N, W, G), prompt, length and EOS gives AR greedy's tokens, with
+flat and trie verification alike (the trie accepting exactly as flat, never feeding more tokens)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -9,6 +12,8 @@ from lade_bench.decoding.autoregressive import autoregressive_generate
 from lade_bench.decoding.lookahead import lookahead_generate
 from lade_bench.decoding.params import LookaheadParams
 from lade_bench.models.tiny import SLIDING_WINDOW_ARCHITECTURES, TINY_ARCHITECTURES
+
+from .helpers import assert_trie_accepts_like_flat
 
 
 @st.composite
@@ -54,6 +59,9 @@ def test_lookahead_greedy_matches_ar(
     assert len(result.tokens) <= max_new_tokens
     assert sum(result.accept_lengths) == len(result.tokens)
     assert all(1 <= n <= ngram for n in result.accept_lengths)
+    trie_params = replace(params, verification="trie")
+    trie = lookahead_generate(model, prompt, trie_params, max_new_tokens, eos_token_id=eos, seed=seed)
+    assert_trie_accepts_like_flat(result, trie)
 
 
 @settings(
@@ -82,3 +90,5 @@ def test_sliding_window_lookahead_greedy_matches_ar(
     result = lookahead_generate(model, prompt, params, max_new_tokens, seed=seed)
     assert result.tokens == reference.tokens
     assert sum(result.accept_lengths) == len(result.tokens)
+    trie = lookahead_generate(model, prompt, replace(params, verification="trie"), max_new_tokens, seed=seed)
+    assert_trie_accepts_like_flat(result, trie)

@@ -10,6 +10,7 @@ least MIN_EXPECTED draws. Seeds are fixed, so the test is deterministic.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -108,3 +109,24 @@ def test_the_goodness_of_fit_test_catches_a_broken_verifier(setting, monkeypatch
     monkeypatch.setattr(verify, "_accept_one_draft", _verifier_without_residual)
     draws, _ = lookahead_draws(model, prompt, 2000)
     assert goodness_of_fit(draws, sequences, exact) < ALPHA
+
+
+def test_trie_verification_draws_what_flat_draws(setting, tiny_models):
+    """Same seed, same draws: the trie reads every draft's distribution from a row with the same
+    context as the flat chain's, and verification tries drafts and updates the residual in the
+    same order, so it consumes the generator identically. Flat is distribution-tested above."""
+    model, prompt, _, _ = setting
+    cases = [(model, prompt, PARAMS, SAMPLING, LENGTH, range(100))]
+    wide = SamplingParams(do_sample=True, temperature=0.7, top_k=20)
+    for arch in ("qwen3", "gemma3"):
+        long_prompt = torch.randint(3, 40, (60,), generator=torch.Generator().manual_seed(1)).tolist()
+        cases.append((tiny_models[arch], long_prompt, LookaheadParams(4, 3, 12), wide, 40, range(6)))
+    merged_steps = 0
+    for case_model, case_prompt, params, sampling, length, seeds in cases:
+        for seed in seeds:
+            flat = lookahead_generate(case_model, case_prompt, params, length, sampling=sampling, seed=seed)
+            trie_params = replace(params, verification="trie")
+            trie = lookahead_generate(case_model, case_prompt, trie_params, length, sampling=sampling, seed=seed)
+            assert (trie.tokens, trie.accept_lengths) == (flat.tokens, flat.accept_lengths), (params, seed)
+            merged_steps += sum(t < f for t, f in zip(trie.step_tokens, flat.step_tokens, strict=True))
+    assert merged_steps > 50

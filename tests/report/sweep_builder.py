@@ -149,6 +149,7 @@ def _row(spec: CellSpec, cid: str, sample_id: str, arm: str, repeat: int, seed: 
         "window": spec.window,
         "guesses": spec.guesses,
         "prompt_as_reference": spec.prompt_as_reference,
+        "verification": "flat",
         "do_sample": spec.sampling.do_sample,
         "temperature": spec.sampling.temperature,
         "top_p": spec.sampling.top_p,
@@ -201,7 +202,7 @@ def _load(cell_dir: Path):
 def _error_columns(message: str) -> dict[str, Any]:
     measured = (
         "prompt_tokens new_tokens decode_steps wall_time_s forward_time_s accept_lengths tokens_per_s "
-        "compression_ratio output_ids output_text"
+        "compression_ratio step_tokens output_ids output_text"
     ).split()
     quality = {c: None for c in ("rouge1", "rouge2", "rougeL", "rougeLsum", "passed", "accuracy", "matches_ar")}
     return {**{c: None for c in measured}, **quality, "error": message}
@@ -227,6 +228,7 @@ def _result_columns(
         "accept_lengths": list(result.accept_lengths),
         "tokens_per_s": result.tokens_per_s,
         "compression_ratio": result.compression_ratio,
+        "step_tokens": result.step_tokens,
         **rouge,
         "passed": (ids[-1] % 2 == 0) if spec.dataset == "toy_code" else None,
         "accuracy": None,

@@ -101,6 +101,24 @@ def test_optional_arms_alternate_and_match_ar(compose_cfg, tmp_path, spy):
         assert outcome.summary["arms"][arm]["speedup"] > 0
 
 
+def test_trie_verification_cell_records_its_layout_and_step_tokens(compose_cfg, tmp_path):
+    arms = "arms=[ar,lookahead,prompt_lookup,jacobi]"
+    cfg = compose_cfg([*TINY, arms, "lookahead.verification=trie", "max_new_tokens=24", f"output_root={tmp_path}"])
+    outcome = run_cell(cfg)
+    assert "reftrie" in outcome.cell_dir.name and outcome.summary["verification"] == "trie"
+    rows = load_rows(outcome.cell_dir).set_index(["turn", "arm"])
+    assert (rows["verification"] == "trie").all()
+    for (_, arm), row in rows.iterrows():
+        counts = list(row["step_tokens"])
+        assert len(counts) == row["decode_steps"] == len(row["accept_lengths"])
+        assert counts[0] >= row["prompt_tokens"]  # the prefill carries the prompt
+        if arm == "ar":
+            assert counts[1:] == [1] * (len(counts) - 1)
+    stats = outcome.summary["arms"]
+    assert stats["lookahead"]["matches_ar"] == 1.0
+    assert stats["ar"]["step_tokens_mean"] == 1.0 < stats["lookahead"]["step_tokens_mean"]
+
+
 def test_warmup_runs_every_arm_before_timing(compose_cfg, tmp_path, spy):
     run_cell(compose_cfg([*TINY, "warmup=2", "warmup_new_tokens=3", f"output_root={tmp_path}"]))
     assert [(arm, budget) for arm, _, budget in spy[:4]] == [("ar", 3), ("lookahead", 3)] * 2

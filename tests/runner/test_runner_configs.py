@@ -11,6 +11,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from lade_bench.datasets import available_datasets
 from lade_bench.decoding import DecodingConfigError
+from lade_bench.results import cell_id
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 
@@ -131,6 +132,7 @@ def test_typos_and_wrong_types_fail_at_composition(compose_cfg, override, messag
         ("lookahead.ngram=1", DecodingConfigError, "ngram (N)=1 is not allowed: use an integer >= 2"),
         ("lookahead.window=0", DecodingConfigError, "window (W)=0"),
         ("lookahead.guesses=-1", DecodingConfigError, "guesses (G)=-1"),
+        ("lookahead.verification=tree", DecodingConfigError, "verification='tree' is not allowed: use one of flat, trie"),
         ("sampling=temperature_1 sampling.temperature=0", DecodingConfigError, "temperature=0"),
         ("sampling.top_p=1.5", DecodingConfigError, "top_p=1.5"),
         ("max_new_tokens=0", DecodingConfigError, "max_new_tokens=0"),
@@ -163,6 +165,18 @@ def test_cell_id_ignores_paths_and_sweep_but_not_parameters(compose_cfg):
     assert plan_cell(compose_cfg(["lookahead.window=8"])).cell_id != base.cell_id
     assert plan_cell(compose_cfg(["sampling=temperature_1"])).cell_id != base.cell_id
     assert plan_cell(compose_cfg(["dataset.limit=4"])).cell_id != base.cell_id
+
+
+def test_flat_verification_keeps_the_cell_ids_recorded_before_the_trie_layout(compose_cfg):
+    flat = plan_cell(compose_cfg(["lookahead.verification=flat"]))
+    # Before the option existed the lookahead group had exactly these keys, all hashed.
+    assert set(flat.semantic["lookahead"]) == {"ngram", "window", "guesses", "prompt_as_reference"}
+    assert flat.cell_id == cell_id(flat.semantic)
+    trie = plan_cell(compose_cfg(["lookahead.verification=trie"]))
+    assert trie.semantic["lookahead"]["verification"] == "trie"
+    assert trie.cell_id != flat.cell_id
+    assert "reftrie-" in trie.cell_dir.name and "reftrie" not in flat.cell_dir.name
+    assert trie.lookahead.verification == "trie"
 
 
 def test_vicuna_template_renders_fastchat_format(compose_cfg):

@@ -8,10 +8,17 @@ from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_l
 from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION, UnsupportedModelError, check_custom_mask_support
 from lade_bench.decoding.jacobi import jacobi_generate
 from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import DecodeResult, DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding.params import (
+    VERIFICATION_LAYOUTS,
+    DecodeResult,
+    DecodingConfigError,
+    LookaheadParams,
+    SamplingParams,
+)
 
 __all__ = [
     "MASK_CAPABLE_ATTENTION",
+    "VERIFICATION_LAYOUTS",
     "DecodeResult",
     "DecodingConfigError",
     "LookaheadParams",

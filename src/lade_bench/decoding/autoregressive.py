@@ -111,6 +111,7 @@ def _generate(
         accept_lengths=counter.accept_lengths(len(prompt) + len(tokens)),
         wall_time_s=wall,
         method=method if not sampling.do_sample else f"{method}_sampling",
+        step_tokens=counter.input_lengths,
     )
 
 
@@ -133,7 +134,7 @@ def _checkpoint_generation_config_hidden(model: torch.nn.Module) -> Iterator[Non
 
 
 class _ForwardCounter:
-    """Counts model forward passes and the cache length each one started from.
+    """Counts model forward passes, the cache length each one started from and its input tokens.
 
     The cache always lags the sequence by one token (the newest token is fed at the next step), so
     the sequence length after forward k is the cache length seen by forward k+1, plus one.
@@ -144,6 +145,7 @@ class _ForwardCounter:
         self._prompt_length = prompt_length
         self._cache_key = cache_argument_name(model)
         self._cache_lengths: list[int] = []
+        self.input_lengths: list[int] = []
         self._handle = None
 
     @property
@@ -160,6 +162,8 @@ class _ForwardCounter:
     def _record(self, module, args, kwargs) -> None:
         cache = kwargs.get(self._cache_key, kwargs.get("past_key_values"))
         self._cache_lengths.append(cache.get_seq_length() if cache is not None else 0)
+        input_ids = kwargs.get("input_ids", args[0] if args else None)
+        self.input_lengths.append(int(input_ids.shape[-1]))
 
     def accept_lengths(self, final_length: int) -> list[int]:
         """Tokens emitted by each forward pass (prefill first); they sum to the new tokens."""

@@ -50,8 +50,10 @@ def jacobi_generate(
     cache = DynamicCache()
     forward_clock = Stopwatch(device)
     sync = device_synchronizer(device)
+    step_tokens: list[int] = []
 
     def forward(ids: list[int]) -> list[int]:
+        step_tokens.append(len(ids))
         forward_clock.start()
         output = model(input_ids=torch.tensor([ids], device=device), **{cache_key: cache}, use_cache=True)
         forward_clock.stop()
@@ -90,4 +92,5 @@ def jacobi_generate(
         wall_time_s=time.perf_counter() - started,
         forward_time_s=forward_clock.total,
         method="jacobi",
+        step_tokens=step_tokens,
     )

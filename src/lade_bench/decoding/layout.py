@@ -1,16 +1,24 @@
 """Token layout of one lookahead step: attention-mask block, position offsets and logit rows.
 
 Input order of a step (after the KV cache of everything accepted so far):
-``[cur] + level0 (C-1) + level1..level_{m-1} (C each) + G' candidates x (N-1)``.
-Layouts depend only on (levels m, columns C, candidates G', candidate length), so each is built once
-and reused for every step with that shape.
+``[cur] + level0 (C-1) + level1..level_{m-1} (C each) + the verification branch``.
+The branch (``lade_bench.decoding.branch``) is G' flat chains of N-1 tokens or a token trie; either
+way it is described by its candidates' *paths* (branch indices of each candidate's tokens), and the
+layout depends only on (levels m, columns C, paths), never on token values. So each layout is built
+once and reused for every step with that shape (for flat branches: that candidate count; for tries:
+that trie structure).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
+
+from lade_bench.decoding.branch import flat_branch
 
 
 @dataclass(frozen=True)
@@ -22,8 +30,10 @@ class StepLayout:
         position_offsets: (q,) position of each input token relative to cur's position p.
         logit_rows: (r,) indices of the input rows whose logits are needed.
         last_level_rows: C indices *into logit_rows* of the last level's rows, in column order.
-        candidate_rows: G' lists of N-1 indices *into logit_rows*, one list per candidate.
-        candidate_offset: index of the first candidate token in the step input.
+        candidate_rows: G' lists of N-1 indices *into logit_rows*, one list per candidate (rows are
+            shared between candidates whose prefixes share trie nodes).
+        candidate_offset: index of the first branch token in the step input (branch index b is
+            input ``candidate_offset + b``).
     """
 
     mask_block: torch.Tensor
@@ -47,67 +57,95 @@ def build_step_layout(
     dtype: torch.dtype,
     device: torch.device | str,
 ) -> StepLayout:
-    """Build the layout of a step with ``levels`` x ``columns`` window and ``candidates`` guesses.
+    """Build the layout of a step with ``levels`` x ``columns`` window and ``candidates`` flat chains."""
+    paths = flat_branch([[0] * candidate_length] * candidates).paths
+    return build_branch_layout(levels, columns, paths, dtype, device)
+
+
+def build_branch_layout(
+    levels: int,
+    columns: int,
+    paths: Sequence[Sequence[int]],
+    dtype: torch.dtype,
+    device: torch.device | str,
+) -> StepLayout:
+    """Build the layout of a step with ``levels`` x ``columns`` window and a branch given by ``paths``.
 
     Attention rules: level 0 is causal; level l row j sees level-0 columns 0..j and column j of
-    levels 1..l (its vertical trajectory); each candidate is a causal chain that sees cur and itself;
-    lookahead and verification branches never see each other.
+    levels 1..l (its vertical trajectory); each branch token sees cur and the tokens on its path up
+    to itself (for a trie: its ancestors), at position offset = its depth; lookahead and
+    verification branches never see each other.
+
+    Args:
+        paths: for each candidate, the branch index of each of its tokens (all paths equally long;
+            the branch has ``max index + 1`` tokens and every one lies on some path).
     """
+    # Built in numpy and moved to torch once: a trie step may need a new layout, and a few dozen
+    # small numpy operations cost far less than the same torch calls.
     window_size = levels * columns
-    level = torch.arange(levels).repeat_interleave(columns)
-    column = torch.arange(columns).repeat(levels)
+    level = np.repeat(np.arange(levels), columns)
+    column = np.tile(np.arange(columns), levels)
     sees_level0_prefix = (level[None, :] == 0) & (column[None, :] <= column[:, None])
     sees_trajectory = (level[None, :] >= 1) & (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
-    window_allowed = sees_level0_prefix | sees_trajectory
 
-    chain = torch.arange(candidate_length)
-    chain_allowed = chain[None, :] <= chain[:, None]
-    q = window_size + candidates * candidate_length
-    allowed = torch.zeros(q, q, dtype=torch.bool)
-    allowed[:window_size, :window_size] = window_allowed
-    for i in range(candidates):
-        start = window_size + i * candidate_length
-        block = slice(start, start + candidate_length)
-        allowed[block, block] = chain_allowed
-        allowed[block, 0] = True  # every candidate continues cur
+    path_nodes = np.asarray(paths, dtype=np.int64) if paths else np.zeros((0, 0), dtype=np.int64)
+    depth_count = path_nodes.shape[1]
+    branch_size = int(path_nodes.max()) + 1 if path_nodes.size else 0
+    q = window_size + branch_size
+    allowed = np.zeros((q, q), dtype=bool)
+    allowed[:window_size, :window_size] = sees_level0_prefix | sees_trajectory
+    # The token at depth k of a path sees the path's tokens at depths 0..k (its ancestors and itself).
+    later, earlier = np.tril_indices(depth_count)
+    inputs = path_nodes + window_size
+    allowed[inputs[:, later].ravel(), inputs[:, earlier].ravel()] = True
+    allowed[window_size:, 0] = True  # every candidate continues cur
+    # In float64, which holds the minimum of every float dtype exactly, then cast to ``dtype``.
+    mask_block = np.where(allowed, 0.0, torch.finfo(dtype).min)
 
-    mask_block = torch.zeros(q, q, dtype=dtype)
-    mask_block.masked_fill_(~allowed, torch.finfo(dtype).min)
+    branch_depth = np.zeros(branch_size, dtype=np.int64)
+    branch_depth[path_nodes.ravel()] = np.tile(np.arange(1, depth_count + 1), len(paths))
+    position_offsets = np.concatenate([level + column, branch_depth])
 
-    position_offsets = torch.cat([level + column, (1 + chain).repeat(candidates)])
-
-    last_level = torch.arange((levels - 1) * columns, window_size)
-    candidate_inputs = torch.arange(window_size, q)
+    last_level = np.arange((levels - 1) * columns, window_size)
     # cur's row (0) is always needed; it is also a last-level row when there is a single level.
-    logit_rows = torch.unique(torch.cat([torch.tensor([0]), last_level, candidate_inputs]))
-    row_of_input = torch.full((q,), -1, dtype=torch.long)
-    row_of_input[logit_rows] = torch.arange(logit_rows.numel())
+    logit_rows = np.unique(np.concatenate([[0], last_level, np.arange(window_size, q)]))
+    row_of_input = np.full(q, -1, dtype=np.int64)
+    row_of_input[logit_rows] = np.arange(logit_rows.size)
 
     return StepLayout(
-        mask_block=mask_block.to(device),
-        position_offsets=position_offsets.to(device),
-        logit_rows=logit_rows.to(device),
+        mask_block=torch.from_numpy(mask_block).to(device=device, dtype=dtype),
+        position_offsets=torch.from_numpy(position_offsets).to(device),
+        logit_rows=torch.from_numpy(logit_rows).to(device),
         last_level_rows=row_of_input[last_level].tolist(),
-        candidate_rows=row_of_input[candidate_inputs].view(candidates, candidate_length).tolist(),
+        candidate_rows=row_of_input[inputs].tolist(),
         candidate_offset=window_size,
     )
 
 
 class LayoutCache:
-    """Builds each distinct step layout once per generation and hands out the stored one after."""
+    """Builds each distinct step layout once and hands out the stored one after.
 
-    def __init__(self, candidate_length: int, dtype: torch.dtype, device: torch.device | str) -> None:
-        """Layouts for candidates of ``candidate_length`` tokens, masks in ``dtype`` on ``device``."""
-        self._candidate_length = candidate_length
+    Flat steps have a handful of shapes (one per candidate count), trie steps one per trie structure
+    seen; the least recently used layouts beyond ``capacity`` are dropped so a long generation with
+    many distinct tries keeps bounded memory.
+    """
+
+    def __init__(self, dtype: torch.dtype, device: torch.device | str, capacity: int = 256) -> None:
+        """Layouts with masks in ``dtype`` on ``device``, at most ``capacity`` kept."""
         self._dtype = dtype
         self._device = device
-        self._layouts: dict[tuple[int, int, int], StepLayout] = {}
+        self._capacity = capacity
+        self._layouts: OrderedDict[tuple, StepLayout] = OrderedDict()
 
-    def get(self, levels: int, columns: int, candidates: int) -> StepLayout:
-        """The layout for this window shape and candidate count."""
-        key = (levels, columns, candidates)
+    def get(self, levels: int, columns: int, paths: tuple[tuple[int, ...], ...]) -> StepLayout:
+        """The layout for this window shape and branch structure (``VerificationBranch.paths``)."""
+        key = (levels, columns, paths)
         layout = self._layouts.get(key)
         if layout is None:
-            layout = build_step_layout(levels, columns, candidates, self._candidate_length, self._dtype, self._device)
+            layout = build_branch_layout(levels, columns, paths, self._dtype, self._device)
             self._layouts[key] = layout
+            if len(self._layouts) > self._capacity:
+                self._layouts.popitem(last=False)
+        else:
+            self._layouts.move_to_end(key)
         return layout

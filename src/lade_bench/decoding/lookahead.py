@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 import torch
 from transformers import DynamicCache
 
+from lade_bench.decoding.branch import BRANCH_BUILDERS
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, layer_attention_of, prompt_ids_as_list
 from lade_bench.decoding.kv_cache import commit_accepted
 from lade_bench.decoding.layout import LayoutCache
@@ -94,7 +95,8 @@ class _LookaheadRun:
         self.device = model_device(model)
         self.generator = torch.Generator().manual_seed(seed)
         self.warpers = build_warpers(sampling) if sampling.do_sample else None
-        self.layouts = LayoutCache(params.ngram - 1, model_dtype(model), self.device)
+        self.layouts = LayoutCache(model_dtype(model), self.device)
+        self.branch_of = BRANCH_BUILDERS[params.verification]
         self.masks = StepMasks(layer_attention_of(model), self.device)
         self.forward_clock = Stopwatch(self.device)
         # No config: every layer keeps every entry (no sliding-window trimming), so all layers have one
@@ -105,6 +107,7 @@ class _LookaheadRun:
         # prompt + tokens, kept incrementally because the pool reads n-grams across the boundary.
         self.sequence: list[int] = list(prompt)
         self.accept_lengths: list[int] = []
+        self.step_tokens: list[int] = []
         self.steps_with_candidates = 0
         self.steps_with_hit = 0
 
@@ -134,12 +137,16 @@ class _LookaheadRun:
                 "pool_hit_rate": self.steps_with_hit / decode_steps,
                 "steps_with_candidates": float(self.steps_with_candidates),
                 "steps_with_hit": float(self.steps_with_hit),
+                # Input tokens of the lookahead steps (prefill excluded): what the step cost grows with.
+                "decode_step_tokens": float(sum(self.step_tokens[1:])),
             },
+            step_tokens=self.step_tokens,
         )
 
     def _forward(self, ids: list[int], **kwargs) -> torch.Tensor:
         """One model forward on top of the cache; returns the kept logits, shape (rows, V)."""
         input_tensor = torch.tensor([ids], device=self.device)
+        self.step_tokens.append(len(ids))
         self.forward_clock.start()
         output = self.model(input_ids=input_tensor, **{self.cache_argument: self.cache}, use_cache=True, **kwargs)
         self.forward_clock.stop()
@@ -177,10 +184,10 @@ class _LookaheadRun:
             cur = self.tokens[-1]
             position = len(self.sequence) - 1
             candidates = pool.candidates(cur)
-            layout = self.layouts.get(window.num_levels, window.num_columns, len(candidates))
+            branch = self.branch_of(candidates)
+            layout = self.layouts.get(window.num_levels, window.num_columns, branch.paths)
             step_ids = window.input_tokens(cur)
-            for candidate in candidates:
-                step_ids.extend(candidate)
+            step_ids.extend(branch.tokens)
             logits = self._forward(
                 step_ids,
                 attention_mask=self.masks.build(layout, position),
@@ -205,8 +212,9 @@ class _LookaheadRun:
                 pool.add(ngram[0], ngram[1:])
             window.update(last_level)
 
-            first_candidate_token = layout.candidate_offset + winner * (n - 1)
-            kept = [first_candidate_token + t for t in range(matched)]
+            # The accepted tokens' nodes (winner is -1 when nothing matched, possibly with no branch).
+            accepted_nodes = branch.paths[winner][:matched] if matched else ()
+            kept = [layout.candidate_offset + node for node in accepted_nodes]
             commit_accepted(self.cache, position, layout.num_tokens, kept)
 
             emitted_from = len(self.sequence)

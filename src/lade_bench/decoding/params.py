@@ -13,6 +13,11 @@ class DecodingConfigError(ValueError):
     """A decoding parameter has a value outside its allowed range."""
 
 
+# How a lookahead step lays out its G candidates: "flat" feeds each one as its own N-1-token chain
+# (the paper's layout); "trie" merges their shared prefixes into a token trie (same acceptance).
+VERIFICATION_LAYOUTS: tuple[str, ...] = ("flat", "trie")
+
+
 @dataclass(frozen=True)
 class LookaheadParams:
     """Shape of the lookahead window and verification branch.
@@ -24,12 +29,16 @@ class LookaheadParams:
             (G = 0 disables verification: one token per step).
         prompt_as_reference: seed the n-gram pool with the prompt's n-grams and feed accepted output
             n-grams back into it.
+        verification: layout of the verification branch, one of ``VERIFICATION_LAYOUTS``: ``"flat"``
+            (G independent chains, the paper's) or ``"trie"`` (shared prefixes fed once; the same
+            accepted tokens and step count, never more input tokens).
     """
 
     ngram: int = 5
     window: int = 7
     guesses: int = 7
     prompt_as_reference: bool = True
+    verification: str = "flat"
 
     def __post_init__(self) -> None:
         require_int("ngram (N)", self.ngram, minimum=2)
@@ -39,10 +48,15 @@ class LookaheadParams:
             raise DecodingConfigError(
                 f"prompt_as_reference={self.prompt_as_reference!r} is not allowed: use true or false"
             )
+        if not isinstance(self.verification, str) or self.verification not in VERIFICATION_LAYOUTS:
+            raise DecodingConfigError(
+                f"verification={self.verification!r} is not allowed: use one of {', '.join(VERIFICATION_LAYOUTS)}"
+            )
 
     @property
     def tokens_per_step(self) -> int:
-        """Most input tokens of one steady-state step: (W + G) * (N - 1)."""
+        """Most input tokens of one steady-state step: (W + G) * (N - 1) (the flat layout's count;
+        a trie step feeds at most this many)."""
         return (self.window + self.guesses) * (self.ngram - 1)
 
 
@@ -95,6 +109,9 @@ class DecodeResult:
             Jacobi only; ``nan`` for methods run through ``model.generate``).
         method: name of the method that produced it.
         stats: method-specific counters (e.g. pool hit rate).
+        step_tokens: input tokens of each forward pass, aligned with ``accept_lengths`` (prefill
+            first: the prompt, plus the window's first level for lookahead); ``None`` when not counted.
+            What a step costs on a compute-bound device grows with this number.
     """
 
     tokens: list[int]
@@ -104,6 +121,7 @@ class DecodeResult:
     forward_time_s: float = float("nan")
     method: str = ""
     stats: dict[str, float] = field(default_factory=dict)
+    step_tokens: list[int] | None = None
 
     @property
     def new_tokens(self) -> int:
@@ -114,6 +132,14 @@ class DecodeResult:
     def compression_ratio(self) -> float:
         """New tokens per forward pass."""
         return self.new_tokens / self.steps if self.steps else float("nan")
+
+    @property
+    def mean_decode_step_tokens(self) -> float:
+        """Mean input tokens per forward after the prefill (NaN when not counted or no such step)."""
+        if not self.step_tokens or len(self.step_tokens) < 2:
+            return float("nan")
+        decode = self.step_tokens[1:]
+        return sum(decode) / len(decode)
 
     @property
     def tokens_per_s(self) -> float:

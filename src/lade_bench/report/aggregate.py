@@ -74,11 +74,14 @@ CELL_ATTRIBUTES: tuple[str, ...] = (
     "window",
     "guesses",
     "prompt_as_reference",
+    "verification",
     "do_sample",
     "temperature",
     "top_p",
     "top_k",
 )
+# Rows written before the verification layout was recorded (schema v4) all used the flat layout.
+DEFAULT_VERIFICATION = "flat"
 # (sample, turn, repeat): what pairs a baseline row with a method row of the same cell.
 PAIR_KEY: tuple[str, ...] = ("sample_id", "turn", "repeat")
 SAMPLE_KEY: tuple[str, ...] = ("sample_id", "turn")
@@ -147,6 +150,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "decode_steps",
     "wall_time_s",
     "tokens_per_step",
+    "step_tokens_mean",
     *ROUGE_COLUMNS,
     "pass@1",
     "accuracy",
@@ -249,8 +253,10 @@ def cell_attributes(cell_rows: pd.DataFrame) -> dict[str, Any]:
         raise ValueError(f"rows of {len(keys)} cells passed as one cell: {keys.to_dict('records')}")
     attributes: dict[str, Any] = {name: _plain(cell_rows[name].iloc[0]) for name in CELL_KEY}
     for name in CELL_ATTRIBUTES:
-        present = cell_rows[name].dropna()
+        present = cell_rows[name].dropna() if name in cell_rows else cell_rows[[]]
         attributes[name] = _plain(present.iloc[0]) if len(present) else None
+    if attributes["verification"] is None:
+        attributes["verification"] = DEFAULT_VERIFICATION
     return attributes
 
 
@@ -456,6 +462,7 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
             "new_tokens": 0,
             "decode_steps": 0,
             "wall_time_s": 0.0,
+            "step_tokens_mean": math.nan,
         }
     tokens = good["new_tokens"].to_numpy(dtype=np.float64)
     steps = good["decode_steps"].to_numpy(dtype=np.float64)
@@ -466,7 +473,32 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
         "new_tokens": int(tokens.sum()),
         "decode_steps": int(steps.sum()),
         "wall_time_s": float(times.sum()),
+        "step_tokens_mean": mean_decode_step_tokens(good),
     }
+
+
+def mean_decode_step_tokens(rows: pd.DataFrame) -> float:
+    """Measured input tokens per forward pass after the prefill, over ``rows`` (``step_tokens``).
+
+    NaN when a row does not count them (rows before schema v4, or a column absent): a mean over part
+    of the rows would describe other samples than the arm's other numbers.
+    """
+    if "step_tokens" not in rows or rows.empty or rows["step_tokens"].isna().any():
+        return math.nan
+    decode_tokens = sum(int(np.sum(counts[1:])) for counts in rows["step_tokens"])
+    decode_steps = sum(len(counts) - 1 for counts in rows["step_tokens"])
+    return decode_tokens / decode_steps if decode_steps else math.nan
+
+
+def lookahead_step_tokens(attributes: Mapping[str, Any], measured_mean: float) -> float:
+    """Input tokens of a lookahead cell's step as the report uses them (``tokens_per_step``).
+
+    Flat: ``(W + G) * (N - 1)``, the paper's step size. Trie: the measured mean per decode step,
+    since how many tokens a trie saves depends on the candidates (NaN if not measured).
+    """
+    if attributes.get("verification", DEFAULT_VERIFICATION) == DEFAULT_VERIFICATION:
+        return tokens_per_step(attributes["ngram"], attributes["window"], attributes["guesses"])
+    return measured_mean
 
 
 def tokens_per_step(ngram: Any, window: Any, guesses: Any) -> float:
@@ -494,12 +526,12 @@ def summarize_cell(
     sampled = bool(attributes["do_sample"])
     intervals = IntervalSettings(n_boot, confidence, seed, min_ci_units)
     paired = common_rows(cell_rows)
-    shape = (attributes["ngram"], attributes["window"], attributes["guesses"])
     records = []
     for arm in sorted_arms(cell_rows["arm"].unique()):
         arm_rows = cell_rows[cell_rows["arm"] == arm]
         arm_paired = paired[paired["arm"] == arm]
         estimate = speedup_estimate(paired, arm, sampled=sampled, intervals=intervals)
+        efficiency = arm_efficiency(arm_paired)
         record = {
             **attributes,
             "arm": arm,
@@ -512,8 +544,10 @@ def summarize_cell(
             "speedup_ci_low": estimate.low,
             "speedup_ci_high": estimate.high,
             "speedup_ci_note": estimate.note,
-            **arm_efficiency(arm_paired),
-            "tokens_per_step": tokens_per_step(*shape) if arm == "lookahead" else math.nan,
+            **efficiency,
+            "tokens_per_step": (
+                lookahead_step_tokens(attributes, efficiency["step_tokens_mean"]) if arm == "lookahead" else math.nan
+            ),
             **quality_means(arm_paired),
             **mismatch_summary(arm_paired),
         }
@@ -567,6 +601,7 @@ def sort_summary(summary: pd.DataFrame) -> pd.DataFrame:
         "window",
         "guesses",
         "prompt_as_reference",
+        "verification",
         "cell_id",
         "_arm_order",
     ]
@@ -602,13 +637,18 @@ def declared_cells(
             (None or absent: the sweep declared none).
 
     Returns:
-        The (sweep, cell_id) keys whose N, W, G and prompt-as-reference equal their declared headline.
+        The (sweep, cell_id) keys whose N, W, G, prompt-as-reference and verification layout (flat
+        when the headline names none) equal their declared headline.
     """
     out = set()
     for rec in summary.drop_duplicates(list(CELL_KEY)).to_dict("records"):
         key = (str(rec["sweep"]), str(rec["cell_id"]))
         headline = headlines.get(key)
-        if headline and all(_same_setting(rec[name], headline.get(name)) for name in HEADLINE_KEYS):
+        if (
+            headline
+            and all(_same_setting(rec[name], headline.get(name)) for name in HEADLINE_KEYS)
+            and rec["verification"] == (headline.get("verification") or DEFAULT_VERIFICATION)
+        ):
             out.add(key)
     return frozenset(out)
 
@@ -744,7 +784,8 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str
     """Speedup predicted from each lookahead cell's compression and its sweep's device profile.
 
     ``predicted = compression * t(1) / t((W + G) * (N - 1))`` with ``t(k)`` the measured time of one
-    forward pass carrying k new tokens: a step that emits ``compression`` tokens on average costs
+    forward pass carrying k new tokens (for trie verification, k is the measured mean of the cell's
+    decode steps instead, see :func:`lookahead_step_tokens`): a step that emits ``compression`` tokens on average costs
     ``t(k)`` instead of the ``compression * t(1)`` that AR would spend on them. It ignores the host
     overhead of lookahead (pool, window bookkeeping), so the gap to the measured speedup is that cost.
     It is a ratio of time per token, as the measured speedup under sampling is.
@@ -776,7 +817,7 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str
             continue
         profile = profiles[rec["sweep"]]
         t1 = forward_time_at(profile, 1)
-        tk = forward_time_at(profile, int(k))
+        tk = forward_time_at(profile, k)  # interpolated: a trie's measured mean need not be whole
         records.append(
             {
                 **{c: rec[c] for c in (*CELL_KEY, *CELL_ATTRIBUTES)},

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lade_bench.report import aggregate
-from lade_bench.report.figures import FigureOutput, build_figures
+from lade_bench.report.figures import FigureOutput, build_figures, build_tune_figure
 from lade_bench.report.html_report import render_html, write_html
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
@@ -76,6 +76,9 @@ def build_report(
     out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
     figures_dir, tables_dir = out / FIGURES_DIR, out / TABLES_DIR
     figures, skipped = build_figures(sweep, figures_dir)
+    tune_figure = build_tune_figure(sweep, figures_dir)  # only a tune folder (python -m lade_bench.tune) has one
+    if tune_figure is not None:
+        figures.append(tune_figure)
     for name in skipped:
         _remove_stale(figures_dir, name, (".png", ".pdf"))
     result = ReportResult(sweep=sweep, out_dir=out, figures=figures, skipped=dict(skipped))

@@ -116,6 +116,8 @@ def _greedy_lookahead(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 _SHAPE_NAMES = {"ngram": "N", "window": "W", "guesses": "G"}
+# Cell attributes that split panels or series when they vary (named in the titles then).
+_SPLIT_KEYS = ("sweep", "model", "prompt_as_reference", "verification")
 
 
 def _panel_name(keys: Sequence[str], values: object) -> str:
@@ -127,6 +129,8 @@ def _panel_name(keys: Sequence[str], values: object) -> str:
             return f"{_SHAPE_NAMES[key]}={int(value)}"
         if key == "prompt_as_reference":
             return f"prompt ref {'on' if value else 'off'}"
+        if key == "verification":
+            return f"{value} verification"
         return str(value)
 
     return " | ".join(name(k, v) for k, v in zip(keys, parts, strict=True))
@@ -142,9 +146,10 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
     data = _greedy_lookahead(sweep.summary)
     if data.empty:
         raise FigureSkipped("no greedy lookahead cells")
-    # Prompt-as-reference changes what the pool holds, so on/off cells never share a panel.
-    varying = _varying(data, ("sweep", "model", "prompt_as_reference"))
-    panel_keys = [c for c in ("sweep", "model", "prompt_as_reference") if c in varying] + ["dataset", "ngram"]
+    # Prompt-as-reference changes what the pool holds, so on/off cells never share a panel; flat and
+    # trie cells of one shape would fall on the same square.
+    varying = _varying(data, _SPLIT_KEYS)
+    panel_keys = [c for c in _SPLIT_KEYS if c in varying] + ["dataset", "ngram"]
     groups = list(data.groupby(panel_keys, sort=True))
     fig, axes = _grid(len(groups))
     finite = data["speedup"].dropna()
@@ -174,8 +179,8 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
 def speedup_compression_vs_n(sweep: Sweep) -> Figure:
     """Speedup (with CI) and compression against N, one line per (dataset, W, G)."""
     data = _greedy_lookahead(sweep.summary)
-    varying = _varying(data, ("sweep", "model", "prompt_as_reference"))
-    series_keys = [c for c in ("sweep", "model", "prompt_as_reference") if c in varying] + [
+    varying = _varying(data, _SPLIT_KEYS)
+    series_keys = [c for c in _SPLIT_KEYS if c in varying] + [
         "dataset",
         "window",
         "guesses",
@@ -365,7 +370,7 @@ def device_profile(sweep: Sweep) -> Figure:
     context_tokens = sorted({int(p["context_tokens"]) for p in sweep.profiles.values()})
     ax_curve.set_xlabel(f"new tokens per forward pass k (KV cache of {'/'.join(map(str, context_tokens))} tokens)")
     ax_curve.set_ylabel("forward time (ms, median)")
-    ax_curve.set_title("forward time vs tokens (× = a cell's (W+G)(N-1))", fontsize=9)
+    ax_curve.set_title("forward time vs tokens (× = a cell's tokens per step)", fontsize=9)
     ax_curve.legend(fontsize=7)
     if predicted.empty:
         ax_pred.text(0.5, 0.5, "no lookahead cells to predict", ha="center", va="center", transform=ax_pred.transAxes)
@@ -375,6 +380,7 @@ def device_profile(sweep: Sweep) -> Figure:
         for rec in predicted.to_dict("records"):
             label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
             label += "" if rec["prompt_as_reference"] else " noref"
+            label += "" if rec["verification"] == "flat" else f" {rec['verification']}"
             label += " sampled" if rec["do_sample"] else ""
             label += f" {rec['dataset']}" if several_datasets else ""
             ax_pred.annotate(label, (rec["predicted_speedup"], rec["speedup"]), fontsize=6, xytext=(3, 3),
@@ -468,3 +474,28 @@ def build_figures(
         png, pdf = save_figure(fig, out_dir, name)
         written.append(FigureOutput(name=name, caption=spec.caption, png=png, pdf=pdf))
     return written, skipped
+
+
+TUNE_FIGURE = "tune_step_cost"
+TUNE_CAPTION = (
+    "Tuner (python -m lade_bench.tune): step cost on this device vs tokens accepted per step for every "
+    "configuration searched, with iso-speedup lines; stars are the pre-declared top-k on held-out samples."
+)
+
+
+def build_tune_figure(sweep: Sweep, out_dir: str | os.PathLike[str]) -> FigureOutput | None:
+    """The tuner's figure, when a sweep folder is a tune folder (holds ``tune_record.json``); else None.
+
+    Not one of :data:`FIGURES`: an ordinary sweep has no tune, and its report should not list the
+    figure as skipped.
+    """
+    from lade_bench.tune.figure import draw_tune_figure
+    from lade_bench.tune.outputs import load_record
+
+    records = [record for root in sweep.roots if (record := load_record(root)) is not None]
+    if not records:
+        return None
+    if len(records) > 1:
+        logger.info("%d tune records in the sweep folders; the tune figure shows the first", len(records))
+    png, pdf = save_figure(draw_tune_figure(records[0]), out_dir, TUNE_FIGURE)
+    return FigureOutput(name=TUNE_FIGURE, caption=TUNE_CAPTION, png=png, pdf=pdf)

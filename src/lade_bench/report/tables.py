@@ -45,6 +45,8 @@ SPEEDUP_HEADER = {
     aggregate.BASIS_WALL_TIME: "Speedup, wall time (95% CI)",
     aggregate.BASIS_PER_TOKEN: "Speedup per token (95% CI)",
 }
+# Flat (the paper's G chains) or trie verification; shown only in tables where some cell uses a trie.
+VERIFICATION_HEADER = "Verification"
 
 
 def fmt(value: Any, decimals: int = 2, scale: float = 1.0) -> str:
@@ -149,6 +151,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "N": fmt_int(rec["ngram"]) if shape else "",
                 "W": fmt_int(rec["window"]) if shape else "",
                 "G": fmt_int(rec["guesses"]) if shape else "",
+                VERIFICATION_HEADER: rec.get("verification") if shape else "",
                 "Method": arm_label(rec["arm"]),
                 SPEEDUP_HEADER[aggregate.BASIS_WALL_TIME]: speedup_cell(rec),
                 "Compression": fmt(rec["compression_ratio"]),
@@ -158,7 +161,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 **counts(rec),
             }
         )
-    return pd.DataFrame(rows)
+    return without_flat_only_verification(pd.DataFrame(rows))
 
 
 def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
@@ -174,14 +177,18 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
             "W": fmt_int(rec["window"]),
             "G": fmt_int(rec["guesses"]),
             "Prompt as ref.": "yes" if rec["prompt_as_reference"] else "no",
-            "Tokens/step": fmt_int(rec["tokens_per_step"]),
+            VERIFICATION_HEADER: rec.get("verification"),
+            # Flat: (W + G)(N - 1); trie: the measured mean per decode step (not a whole number).
+            "Tokens/step": (
+                fmt_int(rec["tokens_per_step"]) if rec.get("verification") == "flat" else fmt(rec["tokens_per_step"], 1)
+            ),
             SPEEDUP_HEADER[aggregate.BASIS_WALL_TIME]: speedup_cell(rec),
             "Compression": fmt(rec["compression_ratio"]),
             **counts(rec),
         }
         for rec in cells.to_dict("records")
     ]
-    return pd.DataFrame(rows)
+    return without_flat_only_verification(pd.DataFrame(rows))
 
 
 def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
@@ -345,6 +352,14 @@ def sampling_label(rec: dict[str, Any]) -> str:
     return f"T={rec['temperature']:g} p={rec['top_p']:g} k={int(rec['top_k'])}"
 
 
+def without_flat_only_verification(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without its verification column when no cell uses anything but the paper's flat
+    layout (the column would only repeat "flat")."""
+    if VERIFICATION_HEADER in table and set(table[VERIFICATION_HEADER]) <= {"flat", "", None}:
+        return table.drop(columns=VERIFICATION_HEADER)
+    return table
+
+
 def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Every (cell, arm) of the summary as display strings (the report's "all cells" table)."""
     rows = [
@@ -357,6 +372,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "W": fmt_int(rec["window"]),
             "G": fmt_int(rec["guesses"]),
             "Prompt ref.": "yes" if rec["prompt_as_reference"] else "no",
+            VERIFICATION_HEADER: rec.get("verification"),
             "Sampling": sampling_label(rec),
             "Method": arm_label(rec["arm"]),
             "Speedup (95% CI)": speedup_cell(rec),
@@ -373,4 +389,4 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
         }
         for rec in summary.to_dict("records")
     ]
-    return pd.DataFrame(rows)
+    return without_flat_only_verification(pd.DataFrame(rows))

@@ -131,6 +131,8 @@ def run_name(attributes: Mapping[str, Any]) -> str:
         shape = f"N{attributes['ngram']} W{attributes['window']} G{attributes['guesses']}"
         if attributes.get("prompt_as_reference") is False:
             shape += " noref"
+        if attributes.get("verification") not in (None, "flat"):
+            shape += f" {attributes['verification']}"
         parts.append(shape)
     if attributes.get("do_sample") is not None:
         parts.append(sampling_label(dict(attributes)))
@@ -152,6 +154,7 @@ def attributes_from_config(cell_config: Mapping[str, Any]) -> dict[str, Any]:
         "model": group("model").get("name"),
         "dataset": group("dataset").get("name"),
         **{k: lookahead.get(k) for k in ("ngram", "window", "guesses", "prompt_as_reference")},
+        "verification": lookahead.get("verification", aggregate.DEFAULT_VERIFICATION),
         **{k: sampling.get(k) for k in ("do_sample", "temperature", "top_p", "top_k")},
     }
 

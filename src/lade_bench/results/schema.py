@@ -35,7 +35,7 @@ import pyarrow as pa
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi")
 
@@ -97,6 +97,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("window", "int", "always", "identity", "lookahead W (window width) of the cell"),
     Column("guesses", "int", "always", "identity", "lookahead G (verified candidates) of the cell"),
     Column("prompt_as_reference", "bool", "never", "identity", "n-gram pool seeded from the prompt"),
+    Column(
+        "verification", "str", "always", "identity", "lookahead verification layout, flat or trie; null before v4 (flat)", 4
+    ),
     Column("do_sample", "bool", "never", "identity", "sampling (true) or greedy (false)"),
     Column("temperature", "float", "never", "identity", "sampling temperature"),
     Column("top_p", "float", "never", "identity", "nucleus sampling threshold"),
@@ -115,6 +118,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("accept_lengths", "int_list", "on_error", "efficiency", "tokens emitted per forward pass"),
     Column("tokens_per_s", "float", "on_error", "efficiency", "new_tokens / wall_time_s"),
     Column("compression_ratio", "float", "on_error", "efficiency", "new_tokens / decode_steps"),
+    Column(
+        "step_tokens", "int_list", "always", "efficiency", "input tokens per forward pass, prefill first; null: n/a", 4
+    ),
     # --- quality ---
     Column("rouge1", "float", "always", "quality", "ROUGE-1 F1 against the reference"),
     Column("rouge2", "float", "always", "quality", "ROUGE-2 F1 against the reference"),

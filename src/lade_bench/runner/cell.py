@@ -70,7 +70,7 @@ CONFIG_YAML = "config.yaml"
 FIGURES_DIR = "figures"
 # Summary fields the sweep index already has (as its own status or as semantic-config columns).
 _IDENTITY_FIELDS = ("status", "cell_id", "sweep", "model", "dataset")
-_IDENTITY_FIELDS += ("ngram", "window", "guesses", "prompt_as_reference")
+_IDENTITY_FIELDS += ("ngram", "window", "guesses", "prompt_as_reference", "verification")
 # Arms that run the model under lookahead's custom 4D mask and position ids.
 _CUSTOM_MASK_ARMS = ("lookahead", "jacobi")
 
@@ -405,6 +405,7 @@ def _cell_summary(plan: CellPlan, sample_set: SampleSet, rows) -> dict[str, Any]
         "window": plan.lookahead.window,
         "guesses": plan.lookahead.guesses,
         "prompt_as_reference": plan.lookahead.prompt_as_reference,
+        "verification": plan.lookahead.verification,
         "sampling": cfg.sampling.name,
         "skipped_samples": len(sample_set.skipped_ids),
         "skipped_ids": sample_set.skipped_ids,

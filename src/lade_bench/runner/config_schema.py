@@ -127,12 +127,14 @@ class DatasetConfig:
 
 @dataclass
 class LookaheadConfig:
-    """Schema of the ``lookahead`` group: N, W, G and prompt-as-reference (see ``LookaheadParams``)."""
+    """Schema of the ``lookahead`` group: N, W, G, prompt-as-reference and the verification layout
+    (``flat`` or ``trie``; see ``LookaheadParams``, which validates it)."""
 
     ngram: int = 5
     window: int = 7
     guesses: int = 7
     prompt_as_reference: bool = True
+    verification: str = "flat"
 
 
 @dataclass
@@ -214,6 +216,7 @@ class HeadlineConfig:
     window: int = MISSING
     guesses: int = MISSING
     prompt_as_reference: bool = MISSING
+    verification: str = "flat"
 
 
 @dataclass

@@ -83,6 +83,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         window=cfg.lookahead.window,
         guesses=cfg.lookahead.guesses,
         prompt_as_reference=cfg.lookahead.prompt_as_reference,
+        verification=cfg.lookahead.verification,
     )
     sampling = SamplingParams(
         do_sample=cfg.sampling.do_sample,
@@ -146,7 +147,7 @@ def semantic_config(
             "max_prompt_tokens": data.max_prompt_tokens,
         },
         "arms": list(arms),
-        "lookahead": OmegaConf.to_container(cfg.lookahead),
+        "lookahead": lookahead_semantic(cfg.lookahead),
         "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},
         "max_new_tokens": cfg.max_new_tokens,
         "repeats": cfg.repeats,
@@ -162,6 +163,18 @@ def semantic_config(
     return semantic
 
 
+def lookahead_semantic(lookahead: DictConfig) -> dict[str, Any]:
+    """The lookahead group as hashed into the cell id.
+
+    ``verification`` enters only when it is not ``flat``: cells recorded before the trie layout
+    existed (all flat) hashed without the key, and must keep their ids to resume.
+    """
+    keys = OmegaConf.to_container(lookahead)
+    if keys.get("verification", "flat") == "flat":
+        keys.pop("verification", None)
+    return keys
+
+
 def readable_cell_name(cfg: DictConfig) -> str:
     """Folder-name prefix a person can read, e.g. ``smollm2-135m-instruct-mt_bench-N5W7G7ref-greedy``.
 
@@ -170,6 +183,7 @@ def readable_cell_name(cfg: DictConfig) -> str:
     """
     la = cfg.lookahead
     shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
+    shape += "" if la.get("verification", "flat") == "flat" else la.verification
     parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, shape, cfg.sampling.name]
     return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
 

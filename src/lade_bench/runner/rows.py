@@ -39,6 +39,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         "window": la.window,
         "guesses": la.guesses,
         "prompt_as_reference": la.prompt_as_reference,
+        "verification": la.verification,
         "do_sample": sampling.do_sample,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -61,6 +62,7 @@ def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, te
         accept_lengths=list(result.accept_lengths),
         tokens_per_s=result.tokens_per_s,
         compression_ratio=result.compression_ratio,
+        step_tokens=None if result.step_tokens is None else list(result.step_tokens),
         output_ids=list(result.tokens),
         output_text=text,
     )

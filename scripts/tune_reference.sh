@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The committed tuner outcome (paper_figures/tune/) on the embedded SmolLM2, CPU, fp32, 128 new tokens:
+# `python -m lade_bench.tune` on MT-Bench and on HumanEval.
+#
+#   bash scripts/tune_reference.sh OUTPUT_ROOT
+#
+# Each tune searches 30 configurations (N, W, G, prompt as reference, flat or trie verification) on
+# 4 probe samples, then runs its top 3 (declared by the search) against AR and prompt lookup on 10
+# held-out samples, beside the paper's presets and the repo's CPU preset on the same samples.
+# Resumable: rerun the same command after a kill and finished trials and held-out rows are reused.
+# About 1.5-2 hours on one quiet core; the tunes run one after another, never in parallel, because
+# their timings would disturb each other (pin the whole script to one idle core, e.g. taskset -c 0).
+# Commit paper_figures/tune/ and conf/lookahead/tuned/ only when both tunes are complete and the code
+# that ran them was a clean checkout (each held-out cell's manifest.json records it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+    echo "usage: bash scripts/tune_reference.sh OUTPUT_ROOT" >&2
+    exit 2
+fi
+out=$1
+py=.venv/bin/python
+common=(
+    model=smollm2 device=cpu max_new_tokens=128
+    tune.output_root="$out/tune" tune.trials=30 tune.probe_samples=4 tune.heldout_samples=10 tune.top_k=3
+    'tune.reference_presets=[paper_7b,paper_13b,default,cpu_small]'
+)
+
+profile=()  # the first tune measures the device profile, the second reuses it
+for dataset in mt_bench humaneval; do
+    name=smollm2-$dataset
+    "$py" -m lade_bench.tune "${common[@]}" "${profile[@]}" dataset="$dataset" tune.name="$name" \
+        tune.preset_name="cpu-smollm2-135m-instruct-$dataset" tune.overwrite_preset=true
+    profile=(tune.profile_from="$out/tune/$name")
+    dest=paper_figures/tune/$dataset
+    mkdir -p "$dest"
+    cp "$out/tune/$name/figures/tune_step_cost.png" "$out/tune/$name/figures/tune_step_cost.pdf" "$dest/"
+    cp "$out/tune/$name/heldout.md" "$out/tune/$name/heldout.csv" "$out/tune/$name/tune_record.json" "$dest/"
+    cp "conf/lookahead/tuned/cpu-smollm2-135m-instruct-$dataset.yaml" "$dest/"
+done
+echo "tuner outcome in paper_figures/tune/ (figure, held-out table, record, preset per dataset);" \
+    "presets in conf/lookahead/tuned/ (lookahead=tuned/cpu-smollm2-135m-instruct-<dataset>)"

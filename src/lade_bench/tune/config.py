@@ -1,0 +1,279 @@
+"""The tuner's config: the run's schema plus a ``tune`` section, and its checks before any model loads.
+
+``conf/tune.yaml`` composes the same groups as ``conf/config.yaml`` (``model=``, ``dataset=``,
+``sampling=``, ``device=`` ...) onto :class:`TuneRootConfig`, a subclass of the run's schema, so every
+run setting means the same here and a typo fails at composition. :func:`tune_settings` turns the
+``tune`` section into checked :class:`TuneSettings`; every value that cannot work (an empty search
+space, N < 2, a held-out set smaller than the top-k ...) fails there, naming the value and what is
+allowed, before the dataset or the model is read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from lade_bench.decoding import DecodingConfigError, LookaheadParams
+from lade_bench.decoding.params import VERIFICATION_LAYOUTS
+from lade_bench.runner.config_schema import LadeBenchConfig, register_configs
+
+TUNE_SCHEMA_NAME = "lade_bench_tune_schema"
+# Arms the held-out validation may compare besides AR and the tuned lookahead.
+BASELINE_ARMS = ("prompt_lookup", "jacobi")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class TuneConfigError(ValueError):
+    """A ``tune.*`` value the tuner cannot use (the message names it and what is allowed)."""
+
+
+@dataclass
+class SearchSpaceConfig:
+    """Schema of ``tune.space``: the values the search may pick for each lookahead setting."""
+
+    ngram: list[int] = field(default_factory=lambda: [3, 4, 5])
+    window: list[int] = field(default_factory=lambda: [1, 2, 3, 5, 7])
+    guesses: list[int] = field(default_factory=lambda: [1, 2, 3, 5, 7])
+    prompt_as_reference: list[bool] = field(default_factory=lambda: [True, False])
+    verification: list[str] = field(default_factory=lambda: ["flat", "trie"])
+
+
+@dataclass
+class TuneConfig:
+    """Schema of ``tune`` (``conf/tune.yaml`` documents each value and its default).
+
+    Attributes:
+        name: folder of this tune under ``output_root`` (null: ``<device kind>-<model>-<dataset>``).
+        output_root: where tune folders go (the study, the record, the held-out cells, the figure).
+        preset_name: file name of the preset (null: ``<device kind>-<model>``).
+        preset_conf_dir: a Hydra config folder; the preset goes to its ``lookahead/tuned/``
+            (null: this checkout's ``conf/``, where ``lookahead=tuned/<preset_name>`` finds it; another
+            folder is found by adding it to Hydra's search path).
+        overwrite_preset: replace a preset file that another tune folder wrote.
+        trials: distinct configurations to evaluate (pruned ones included).
+        timeout_s: stop the search after this many seconds (null: no limit); resumable.
+        probe_samples: samples the search measures every configuration on.
+        heldout_samples: further samples, never seen by the search, for the validation.
+        top_k: best configurations of the search that the held-out validation compares.
+        prune: skip configurations whose speedup bound cannot beat the best measured so far.
+        prune_after_units: probe units (sample turns) measured before the bound from the measured
+            acceptance may stop a configuration (the prior bound needs none).
+        sampler_seed: seed of Optuna's TPE sampler.
+        baselines: arms besides AR that the held-out validation also runs (prompt lookup).
+        reference_presets: ``lookahead`` presets (e.g. ``paper_7b``) also run on the held-out samples,
+            beside the top-k, for comparison; never candidates for the winner.
+        profile_from: a device_profile.json (or a sweep folder holding one) to reuse; null: the tune
+            folder's own, measured once.
+        space: the search space.
+    """
+
+    name: str | None = None
+    output_root: str = "runs/tune"
+    preset_name: str | None = None
+    preset_conf_dir: str | None = None
+    overwrite_preset: bool = False
+    trials: int = 30
+    timeout_s: float | None = None
+    probe_samples: int = 4
+    heldout_samples: int = 10
+    top_k: int = 3
+    prune: bool = True
+    prune_after_units: int = 2
+    sampler_seed: int = 0
+    baselines: list[str] = field(default_factory=lambda: ["prompt_lookup"])
+    reference_presets: list[str] = field(default_factory=lambda: ["paper_7b"])
+    profile_from: str | None = None
+    space: SearchSpaceConfig = field(default_factory=SearchSpaceConfig)
+
+
+@dataclass
+class TuneRootConfig(LadeBenchConfig):
+    """The whole tune config: every run setting plus ``tune``."""
+
+    tune: TuneConfig = field(default_factory=TuneConfig)
+
+
+def register_tune_configs() -> None:
+    """Store the run's schema and the tune schema in Hydra's ConfigStore (idempotent)."""
+    register_configs()
+    ConfigStore.instance().store(name=TUNE_SCHEMA_NAME, node=TuneRootConfig)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The checked search space: allowed values per lookahead setting, in config order."""
+
+    ngram: tuple[int, ...]
+    window: tuple[int, ...]
+    guesses: tuple[int, ...]
+    prompt_as_reference: tuple[bool, ...]
+    verification: tuple[str, ...]
+
+    def choices(self) -> dict[str, tuple]:
+        """``{setting: allowed values}`` (the Optuna distributions are categorical over these)."""
+        return {
+            "ngram": self.ngram,
+            "window": self.window,
+            "guesses": self.guesses,
+            "prompt_as_reference": self.prompt_as_reference,
+            "verification": self.verification,
+        }
+
+    def size(self) -> int:
+        """Number of distinct configurations."""
+        size = 1
+        for values in self.choices().values():
+            size *= len(values)
+        return size
+
+    def largest_step(self) -> int:
+        """Most input tokens a step of any configuration carries, ``(W + G)(N - 1)`` at the maxima."""
+        return (max(self.window) + max(self.guesses)) * (max(self.ngram) - 1)
+
+    def all_params(self) -> list[LookaheadParams]:
+        """Every configuration of the space (for tests and small grids)."""
+        keys = list(self.choices())
+        return [
+            LookaheadParams(**dict(zip(keys, combo, strict=True)))
+            for combo in itertools.product(*self.choices().values())
+        ]
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """The checked ``tune`` section (see :class:`TuneConfig` for each field)."""
+
+    name: str | None
+    output_root: Path
+    preset_name: str | None
+    preset_conf_dir: Path
+    overwrite_preset: bool
+    trials: int
+    timeout_s: float | None
+    probe_samples: int
+    heldout_samples: int
+    top_k: int
+    prune: bool
+    prune_after_units: int
+    sampler_seed: int
+    baselines: tuple[str, ...]
+    references: dict[str, LookaheadParams]
+    profile_from: Path | None
+    space: SearchSpace
+
+
+PRESET_SUBDIR = ("lookahead", "tuned")
+
+
+def default_conf_dir() -> Path:
+    """``conf/`` of this checkout: the config folder ``python -m lade_bench.run`` composes from."""
+    # src/lade_bench/tune/config.py -> <repository>/conf, as lade_bench.run's CONFIG_PATH.
+    return Path(__file__).resolve().parents[3] / "conf"
+
+
+def tune_settings(cfg: DictConfig) -> TuneSettings:
+    """Check the ``tune`` section of a composed tune config.
+
+    Raises:
+        TuneConfigError: a count below its minimum, an empty or invalid search-space list, an
+            unknown baseline arm, a top-k larger than what the search can rank, a bad name, or a
+            ``profile_from`` that does not exist.
+    """
+    tune = cfg.tune
+    minimums = {"trials": 1, "probe_samples": 1, "heldout_samples": 1, "top_k": 1, "prune_after_units": 1}
+    for key, minimum in minimums.items():
+        value = tune[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise TuneConfigError(f"tune.{key}={value!r} is not allowed: use an integer >= {minimum}")
+    if tune.timeout_s is not None and not tune.timeout_s > 0:
+        raise TuneConfigError(f"tune.timeout_s={tune.timeout_s!r} is not allowed: use a number of seconds > 0, or null")
+    space = _search_space(tune.space)
+    if tune.top_k > space.size():
+        raise TuneConfigError(
+            f"tune.top_k={tune.top_k} exceeds the {space.size()} configuration(s) of tune.space; lower top_k"
+        )
+    baselines = tuple(str(arm) for arm in tune.baselines)
+    for arm in baselines:
+        if arm not in BASELINE_ARMS:
+            raise TuneConfigError(f"tune.baselines: {arm!r} is not allowed; use any of {list(BASELINE_ARMS)} (or [])")
+    if len(set(baselines)) != len(baselines):
+        raise TuneConfigError(f"tune.baselines={list(baselines)} lists an arm twice")
+    for key in ("name", "preset_name"):
+        value = tune[key]
+        if value is not None and (not value or _SAFE_NAME.search(value) or value in (".", "..")):
+            raise TuneConfigError(f"tune.{key}={value!r} must be a plain file name (letters, digits, '.', '_', '-')")
+    profile_from = Path(tune.profile_from).expanduser() if tune.profile_from else None
+    if profile_from is not None and not profile_from.exists():
+        raise TuneConfigError(
+            f"tune.profile_from={tune.profile_from!r} does not exist (a device_profile.json or its folder)"
+        )
+    return TuneSettings(
+        name=tune.name,
+        output_root=Path(tune.output_root).expanduser(),
+        preset_name=tune.preset_name,
+        preset_conf_dir=Path(tune.preset_conf_dir).expanduser() if tune.preset_conf_dir else default_conf_dir(),
+        overwrite_preset=bool(tune.overwrite_preset),
+        trials=int(tune.trials),
+        timeout_s=None if tune.timeout_s is None else float(tune.timeout_s),
+        probe_samples=int(tune.probe_samples),
+        heldout_samples=int(tune.heldout_samples),
+        top_k=int(tune.top_k),
+        prune=bool(tune.prune),
+        prune_after_units=int(tune.prune_after_units),
+        sampler_seed=int(tune.sampler_seed),
+        baselines=baselines,
+        references=_reference_presets(list(tune.reference_presets)),
+        profile_from=profile_from,
+        space=space,
+    )
+
+
+def _reference_presets(names: list[str]) -> dict[str, LookaheadParams]:
+    """The named ``conf/lookahead/`` presets as params (``tuned/<name>`` works too)."""
+    folder = default_conf_dir() / "lookahead"
+    available = sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
+    if len(set(names)) != len(names):
+        raise TuneConfigError(f"tune.reference_presets={names} lists a preset twice")
+    presets = {}
+    for name in names:
+        path = folder / f"{name}.yaml"
+        if not path.is_file():
+            raise TuneConfigError(f"tune.reference_presets: {name!r} is not a lookahead preset; use any of {available}")
+        values = OmegaConf.to_container(OmegaConf.load(path))
+        try:
+            presets[name] = LookaheadParams(**values)
+        except (TypeError, DecodingConfigError) as err:
+            raise TuneConfigError(f"tune.reference_presets: {path} is not a valid lookahead preset: {err}") from err
+    return presets
+
+
+def _search_space(space: DictConfig) -> SearchSpace:
+    values: dict[str, tuple] = {}
+    for key in ("ngram", "window", "guesses", "prompt_as_reference", "verification"):
+        listed = list(space[key])
+        if not listed:
+            raise TuneConfigError(f"tune.space.{key} is empty: list at least one value")
+        if len(set(listed)) != len(listed):
+            raise TuneConfigError(f"tune.space.{key}={listed} lists a value twice")
+        values[key] = tuple(listed)
+    for value in values["verification"]:
+        if value not in VERIFICATION_LAYOUTS:
+            raise TuneConfigError(
+                f"tune.space.verification: {value!r} is not allowed; use any of {list(VERIFICATION_LAYOUTS)}"
+            )
+    # One configuration per extreme is enough: the checks are per value (N >= 2, W >= 1, G >= 0).
+    try:
+        for n in values["ngram"]:
+            LookaheadParams(ngram=n)
+        for w in values["window"]:
+            LookaheadParams(window=w)
+        for g in values["guesses"]:
+            LookaheadParams(guesses=g)
+    except DecodingConfigError as err:
+        raise TuneConfigError(f"tune.space: {err}") from err
+    return SearchSpace(**values)

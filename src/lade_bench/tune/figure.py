@@ -1,0 +1,136 @@
+"""The tune figure: step cost vs accepted tokens per step, for every configuration, on the device's terms.
+
+x: tokens accepted per forward pass (compression); y: what such a step costs on this device in AR
+tokens, ``t(k) / tau``: k the configuration's mean input tokens per decode step, t the measured
+forward-time curve, tau AR's measured wall time per token on the same samples (see
+``lade_bench.tune.bound``). A configuration at (a, c) can reach at most ``a / c`` times AR's speed,
+so the iso-speedup lines ``c = a / s`` split the plane: above the ``s = 1`` line lookahead cannot beat
+AR on this device, whatever the implementation. The right axis reads the cost as input tokens per
+step through the device's curve (at the probe's tau). Measured configurations are filled, those the
+bound stopped while measuring are hollow, those pruned unmeasured sit at their bound's corner (x);
+the held-out results of the top-k are stars labelled with their held-out speedup, reference presets
+(e.g. the paper's) hollow diamonds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from lade_bench.tune.bound import step_cost
+
+ISO_SPEEDUPS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+VERIFICATION_COLORS = {"flat": "#1f77b4", "trie": "#d62728"}
+
+
+def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
+    """Draw the figure from a tune record (``tune_record.json``, which embeds the device profile)."""
+    profile = record["profile"]
+    tau = record.get("search", {}).get("ar_time_per_token")  # None: costs in profiled one-token passes
+    fig = Figure(figsize=(8.5, 5.6), layout="constrained")
+    ax = fig.subplots()
+    points_x: list[float] = []
+    points_y: list[float] = []
+    for verification, color in VERIFICATION_COLORS.items():
+        _plot_configs(ax, record, profile, tau, verification, color, points_x, points_y)
+    for rec in record.get("heldout") or []:
+        lookahead = rec["arms"].get("lookahead", {})
+        x, k = rec.get("compression_ratio"), rec.get("mean_step_tokens")
+        ar = rec["arms"].get("ar", {})
+        if x is None or k is None or not ar.get("new_tokens"):
+            continue
+        y = step_cost(profile, k, ar["wall_time_s"] / ar["new_tokens"])  # the held-out AR's own time per token
+        points_x.append(x)
+        points_y.append(y)
+        winner = rec.get("winner")
+        if rec.get("reference"):
+            ax.scatter([x], [y], marker="D", s=60, facecolors="none", edgecolors="black", zorder=5)
+            speed = lookahead.get("speedup")
+            text = f"{rec['reference']} ({rec['config']}): {speed:.2f}x held-out" if speed else rec["reference"]
+            ax.annotate(text, (x, y), fontsize=7, xytext=(6, 4), textcoords="offset points")
+            continue
+        ax.scatter([x], [y], marker="*", s=260 if winner else 150, color=VERIFICATION_COLORS[rec["verification"]],
+                   edgecolors="black", linewidths=1.2 if winner else 0.6, zorder=5)  # fmt: skip
+        speed = lookahead.get("speedup")
+        text = f"{rec['config']}: {speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else rec["config"]
+        ax.annotate(
+            ("winner " if winner else "") + text, (x, y), fontsize=7, xytext=(6, -10), textcoords="offset points"
+        )
+    x_max = max([1.5, *points_x]) * 1.25  # room for the labels right of the points
+    y_max = max([1.5, *points_y]) * 1.1
+    xs = np.linspace(0, x_max, 50)
+    for s in ISO_SPEEDUPS:
+        ax.plot(xs, xs / s, color="black" if s == 1.0 else "grey", lw=1.0 if s == 1.0 else 0.6,
+                ls="-" if s == 1.0 else "--", zorder=1)  # fmt: skip
+        x_label = min(x_max * 0.95, y_max * 0.95 * s)
+        ax.annotate(f"{s:g}x", (x_label, x_label / s), fontsize=7, color="dimgrey", xytext=(2, 2),
+                    textcoords="offset points")  # fmt: skip
+    ax.set_xlim(0, x_max)
+    ax.set_ylim(0, y_max)
+    ax.set_xlabel("tokens accepted per step (compression)")
+    ax.set_ylabel("step cost on this device, t(k) / (AR time per token)" if tau else "step cost, t(k) / t(1)")
+    _token_axis(ax, profile, tau)
+    ax.legend(fontsize=7, loc="upper left")
+    search = record.get("search", {})
+    title = (
+        f"Tuning lookahead: {search.get('evaluated', '?')} configurations on {len(record.get('probe_sample_ids', []))} "
+        f"probe samples; stars: top-{record.get('top_k', '?')} on {len(record.get('heldout_sample_ids', []))} "
+        "held-out samples"
+    )
+    context = f"model: {record.get('model')} | device: {record.get('device')} | dataset: {record.get('dataset')}"
+    fig.suptitle(f"{title}\n{context}; lines: speedup = tokens per step / step cost", fontsize=9)
+    return fig
+
+
+def _plot_configs(ax, record, profile, tau, verification: str, color: str, xs: list, ys: list) -> None:
+    measured, stopped, unmeasured = [], [], []
+    for conf in record.get("configurations", []):
+        if conf["verification"] != verification:
+            continue
+        probe = conf.get("probe") or {}
+        a, k, own_tau = probe.get("accepted_per_step"), probe.get("mean_step_tokens"), probe.get("ar_time_per_token")
+        if all(v is not None and math.isfinite(v) for v in (a, k, own_tau)):
+            point = (a, step_cost(profile, k, own_tau))
+            (stopped if conf["pruned"] else measured).append(point)
+        elif conf["pruned"]:
+            n, w = conf["ngram"], conf["window"]
+            # The prior bound's corner: N tokens per step at the window plus one candidate.
+            tokens = w * (n - 1) + (n - 1 if conf["guesses"] > 0 else 0)
+            unmeasured.append((float(n) if conf["guesses"] > 0 else 1.0, step_cost(profile, max(tokens, 1), tau)))
+    for points, kwargs in (
+        (measured, {"color": color, "label": f"{verification}: measured on the probe"}),
+        (stopped, {"facecolors": "none", "edgecolors": color, "label": f"{verification}: stopped by the bound"}),
+        (
+            unmeasured,
+            {"color": color, "marker": "x", "alpha": 0.6, "label": f"{verification}: pruned unmeasured (bound)"},
+        ),
+    ):
+        if points:
+            px, py = zip(*points, strict=True)
+            xs.extend(px)
+            ys.extend(py)
+            ax.scatter(px, py, s=28, zorder=3, **kwargs)
+
+
+def _token_axis(ax, profile: Mapping[str, Any], tau: float | None) -> None:
+    """A right-hand axis giving the step cost as input tokens per step, through the device's curve."""
+    ks = np.asarray(profile["token_counts"], dtype=float)
+    unit = tau if tau else float(np.interp(1, ks, profile["forward_time_s"]))
+    costs = np.asarray(profile["forward_time_s"], dtype=float) / unit
+    # Timing noise can make the measured curve dip; its running maximum is monotone, so invertible.
+    costs = np.maximum.accumulate(costs)
+    unique_costs, first = np.unique(costs, return_index=True)
+    unique_ks = ks[first]
+
+    def to_tokens(cost):
+        return np.interp(cost, unique_costs, unique_ks)
+
+    def to_cost(tokens):
+        return np.interp(tokens, unique_ks, unique_costs)
+
+    right = ax.secondary_yaxis("right", functions=(to_tokens, to_cost))
+    right.set_ylabel("input tokens per step k (device profile)")

@@ -1,0 +1,193 @@
+"""What a tune leaves behind: the preset, the JSON record of every configuration, the held-out table.
+
+Every file is written atomically (``results._atomic``): a kill never leaves half a preset or record.
+The preset is a plain ``lookahead`` group file, so ``python -m lade_bench.run lookahead=tuned/<name>``
+loads it; its comment header says where it came from, on which samples, and how it did against AR
+and prompt lookup on the held-out samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from lade_bench.report.table_format import to_markdown
+from lade_bench.results._atomic import atomic_write_json, atomic_write_text
+from lade_bench.tune.config import PRESET_SUBDIR, TuneConfigError
+from lade_bench.tune.validate import HeldoutResult
+
+TUNE_RECORD = "tune_record.json"
+HELDOUT_MD = "heldout.md"
+HELDOUT_CSV = "heldout.csv"
+RECORD_VERSION = 1
+# The preset's header line naming the tune folder that wrote it (checked before overwriting).
+_ORIGIN_PREFIX = "# tune folder: "
+
+
+def preset_path(conf_dir: Path, name: str) -> Path:
+    """``<conf_dir>/lookahead/tuned/<name>.yaml``: the ``lookahead`` option ``tuned/<name>``."""
+    return conf_dir.joinpath(*PRESET_SUBDIR) / f"{name}.yaml"
+
+
+def check_preset_writable(path: Path, tune_dir: Path, overwrite: bool) -> None:
+    """Refuse to replace a preset another tune folder wrote, unless ``overwrite``.
+
+    Raises:
+        TuneConfigError: ``path`` exists and names another tune folder (or none).
+    """
+    if overwrite or not path.is_file():
+        return
+    origins = [line[len(_ORIGIN_PREFIX) :].strip() for line in path.read_text(encoding="utf-8").splitlines()
+               if line.startswith(_ORIGIN_PREFIX)]  # fmt: skip
+    if origins and origins[0] == str(tune_dir.resolve()):
+        return
+    raise TuneConfigError(
+        f"the preset {path} exists and was not written by this tune folder ({tune_dir}); set tune.preset_name "
+        "to another name, or tune.overwrite_preset=true to replace it"
+    )
+
+
+def format_speedup(record: Mapping[str, Any], value_key: str = "speedup") -> str:
+    """``0.93x [0.88, 0.97] (n=10)`` or ``0.93x (n=3; no interval: 3 samples (< 10))``."""
+    value = record.get(value_key)
+    if value is None or not math.isfinite(float(value)):
+        return "n/a"
+    low, high = record.get("speedup_ci_low", record.get("ci_low")), record.get("speedup_ci_high", record.get("ci_high"))
+    n = record.get("n_units")
+    note = record.get("speedup_ci_note", record.get("note")) or ""
+    if low is not None and high is not None and math.isfinite(float(low)) and math.isfinite(float(high)):
+        return f"{float(value):.3f}x [{float(low):.3f}, {float(high):.3f}] (n={n})"
+    return f"{float(value):.3f}x (n={n}; {note})" if note else f"{float(value):.3f}x (n={n})"
+
+
+def heldout_records(results: Sequence[HeldoutResult], winner: HeldoutResult | None) -> list[dict[str, Any]]:
+    """One JSON-ready record per top-k configuration (every number with its n and interval or reason)."""
+    out = []
+    for result in results:
+        lookahead = result.arms.get("lookahead", {})
+        record = {
+            "config": result.key,
+            "reference": result.reference,
+            "rank_in_search": result.rank,
+            "ngram": result.params.ngram,
+            "window": result.params.window,
+            "guesses": result.params.guesses,
+            "prompt_as_reference": result.params.prompt_as_reference,
+            "verification": result.params.verification,
+            "probe_speedup": result.probe_speedup,
+            "winner": winner is not None and result.rank is not None and result.key == winner.key,
+            "cell_dir": str(result.cell_dir),
+            "mean_step_tokens": result.mean_step_tokens,
+            "compression_ratio": lookahead.get("compression_ratio"),
+            "arms": {arm: _plain(rec) for arm, rec in result.arms.items()},
+            "vs_prompt_lookup": _plain(result.vs_prompt_lookup),
+        }
+        out.append(record)
+    return out
+
+
+def heldout_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The held-out table as display strings (one row per top-k configuration, the winner marked)."""
+    rows = []
+    for rec in records:
+        arms = rec["arms"]
+        lookahead = arms.get("lookahead", {})
+        matches = lookahead.get("matches_ar")
+        label = rec["config"] + (" (winner)" if rec["winner"] else "")
+        if rec.get("reference"):
+            label = f"{rec['reference']}: {rec['config']} (reference preset, not a candidate)"
+        rows.append(
+            {
+                "configuration": label,
+                "search rank": "-" if rec["rank_in_search"] is None else rec["rank_in_search"],
+                "probe speedup": _num(rec["probe_speedup"], ".3f", suffix="x", missing="-"),
+                "held-out lookahead vs AR": format_speedup(lookahead),
+                "prompt lookup vs AR": format_speedup(arms["prompt_lookup"]) if "prompt_lookup" in arms else "not run",
+                "lookahead vs prompt lookup": format_speedup(rec["vs_prompt_lookup"]),
+                "tokens/step": _num(rec["compression_ratio"]),
+                "input tokens/step": _num(rec["mean_step_tokens"], ".1f"),
+                "matches AR": "n/a"
+                if matches is None or not math.isfinite(float(matches))
+                else f"{float(matches):.0%}",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def write_heldout_table(tune_dir: Path, records: Sequence[Mapping[str, Any]], preamble: str) -> tuple[Path, Path]:
+    """``heldout.md`` (with a preamble saying how the winner was chosen) and ``heldout.csv`` (full precision)."""
+    table = heldout_table(records)
+    md = tune_dir / HELDOUT_MD
+    atomic_write_text(md, preamble.rstrip() + "\n\n" + to_markdown(table))
+    flat = []
+    for rec in records:
+        row = {k: v for k, v in rec.items() if k not in ("arms", "vs_prompt_lookup")}
+        for arm, stats in rec["arms"].items():
+            for key in (
+                "speedup",
+                "speedup_ci_low",
+                "speedup_ci_high",
+                "speedup_ci_note",
+                "n_units",
+                "compression_ratio",
+            ):
+                row[f"{arm}_{key}"] = stats.get(key)
+        for key, value in rec["vs_prompt_lookup"].items():
+            row[f"vs_prompt_lookup_{key}"] = value
+        flat.append(row)
+    csv = tune_dir / HELDOUT_CSV
+    atomic_write_text(csv, pd.DataFrame(flat).to_csv(index=False))
+    return md, csv
+
+
+def load_record(tune_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The tune record in ``tune_dir``, or None when the folder has none."""
+    path = Path(tune_dir) / TUNE_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def write_record(tune_dir: Path, record: Mapping[str, Any]) -> Path:
+    """``tune_record.json`` (atomic; rewritten after every configuration, so a kill keeps the last state)."""
+    path = tune_dir / TUNE_RECORD
+    atomic_write_json(path, {"version": RECORD_VERSION, **_plain(dict(record))})
+    return path
+
+
+def write_preset(path: Path, winner: HeldoutResult, header: Sequence[str], tune_dir: Path) -> Path:
+    """The winner as a ``lookahead`` group file, loadable as ``lookahead=tuned/<name>``."""
+    params = winner.params
+    lines = [*(f"# {line}" for line in header), f"{_ORIGIN_PREFIX}{tune_dir.resolve()}"]
+    lines += [
+        f"ngram: {params.ngram}  # N",
+        f"window: {params.window}  # W",
+        f"guesses: {params.guesses}  # G",
+        f"prompt_as_reference: {str(params.prompt_as_reference).lower()}",
+        f"verification: {params.verification}",
+    ]
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def _num(value: Any, spec: str = ".2f", suffix: str = "", missing: str = "n/a") -> str:
+    return missing if value is None or not math.isfinite(float(value)) else format(float(value), spec) + suffix
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready: numpy scalars to Python, NaN to None, recursively."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value

@@ -1,0 +1,484 @@
+"""One tune end to end: checks, samples, model, device profile, search, held-out validation, outputs.
+
+Order matters for failing fast: every config value (the tune section, the run settings through the
+runner's own ``plan_cell``, the dataset, the preset file) is checked before the model loads. The
+tune folder is locked (``runner.locks``) for the whole run, so two tunes never write one folder,
+and every output is written atomically; a killed tune resumes from its study and its held-out rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from lade_bench.decoding import LookaheadParams
+from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug
+from lade_bench.report.aggregate import MIN_CI_UNITS
+from lade_bench.report.figures import TUNE_FIGURE, save_figure
+from lade_bench.results._atomic import remove_temp_files
+from lade_bench.runner.cell import _load_model  # the runner's own loading and checks, not a copy
+from lade_bench.runner.console import progress_bar
+from lade_bench.runner.execute import CellModel, count_units
+from lade_bench.runner.locks import LockSettings, claim
+from lade_bench.runner.plan import CellPlan, plan_cell
+from lade_bench.runner.provenance import RunIdentity, current_run
+from lade_bench.runner.samples import fit_samples, load_samples
+from lade_bench.tune.bound import step_cost
+from lade_bench.tune.config import TuneConfigError, TuneSettings, default_conf_dir, tune_settings
+from lade_bench.tune.figure import draw_tune_figure
+from lade_bench.tune.outputs import (
+    check_preset_writable,
+    heldout_records,
+    preset_path,
+    write_heldout_table,
+    write_preset,
+    write_record,
+)
+from lade_bench.tune.probe import build_units, measure_config, warm_up_arm
+from lade_bench.tune.profile import obtain_profile
+from lade_bench.tune.search import (
+    PRUNED_PRIOR,
+    SearchSettings,
+    ar_token_time,
+    best_speedup,
+    config_key,
+    evaluated,
+    open_study,
+    recover_interrupted,
+    run_search,
+)
+from lade_bench.tune.validate import HeldoutResult, cell_config, choose_winner, validate_config
+
+log = logging.getLogger(__name__)
+
+LOCK_NAME = "tune.lock"
+FIGURES_DIR = "figures"
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    """Where a tune's outputs went and what it found.
+
+    Attributes:
+        tune_dir: the tune folder (study, record, held-out cells, table, figure).
+        record: ``tune_record.json``.
+        preset: the preset file.
+        table: ``heldout.md``.
+        figure: the figure's PNG.
+        winner: the winner's configuration key.
+        stopped: why the search stopped (``trials``, ``space exhausted``, ``timeout``).
+    """
+
+    tune_dir: Path
+    record: Path
+    preset: Path
+    table: Path
+    figure: Path
+    winner: str
+    stopped: str
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """Everything decided before the model loads."""
+
+    settings: TuneSettings
+    base_plan: CellPlan
+    tune_dir: Path
+    preset: Path
+    arms: tuple[str, ...]
+
+
+def prepare(cfg: DictConfig) -> _Prepared:
+    """Check every value and derive the tune folder and preset path; loads neither data nor model.
+
+    Raises:
+        TuneConfigError, CellConfigError, DecodingConfigError, UnknownDatasetError: a bad value, named.
+    """
+    settings = tune_settings(cfg)
+    arms = ("ar", "lookahead", *settings.baselines)
+    space, references = settings.space, list(settings.references.values())
+    # The widest configuration run (space and reference presets): the prompt-length filter leaves room
+    # for its window, so every configuration runs on the same samples.
+    widest = LookaheadParams(
+        max([*space.ngram, *(p.ngram for p in references)]),
+        max([*space.window, *(p.window for p in references)]),
+        max([*space.guesses, *(p.guesses for p in references)]),
+        space.prompt_as_reference[0],
+        space.verification[0],
+    )
+    # The runner's own checks (model, dataset, sampling, arms, sandbox, device) on a cell of the tune;
+    # this plan writes nothing (its folder is never created).
+    base_plan = plan_cell(cell_config(cfg, widest, arms, settings.output_root.resolve() / "_check"))
+    model_name = _safe_name(cfg.model.name.split("/")[-1])
+    device = kind_slug(device_kind(base_plan.device))
+    name = settings.name or f"{device}-{model_name}-{base_plan.dataset_spec.name}"
+    tune_dir = settings.output_root.resolve() / name
+    preset = preset_path(settings.preset_conf_dir, settings.preset_name or f"{device}-{model_name}")
+    check_preset_writable(preset, tune_dir, settings.overwrite_preset)
+    return _Prepared(settings, base_plan, tune_dir, preset, arms)
+
+
+def run_tune(cfg: DictConfig, console: Console | None = None) -> TuneOutcome:
+    """Run (or resume) the tune ``cfg`` describes; see the package docstring for what it writes."""
+    console = console or Console(stderr=True)
+    prep = prepare(cfg)
+    settings, plan = prep.settings, prep.base_plan
+    samples = load_samples(plan)  # a missing dataset file fails here, before the model loads
+    needed = settings.probe_samples + settings.heldout_samples
+    if len(samples) < needed:
+        raise TuneConfigError(
+            f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s) (dataset.limit={cfg.dataset.limit}); "
+            f"tune.probe_samples + tune.heldout_samples = {needed}: lower them or raise dataset.limit"
+        )
+    me = current_run()
+    prep.tune_dir.mkdir(parents=True, exist_ok=True)
+    ownership = claim(prep.tune_dir / LOCK_NAME, me, LockSettings.from_config(cfg.cell_lock), f"tune {prep.tune_dir}")
+    if ownership is None:
+        raise TuneConfigError(
+            f"another live process is running the tune in {prep.tune_dir}; wait for it or pick tune.name"
+        )
+    try:
+        for leftover in remove_temp_files(prep.tune_dir):
+            log.info("removed %s, left by an interrupted run", leftover)
+        return _run_locked(cfg, prep, samples, me, console)
+    finally:
+        ownership.release()
+
+
+def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity, console: Console) -> TuneOutcome:
+    settings, plan, tune_dir = prep.settings, prep.base_plan, prep.tune_dir
+    console.print(f"tune folder: {tune_dir} (run {me.run_id})", markup=False, highlight=False)
+    cell_model = _load_model(plan)
+    kept = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer).samples
+    needed = settings.probe_samples + settings.heldout_samples
+    if len(kept) < needed:
+        raise TuneConfigError(
+            f"only {len(kept)} sample(s) fit the model's context; tune.probe_samples + tune.heldout_samples = {needed}"
+        )
+    probe, heldout = kept[: settings.probe_samples], kept[settings.probe_samples : needed]
+    identity = _identity(cfg, plan, settings, probe, heldout)
+    study = open_study(tune_dir, identity, settings.sampler_seed)
+    for key in recover_interrupted(study):
+        console.print(f"resuming: {key} was interrupted by a kill; measuring it again first")
+    profile, origin = obtain_profile(
+        cell_model.model,
+        plan.device,
+        tune_dir,
+        settings.space,
+        settings.profile_from,
+        cfg.device_profile,
+        also=list(settings.references.values()),
+    )
+    console.print(f"device profile: {origin}", markup=False, highlight=False)
+    units = build_units(plan, cell_model, probe, range(len(probe)))
+    warm_up_arm(plan, cell_model, units[0], "ar")
+    base = _record_base(cfg, plan, settings, identity, profile, probe, heldout)
+
+    def measure(params: LookaheadParams, after_unit):
+        trial_plan = plan_cell(cell_config(cfg, params, ("ar", "lookahead"), tune_dir))
+        return measure_config(trial_plan, cell_model, units, after_unit)
+
+    search = SearchSettings(
+        space=settings.space,
+        profile=profile,
+        trials=settings.trials,
+        timeout_s=settings.timeout_s,
+        prune=settings.prune,
+        seed=settings.sampler_seed,
+        prune_after_units=settings.prune_after_units,
+    )
+    stopped = _search_with_progress(study, search, measure, lambda s: write_record(tune_dir, _record(base, s, profile)))
+    top = _top_k(study, settings.top_k)
+    if not top:
+        raise RuntimeError("the search measured no configuration (every one was pruned or failed); see the record")
+    console.print(
+        f"search stopped ({stopped}); held-out validation of the pre-declared top-{len(top)}: "
+        + ", ".join(f"{config_key(p)} ({s:.3f}x on the probe)" for p, s in top)
+    )
+    results = _validate(cfg, prep, top, cell_model, heldout, me)
+    winner = choose_winner(results)
+    records = heldout_records(results, winner)
+    record = {
+        **_record(base, study, profile),
+        "stopped": stopped,
+        "heldout": records,
+        "winner": winner.key,
+        "winner_selection": _selection_text(settings, len(top), len(heldout)),
+        "preset": str(prep.preset),
+    }
+    record_path = write_record(tune_dir, record)
+    table_md, _ = write_heldout_table(tune_dir, records, _table_preamble(record, winner))
+    header = _preset_header(record, winner, records)
+    prep.preset.parent.mkdir(parents=True, exist_ok=True)
+    write_preset(prep.preset, winner, header, tune_dir)
+    png, _ = save_figure(draw_tune_figure(record), tune_dir / FIGURES_DIR, TUNE_FIGURE)
+    outcome = TuneOutcome(tune_dir, record_path, prep.preset, table_md, png, winner.key, stopped)
+    _print_outcome(console, outcome, record, winner, settings.preset_conf_dir)
+    return outcome
+
+
+def _search_with_progress(study, search: SearchSettings, measure, write) -> str:
+    """:func:`run_search` under a progress bar: configurations evaluated, best so far, time left."""
+    columns = (
+        TextColumn("[bold]search"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    total = min(search.trials, search.space.size())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        task = progress.add_task(_best_text(study), total=total, completed=min(len(evaluated(study)), total))
+        # The remaining-time estimate would count the resumed configurations as instant: restart it.
+        progress.reset(task, total=total, completed=min(len(evaluated(study)), total), description=_best_text(study))
+
+        def on_trial(current) -> None:
+            write(current)
+            progress.update(task, completed=min(len(evaluated(current)), total), description=_best_text(current))
+
+        write(study)
+        return run_search(study, search, measure, on_trial)
+
+
+def _best_text(study) -> str:
+    best = best_speedup(study)
+    if best is None:
+        return "best: none measured yet"
+    top = max((e for e in evaluated(study) if not e.pruned), key=lambda e: e.speedup)
+    pruned = sum(e.pruned for e in evaluated(study))
+    return f"best {best:.3f}x {top.key}, {pruned} pruned"
+
+
+def _top_k(study, k: int) -> list[tuple[LookaheadParams, float]]:
+    measured = [e for e in evaluated(study) if not e.pruned and math.isfinite(e.speedup)]
+    measured.sort(key=lambda e: (-e.speedup, e.trial.number))
+    return [(e.params, e.speedup) for e in measured[:k]]
+
+
+def _validate(cfg, prep: _Prepared, top, cell_model: CellModel, heldout: list, me: RunIdentity) -> list[HeldoutResult]:
+    units = count_units(heldout, cfg.repeats) * (len(top) + len(prep.settings.references))
+    results = []
+    with progress_bar(units, f"held-out (top-{len(top)}, {len(heldout)} samples)") as advance:
+        for rank, (params, probe_speedup) in enumerate(top, start=1):
+            key = config_key(params)
+
+            def step(what: str, key: str = key) -> None:
+                advance(f"{key} {what}")
+
+            cell = (cfg, params, rank, probe_speedup, cell_model, heldout, prep.arms, prep.tune_dir, me)
+            results.append(validate_config(*cell, step))
+        for name, params in prep.settings.references.items():
+            cell = (cfg, params, None, math.nan, cell_model, heldout, prep.arms, prep.tune_dir, me)
+            results.append(validate_config(*cell, lambda what, name=name: advance(f"{name} {what}"), reference=name))
+    return results
+
+
+def _identity(cfg: DictConfig, plan: CellPlan, settings: TuneSettings, probe: list, heldout: list) -> dict[str, Any]:
+    """What makes two runs the same tune (a resumed study must match it)."""
+    semantic = dict(plan.semantic)
+    semantic.pop("lookahead", None)
+    semantic.pop("arms", None)
+    return {
+        "run": semantic,
+        "device_kind": device_kind(plan.device),
+        "space": {k: list(v) for k, v in settings.space.choices().items()},
+        "probe_sample_ids": [s.sample_id for s in probe],
+        "heldout_sample_ids": [s.sample_id for s in heldout],
+        "top_k": settings.top_k,
+        "baselines": list(settings.baselines),
+        "reference_presets": {name: config_key(p) for name, p in settings.references.items()},
+        "warmup": cfg.warmup,
+        "warmup_new_tokens": cfg.warmup_new_tokens,
+    }
+
+
+def _record_base(cfg, plan: CellPlan, settings: TuneSettings, identity, profile, probe, heldout) -> dict[str, Any]:
+    return {
+        "identity": identity,
+        "model": cfg.model.name,
+        "dataset": plan.dataset_spec.name,
+        "sampling": cfg.sampling.name,
+        "max_new_tokens": cfg.max_new_tokens,
+        "device": describe_device(plan.device),
+        "device_kind": device_kind(plan.device),
+        "probe_sample_ids": [s.sample_id for s in probe],
+        "heldout_sample_ids": [s.sample_id for s in heldout],
+        "top_k": settings.top_k,
+        "trials_target": settings.trials,
+        "prune": settings.prune,
+        "profile": profile,
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+    }
+
+
+def _record(base: dict[str, Any], study, profile) -> dict[str, Any]:
+    """The record as of now: every evaluated configuration with its bound, probe numbers and fate."""
+    configurations = []
+    for e in evaluated(study):
+        attrs = e.trial.user_attrs
+        probe = attrs.get("probe")
+        cost = None
+        if probe and _finite(probe.get("mean_step_tokens")) and _finite(probe.get("ar_time_per_token")):
+            cost = step_cost(profile, probe["mean_step_tokens"], probe["ar_time_per_token"])
+        configurations.append(
+            {
+                "trial": e.trial.number,
+                "config": e.key,
+                "ngram": e.params.ngram,
+                "window": e.params.window,
+                "guesses": e.params.guesses,
+                "prompt_as_reference": e.params.prompt_as_reference,
+                "verification": e.params.verification,
+                "pruned": e.pruned,
+                "pruned_by": attrs.get("pruned_by"),
+                "best_before": attrs.get("best_before"),
+                "prior_bound": attrs.get("prior_bound"),
+                "measured_bound": attrs.get("measured_bound"),
+                "probe_speedup": None if e.pruned else e.speedup,
+                "step_cost": cost,
+                "probe": probe,
+                "started_utc": e.trial.datetime_start.isoformat() if e.trial.datetime_start else None,
+                "seconds": (e.trial.datetime_complete - e.trial.datetime_start).total_seconds()
+                if e.trial.datetime_complete and e.trial.datetime_start
+                else None,
+            }
+        )
+    pruned = [c for c in configurations if c["pruned"]]
+    search = {
+        "evaluated": len(configurations),
+        "measured": len(configurations) - len(pruned),
+        "pruned_unmeasured": sum(c["pruned_by"] == PRUNED_PRIOR for c in pruned),
+        "pruned_while_measuring": sum(c["pruned_by"] != PRUNED_PRIOR for c in pruned),
+        "best_probe_speedup": best_speedup(study),
+        "ar_time_per_token": ar_token_time(study),
+    }
+    return {**base, "search": search, "configurations": configurations}
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and math.isfinite(float(value))
+
+
+def _selection_text(settings: TuneSettings, k: int, n_heldout: int) -> str:
+    references = ", ".join(settings.references)
+    compared = (
+        f" The reference presets ({references}) ran on the same samples for comparison only." if references else ""
+    )
+    return (
+        f"The top-{k} configurations by probe speedup (declared by the search before any held-out sample ran) were "
+        f"each run against AR{' and ' + ', '.join(settings.baselines) if settings.baselines else ''} on {n_heldout} "
+        f"held-out samples the search never saw; the winner is the one of these {k} with the best held-out speedup, "
+        f"so its held-out number carries a selection among {k} (not among the whole space). Intervals are paired "
+        f"bootstraps over samples, shown only from {MIN_CI_UNITS} samples up.{compared}"
+    )
+
+
+def _table_preamble(record: dict[str, Any], winner: HeldoutResult) -> str:
+    search = record["search"]
+    lines = [
+        f"# Tuned lookahead: {record['model']} on {record['dataset']} ({record['device']})",
+        "",
+        f"Search: {search['evaluated']} configurations on {len(record['probe_sample_ids'])} probe samples "
+        f"({search['measured']} measured, {search['pruned_unmeasured']} pruned unmeasured, "
+        f"{search['pruned_while_measuring']} stopped by the bound); sampling {record['sampling']}, "
+        f"{record['max_new_tokens']} new tokens.",
+        "",
+        record["winner_selection"],
+        "",
+        f"Probe samples: {', '.join(map(str, record['probe_sample_ids']))}. "
+        f"Held-out samples: {', '.join(map(str, record['heldout_sample_ids']))}.",
+    ]
+    if winner.speedup < 1:
+        lines += [
+            "",
+            f"Lookahead loses to AR on the held-out samples here: the winner runs at {winner.speedup:.3f}x of AR.",
+        ]
+    for line in _references_ahead(record, winner):
+        lines += ["", line]
+    return "\n".join(lines)
+
+
+def _references_ahead(record: dict[str, Any], winner: HeldoutResult) -> list[str]:
+    """Sentences naming the reference presets that did better than the winner on the held-out samples."""
+    out = []
+    for rec in record["heldout"]:
+        speed = rec["arms"]["lookahead"].get("speedup")
+        if rec["reference"] and speed is not None and speed > winner.speedup:
+            out.append(
+                f"The reference preset {rec['reference']} ({rec['config']}) did better on these held-out samples "
+                f"({speed:.3f}x vs {winner.speedup:.3f}x); it was not a candidate of the search."
+            )
+    return out
+
+
+def _preset_header(record: dict[str, Any], winner: HeldoutResult, records: list[dict[str, Any]]) -> list[str]:
+    from lade_bench.tune.outputs import format_speedup
+
+    mine = next(r for r in records if r["winner"])
+    header = [
+        f"Tuned by `python -m lade_bench.tune` for {record['model']} on {record['dataset']},",
+        f"device {record['device']}, sampling {record['sampling']}, {record['max_new_tokens']} new tokens.",
+        f"Search: {record['search']['evaluated']} configurations on {len(record['probe_sample_ids'])} probe samples; "
+        f"winner among the top-{sum(r['rank_in_search'] is not None for r in records)} on "
+        f"{len(record['heldout_sample_ids'])} held-out samples.",
+        f"Held-out speedup over AR: {format_speedup(mine['arms']['lookahead'])}.",
+    ]
+    if "prompt_lookup" in mine["arms"]:
+        header.append(f"Prompt lookup on the same samples: {format_speedup(mine['arms']['prompt_lookup'])}.")
+    if winner.speedup < 1:
+        header.append("Lookahead LOSES to AR here: plain AR (or prompt lookup, if faster) is the better choice.")
+    header.append("Every configuration evaluated: tune_record.json; held-out table: heldout.md (tune folder below).")
+    return header
+
+
+def _print_outcome(
+    console: Console, outcome: TuneOutcome, record: dict[str, Any], winner: HeldoutResult, conf_dir: Path
+) -> None:
+    """What was found and where every output went (plain text: paths hold characters rich would parse)."""
+    from lade_bench.tune.outputs import format_speedup
+
+    lines = [f"held-out validation on {len(record['heldout_sample_ids'])} samples:"]
+    for rec in record["heldout"]:
+        arms = rec["arms"]
+        parts = [f"held-out vs AR {format_speedup(arms['lookahead'])}"]
+        if "prompt_lookup" in arms:
+            parts.append(f"prompt lookup vs AR {format_speedup(arms['prompt_lookup'])}")
+        if rec["reference"]:
+            label = f"{rec['reference']} = {rec['config']} (reference preset)"
+        else:
+            label = f"{rec['config']}{' (winner)' if rec['winner'] else ''}"
+            parts.insert(0, f"probe {rec['probe_speedup']:.3f}x")
+        lines.append(f"  {label}: " + "; ".join(parts))
+    lines.append(f"winner: {winner.key}. {record['winner_selection']}")
+    if winner.speedup < 1:
+        lines.append(
+            f"lookahead loses to AR here: the winner runs at {winner.speedup:.3f}x of AR on the held-out samples"
+        )
+    lines += _references_ahead(record, winner)
+    usage = f"python -m lade_bench.run lookahead=tuned/{outcome.preset.stem}"
+    if conf_dir.resolve() != default_conf_dir().resolve():  # Hydra finds another config folder through its search path
+        usage += f" 'hydra.searchpath=[file://{conf_dir.resolve()}]'"
+    lines += [
+        f"preset: {outcome.preset}",
+        f"  use it as: {usage}",
+        f"record of every configuration: {outcome.record}",
+        f"held-out table: {outcome.table} (and .csv)",
+        f"figure: {outcome.figure} (and .pdf)",
+        f"report of the held-out cells: python -m lade_bench.report {outcome.tune_dir}",
+    ]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
