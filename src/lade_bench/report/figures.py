@@ -31,7 +31,13 @@ SPEEDUP_LABEL = "speedup over AR (×, wall time)"
 PER_TOKEN_SPEEDUP_LABEL = "speedup over AR (×, time per token)"
 COMPRESSION_LABEL = "compression (tokens / forward pass)"
 # Colours per arm, fixed so an arm looks the same in every figure.
-ARM_COLORS = {"ar": "#7f7f7f", "lookahead": "#1f77b4", "prompt_lookup": "#ff7f0e", "jacobi": "#2ca02c"}
+ARM_COLORS = {
+    "ar": "#7f7f7f",
+    "lookahead": "#1f77b4",
+    "prompt_lookup": "#ff7f0e",
+    "jacobi": "#2ca02c",
+    "ar_tp": "#d62728",
+}
 DPI = 150
 
 

@@ -22,6 +22,7 @@ from lade_bench.decoding.params import validate_max_new_tokens
 from lade_bench.models.loading import EMBEDDED_MODELS, embedded_name, resolve_device, resolve_dtype
 from lade_bench.models.tiny import TINY_ARCHITECTURES
 from lade_bench.results import cell_id
+from lade_bench.runner.ranks import PARALLEL_ARMS, rank_device
 
 # Arms that run lookahead's custom-mask forward passes (they need a mask-capable attention backend).
 _MASK_ARMS = ("lookahead", "jacobi")
@@ -101,6 +102,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
     except ValueError as err:  # e.g. device=cuda without CUDA: a config mistake, said before any loading
         raise CellConfigError(str(err)) from err
+    device = rank_device(device, cfg.lookahead.devices)
     semantic = semantic_config(cfg, arms, spec, device, dtype)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
@@ -146,7 +148,9 @@ def semantic_config(
             "max_prompt_tokens": data.max_prompt_tokens,
         },
         "arms": list(arms),
-        "lookahead": OmegaConf.to_container(cfg.lookahead),
+        # devices is left out here and added below only when > 1: single-device cells keep the ids
+        # they had before lookahead parallelism existed (and resume).
+        "lookahead": {k: v for k, v in OmegaConf.to_container(cfg.lookahead).items() if k != "devices"},
         "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},
         "max_new_tokens": cfg.max_new_tokens,
         "repeats": cfg.repeats,
@@ -155,6 +159,8 @@ def semantic_config(
         "dtype": str(dtype).removeprefix("torch."),
         "attn_implementation": _enum_value(cfg.attn_implementation),
     }
+    if cfg.lookahead.devices > 1:
+        semantic["devices"] = cfg.lookahead.devices
     if "prompt_lookup" in arms:
         semantic["prompt_lookup"] = OmegaConf.to_container(cfg.prompt_lookup)
     if "jacobi" in arms:
@@ -171,6 +177,8 @@ def readable_cell_name(cfg: DictConfig) -> str:
     la = cfg.lookahead
     shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
     parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, shape, cfg.sampling.name]
+    if cfg.lookahead.devices > 1:
+        parts.append(f"{cfg.lookahead.devices}dev")
     return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
 
 
@@ -190,6 +198,7 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
             f"attn_implementation={attention!r} cannot take the custom attention mask the {needs_mask} arm(s) "
             f"need; use one of {list(MASK_CAPABLE_ATTENTION)}, or arms=[ar] for a FlashAttention AR baseline"
         )
+    _validate_devices(cfg, arms)
     for name, value in (
         ("prompt_lookup.num_tokens", cfg.prompt_lookup.num_tokens),
         ("prompt_lookup.max_ngram_size", cfg.prompt_lookup.max_ngram_size),
@@ -198,6 +207,29 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
         if value < 1:
             raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
     return arms
+
+
+def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
+    devices = cfg.lookahead.devices
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise CellConfigError(f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)")
+    parallel = [a for a in arms if a in PARALLEL_ARMS]
+    if devices > 1 and not parallel:
+        raise CellConfigError(
+            f"lookahead.devices={devices} is used only by the arms {list(PARALLEL_ARMS)}, and arms={list(arms)} "
+            "has neither; add one, or set lookahead.devices=1"
+        )
+    if "ar_tp" in arms:
+        if devices < 2:
+            raise CellConfigError(
+                "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2 ranks under torchrun; "
+                "with one device it is the ar arm"
+            )
+        if _enum_value(cfg.model.source) == "tiny":
+            raise CellConfigError(
+                "the ar_tp arm loads a checkpoint with transformers' tp_plan='auto', which a tiny random "
+                "model has not; use model=smollm2 or a model.source=hf model"
+            )
 
 
 def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:
