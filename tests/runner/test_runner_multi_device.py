@@ -1,0 +1,95 @@
+"""Multi-device cells: torchrun end to end (lookahead parallelism + tensor-parallel AR), and the checks
+that refuse a bad multi-device config before anything loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from lade_bench.models.loading import TensorParallelError, load_tensor_parallel
+from lade_bench.results import load_rows, read_index
+from lade_bench.runner import plan_cell
+from lade_bench.runner.plan import CellConfigError
+from lade_bench.runner.ranks import RanksError, join_ranks
+
+from .conftest import QUIET, TINY
+
+
+@pytest.mark.slow
+def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tmp_path):
+    """The documented command on 3 gloo ranks (SmolLM2 has 9 heads: 3 divides them, 2 does not).
+    Both multi-device arms equal AR; only rank 0 wrote, and the manifest names the ranks."""
+    runs = tmp_path / "runs"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "-m", "lade_bench.run",
+        "model=smollm2", "lookahead=cpu_small", "lookahead.devices=3", "arms=[ar,lookahead,ar_tp]",
+        "dataset.limit=1", "max_new_tokens=10", "warmup=0", "distributed.timeout_s=120",
+        f"output_root={runs}", *QUIET,
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    sweep = runs / "single"
+    (entry,) = read_index(sweep)
+    assert entry["status"] == "done" and entry["devices"] == 3
+    cell = sweep / entry["cell_dir"]
+    assert cell.name.startswith("smollm2-135m-instruct-mt_bench-N4W3G3ref-greedy-3dev-")
+    rows = load_rows(cell)
+    assert sorted(rows["arm"]) == ["ar", "ar", "ar_tp", "ar_tp", "lookahead", "lookahead"]  # 2 turns
+    assert rows["error"].isna().all()
+    others = rows[rows["arm"] != "ar"]
+    assert others["matches_ar"].all()
+    assert (others["new_tokens"] > 0).all()
+    manifest = json.loads((cell / "manifest.json").read_text())
+    assert manifest["parallel"] == {"world_size": 3, "backend": "gloo"}
+    # Ranks 1 and 2 wrote nothing into the output tree: one Hydra folder, one run log, one lock.
+    assert len(list((sweep / "_hydra").iterdir())) == 1
+    assert len(list((cell / "logs").iterdir())) == 1
+    assert not list(tmp_path.glob("multirun.yaml")) and not list(tmp_path.glob("outputs"))
+
+
+def test_devices_enter_the_cell_id_only_above_one(compose_cfg):
+    """Cells recorded before lookahead parallelism existed keep their ids (and resume)."""
+    single = plan_cell(compose_cfg(TINY))
+    assert "devices" not in single.semantic and "devices" not in single.semantic["lookahead"]
+    double = plan_cell(compose_cfg([*TINY, "lookahead.devices=2"]))
+    assert double.semantic["devices"] == 2 and double.cell_id != single.cell_id
+    assert double.cell_dir.name.endswith(f"-2dev-{double.cell_id}")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["lookahead.devices=0"], "lookahead.devices=0 is not allowed: use an integer >= 1"),
+        (["lookahead.devices=2", "arms=[ar]"], "used only by the arms ['lookahead', 'ar_tp']"),
+        (["arms=[ar,ar_tp]"], "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2"),
+        (["arms=[ar,ar_tp]", "lookahead.devices=2"], "a tiny random model has not; use model=smollm2"),
+    ],
+)
+def test_bad_multi_device_configs_are_refused_by_the_plan(compose_cfg, overrides, message):
+    with pytest.raises(CellConfigError) as info:
+        plan_cell(compose_cfg([*TINY, *overrides]))
+    assert message in str(info.value)
+
+
+def test_devices_must_match_the_processes_torchrun_launched(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(RanksError, match=r"lookahead.devices=2 but 1 process\(es\) were launched .*"
+                       r"torchrun --nproc-per-node 2 -m lade_bench.run"):  # fmt: skip
+        join_ranks(2, torch.device("cpu"), timeout_s=5)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(RanksError, match="lookahead.devices=1 but 4 process"):
+        join_ranks(1, torch.device("cpu"), timeout_s=5)
+
+
+def test_tensor_parallel_refuses_a_split_of_attention_heads(compose_cfg):
+    """SmolLM2's 9 heads cannot go to 2 ranks: refused before any weight is loaded or any group joined."""
+    cfg = compose_cfg(["model=smollm2"])
+    with pytest.raises(TensorParallelError, match="9 attention heads and 3 key/value heads cannot be split over 2"):
+        load_tensor_parallel(cfg.model, torch.float32, "sdpa", 2, cache_dir=cfg.model_cache_dir)
