@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from lade_bench.models.loading import TensorParallelError, load_tensor_parallel
+from lade_bench.report.figures import speedup_vs_devices
+from lade_bench.report.sweep import load_sweep
 from lade_bench.results import load_rows, read_index
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
@@ -52,6 +54,11 @@ def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tm
     assert len(list((sweep / "_hydra").iterdir())) == 1
     assert len(list((cell / "logs").iterdir())) == 1
     assert not list(tmp_path.glob("multirun.yaml")) and not list(tmp_path.glob("outputs"))
+
+    # The report's scaling figure draws both arms at 3 devices from these real rows.
+    figure = speedup_vs_devices(load_sweep(sweep))
+    lines = {line.get_label(): list(line.get_xdata()) for line in figure.axes[0].get_lines()}
+    assert lines["LP: lookahead parallelism"] == [3] and lines["TP: tensor-parallel AR"] == [3]
 
 
 def test_devices_enter_the_cell_id_only_above_one(compose_cfg):
