@@ -28,7 +28,7 @@ def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tm
     Both multi-device arms equal AR; only rank 0 wrote, and the manifest names the ranks."""
     runs = tmp_path / "runs"
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "3", "-m", "lade_bench.run",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3", "-m", "lade_bench.run",
         "model=smollm2", "lookahead=cpu_small", "lookahead.devices=3", "arms=[ar,lookahead,ar_tp]",
         "dataset.limit=1", "max_new_tokens=10", "warmup=0", "distributed.timeout_s=120",
         f"output_root={runs}", *QUIET,
