@@ -11,7 +11,6 @@ import multiprocessing
 import time
 from pathlib import Path
 
-import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,4 +1,4 @@
-"""Figures: all but the multi-device one drawn from the small sweep, and skipped with a reason when inputs are absent."""
+"""Figures: all but the multi-device one drawn from the small sweep; skipped with a reason when inputs are absent."""
 
 from __future__ import annotations
 

@@ -171,7 +171,9 @@ class ParallelLookaheadRun(_LookaheadRun):
         replace_tail(self.cache, position, packed, 1 + matched)
 
     def _broadcast(self, tensor: torch.Tensor, source: int) -> None:
-        self._collective("broadcast", dist.broadcast, tensor, self.parallel.global_rank(source), group=self.parallel.group)
+        self._collective(
+            "broadcast", dist.broadcast, tensor, self.parallel.global_rank(source), group=self.parallel.group
+        )
 
     def _all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
         parts = [torch.empty_like(tensor) for _ in range(self.parallel.world_size)]

@@ -31,7 +31,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
 from lade_bench.decoding import check_custom_mask_support
-from lade_bench.models.loading import TensorParallelError, describe_device, load_model, load_tensor_parallel, stop_token_ids
+from lade_bench.models.loading import (
+    TensorParallelError,
+    describe_device,
+    load_model,
+    load_tensor_parallel,
+    stop_token_ids,
+)
 from lade_bench.profiling.device_profile import (
     PROFILE_JSON,
     PROFILES_DIR,
@@ -313,7 +319,9 @@ def _with_tensor_parallel(plan: CellPlan, ranks: Ranks | None, cell_model: CellM
     cell_model.ranks = ranks
     if ranks is not None and "ar_tp" in plan.arms:
         cfg = plan.cfg
-        log.info("loading the tensor-parallel shard of %s (rank %d of %d)", cfg.model.name, ranks.rank, ranks.world_size)
+        log.info(
+            "loading the tensor-parallel shard of %s (rank %d of %d)", cfg.model.name, ranks.rank, ranks.world_size
+        )
         attention = plan.semantic["attn_implementation"]
         try:
             cell_model.tp_model = load_tensor_parallel(

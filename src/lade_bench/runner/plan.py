@@ -212,7 +212,9 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
 def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
     devices = cfg.lookahead.devices
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
-        raise CellConfigError(f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)")
+        raise CellConfigError(
+            f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)"
+        )
     parallel = [a for a in arms if a in PARALLEL_ARMS]
     if devices > 1 and not parallel:
         raise CellConfigError(

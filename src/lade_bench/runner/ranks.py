@@ -121,7 +121,8 @@ def join_ranks(devices: int, device: torch.device, timeout_s: float) -> Ranks | 
         dist.init_process_group(backend, timeout=timeout)
     elif dist.get_backend() != backend:
         raise RanksError(
-            f"this process already joined a {dist.get_backend()} group; a sweep cannot mix CPU and CUDA multi-device cells"
+            f"this process already joined a {dist.get_backend()} group; "
+            "a sweep cannot mix CPU and CUDA multi-device cells"
         )
     # Every rank joins each cell in the same order, so creating the control group here is collective-safe.
     control = dist.new_group(backend="gloo", timeout=timeout) if backend != "gloo" else None
