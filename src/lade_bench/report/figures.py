@@ -432,7 +432,7 @@ def speedup_vs_devices(sweep: Sweep) -> Figure:
     missing = missing_interval_note(frame)
     fig, axes = _grid(len(groups), panel_w=5.2, panel_h=4.0)
     for ax, (key, group) in zip(axes, groups, strict=True):
-        for arm, label in _SCALING_ARMS.items():
+        for (arm, label), offset in zip(_SCALING_ARMS.items(), (4, -11), strict=True):
             rec = group[group["arm"] == arm].sort_values("devices")
             if rec.empty:
                 continue
@@ -440,7 +440,7 @@ def speedup_vs_devices(sweep: Sweep) -> Figure:
             ax.plot(xs, ys, marker="o", color=ARM_COLORS[arm], label=label)
             _error_bars(ax, xs, ys, rec["speedup_ci_low"].tolist(), rec["speedup_ci_high"].tolist())
             for x, y, n in zip(xs, ys, rec["n_units"], strict=True):
-                ax.annotate(f"n={int(n)}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+                ax.annotate(f"n={int(n)}", (x, y), textcoords="offset points", xytext=(4, offset), fontsize=7)
         ax.axhline(1.0, color=ARM_COLORS["ar"], lw=0.8, ls="--", label="AR, 1 device")
         ax.set_xticks(sorted(group["devices"].unique()))
         ax.set_xlabel("devices (ranks)" + (f"\n{missing}" if missing else ""), fontsize=9)
