@@ -1,5 +1,5 @@
-"""Multi-device cells: torchrun end to end (lookahead parallelism + tensor-parallel AR), and the checks
-that refuse a bad multi-device config before anything loads."""
+"""Multi-device cells: torchrun end to end (lookahead parallelism + tensor-parallel AR on 2 gloo ranks),
+and the checks that refuse a bad multi-device config before anything loads (SmolLM2's 9 heads and 2 ranks)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ import sys
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 
+from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.models.loading import TensorParallelError, load_tensor_parallel
+from lade_bench.models.tiny import tiny_model
 from lade_bench.report.figures import speedup_vs_devices
 from lade_bench.report.sweep import load_sweep
 from lade_bench.results import load_rows, read_index
@@ -22,15 +25,27 @@ from lade_bench.runner.ranks import RanksError, join_ranks
 from .conftest import QUIET, TINY
 
 
+def _tiny_checkpoint(folder):
+    """The runner's tiny llama (SmolLM2 tokenizer, float64) saved as a checkpoint, which tensor
+    parallelism loads from (``model.source=hf``): 4 heads and 2 key/value heads split over 2 ranks."""
+    tokenizer = AutoTokenizer.from_pretrained(converted_smollm2_dir())
+    model = tiny_model("llama", vocab_size=len(tokenizer), max_positions=4096, seed=0, init_scale=3.0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.mark.slow
 def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tmp_path):
-    """The documented command on 3 gloo ranks (SmolLM2 has 9 heads: 3 divides them, 2 does not).
-    Both multi-device arms equal AR; only rank 0 wrote, and the manifest names the ranks."""
+    """The documented command on 2 gloo ranks: both multi-device arms equal AR; only rank 0 wrote,
+    and the manifest names the ranks."""
     runs = tmp_path / "runs"
+    checkpoint = _tiny_checkpoint(tmp_path / "tiny-llama-checkpoint")
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "3", "-m", "lade_bench.run",
-        "model=smollm2", "lookahead=cpu_small", "lookahead.devices=3", "arms=[ar,lookahead,ar_tp]",
-        "dataset.limit=1", "max_new_tokens=10", "warmup=0", "distributed.timeout_s=120",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "lade_bench.run",
+        "model=tiny_llama", "model.source=hf", f"model.name_or_path={checkpoint}", "dtype=float64",
+        "lookahead.devices=2", "lookahead.window=3", "arms=[ar,lookahead,ar_tp]",
+        "dataset.limit=1", "max_new_tokens=12", "warmup=0", "distributed.timeout_s=120",
         f"output_root={runs}", *QUIET,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
@@ -39,26 +54,27 @@ def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tm
 
     sweep = runs / "single"
     (entry,) = read_index(sweep)
-    assert entry["status"] == "done" and entry["devices"] == 3
+    assert entry["status"] == "done" and entry["devices"] == 2
     cell = sweep / entry["cell_dir"]
-    assert cell.name.startswith("smollm2-135m-instruct-mt_bench-N4W3G3ref-greedy-3dev-")
+    assert cell.name.startswith("tiny-llama-mt_bench-N5W3G7ref-greedy-2dev-")
     rows = load_rows(cell)
     assert sorted(rows["arm"]) == ["ar", "ar", "ar_tp", "ar_tp", "lookahead", "lookahead"]  # 2 turns
     assert rows["error"].isna().all()
     others = rows[rows["arm"] != "ar"]
     assert others["matches_ar"].all()
-    assert (others["new_tokens"] > 0).all()
+    assert (others["new_tokens"] == 12).all()
+    assert rows[rows["arm"] == "lookahead"]["accept_lengths"].map(max).max() > 1  # guesses were accepted
     manifest = json.loads((cell / "manifest.json").read_text())
-    assert manifest["parallel"] == {"world_size": 3, "backend": "gloo"}
-    # Ranks 1 and 2 wrote nothing into the output tree: one Hydra folder, one run log, one lock.
+    assert manifest["parallel"] == {"world_size": 2, "backend": "gloo"}
+    # Rank 1 wrote nothing into the output tree: one Hydra folder, one run log.
     assert len(list((sweep / "_hydra").iterdir())) == 1
     assert len(list((cell / "logs").iterdir())) == 1
     assert not list(tmp_path.glob("multirun.yaml")) and not list(tmp_path.glob("outputs"))
 
-    # The report's scaling figure draws both arms at 3 devices from these real rows.
+    # The report's scaling figure draws both arms at 2 devices from these real rows.
     figure = speedup_vs_devices(load_sweep(sweep))
     lines = {line.get_label(): list(line.get_xdata()) for line in figure.axes[0].get_lines()}
-    assert lines["LP: lookahead parallelism"] == [3] and lines["TP: tensor-parallel AR"] == [3]
+    assert lines["LP: lookahead parallelism"] == [2] and lines["TP: tensor-parallel AR"] == [2]
 
 
 def test_devices_enter_the_cell_id_only_above_one(compose_cfg):
