@@ -12,13 +12,15 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from lade_bench.decoding.parallel import LookaheadParallelError
 from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.models.loading import TensorParallelError, load_tensor_parallel
 from lade_bench.models.tiny import tiny_model
 from lade_bench.report.figures import speedup_vs_devices
 from lade_bench.report.sweep import load_sweep
-from lade_bench.results import load_rows, read_index
-from lade_bench.runner import plan_cell
+from lade_bench.results import load_rows, read_index, scan_rows_jsonl
+from lade_bench.runner import execute as execute_module
+from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.plan import CellConfigError
 from lade_bench.runner.ranks import RanksError, join_ranks
 
@@ -116,3 +118,32 @@ def test_tensor_parallel_refuses_a_split_of_attention_heads(compose_cfg):
     cfg = compose_cfg(["model=smollm2"])
     with pytest.raises(TensorParallelError, match="9 attention heads and 3 key/value heads cannot be split over 2"):
         load_tensor_parallel(cfg.model, torch.float32, "sdpa", 2, cache_dir=cfg.model_cache_dir)
+
+
+def test_a_failed_exchange_between_ranks_ends_the_cell_leaving_whole_rows(compose_cfg, tmp_path, monkeypatch):
+    """LookaheadParallelError is not recorded as an error row (the ranks are out of step): the cell
+    fails, rows already on disk are whole (sample, turn) groups, and a rerun completes it."""
+    cfg = compose_cfg([*TINY, "dataset.limit=2", "warmup=0", f"output_root={tmp_path}"])
+    original = execute_module.generate
+    calls = {"lookahead": 0}
+
+    def peer_lost_on_third_lookahead(arm, *args, **kwargs):
+        if arm == "lookahead":
+            calls["lookahead"] += 1
+            if calls["lookahead"] == 3:
+                raise LookaheadParallelError("rank 0/2: all_gather #7 of a parallel lookahead generation failed")
+        return original(arm, *args, **kwargs)
+
+    monkeypatch.setattr(execute_module, "generate", peer_lost_on_third_lookahead)
+    with pytest.raises(LookaheadParallelError):
+        run_cell(cfg)
+    plan = plan_cell(cfg)
+    (entry,) = read_index(plan.sweep_root)
+    assert entry["status"] == "failed" and entry["error"].startswith("LookaheadParallelError: rank 0/2")
+    assert not (plan.cell_dir / "summary.json").exists()
+    rows = scan_rows_jsonl(plan.cell_dir / "rows.jsonl").rows
+    assert len(rows) == 4 and all(row["error"] is None for row in rows)  # two whole (sample, turn) groups
+
+    monkeypatch.setattr(execute_module, "generate", original)
+    outcome = run_cell(cfg)
+    assert outcome.status == "done" and outcome.rows_appended == 4

@@ -24,19 +24,21 @@ import torch
 
 from lade_bench.datasets import Sample, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
+from lade_bench.decoding.parallel import LookaheadParallelError
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
 from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
-from lade_bench.runner.ranks import PARALLEL_ARMS, Ranks
+from lade_bench.runner.ranks import PARALLEL_ARMS, Ranks, RanksError
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
 from lade_bench.runner.scoring import allow_unsandboxed, score_output
 
 log = logging.getLogger(__name__)
 
 # Errors that say the configuration or the model cannot work at all: retrying per sample would only
-# record the same failure for every row, so they end the cell instead.
-_FATAL = (DecodingConfigError, UnsupportedModelError)
+# record the same failure for every row, so they end the cell instead. A failed exchange between
+# ranks too: the ranks are out of step, and no later generation could line up across them.
+_FATAL = (DecodingConfigError, UnsupportedModelError, LookaheadParallelError, RanksError)
 
 
 @dataclass
