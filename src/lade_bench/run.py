@@ -6,7 +6,9 @@ structured schema) and :func:`lade_bench.runner.run_cell` does the work, once pe
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -38,11 +40,13 @@ def follower_overrides(rank: str | None) -> list[str]:
     """Hydra overrides for a torchrun rank other than 0: its Hydra files go to a private temp folder.
 
     Only rank 0 writes into the sweep (results, Hydra's config and log, the launch plan); the other
-    ranks run the same jobs in the same order but must not write beside it.
+    ranks run the same jobs in the same order but must not write beside it. Their log still reaches
+    the terminal through torchrun; the folder is removed when the process exits.
     """
     if rank in (None, "0"):
         return []
     scratch = tempfile.mkdtemp(prefix=f"lade_bench_rank{int(rank)}_")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     return [
         f"hydra.run.dir={scratch}",
         f"hydra.sweep.dir={scratch}",
