@@ -6,6 +6,12 @@ structured schema) and :func:`lade_bench.runner.run_cell` does the work, once pe
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+
 import hydra
 from omegaconf import DictConfig
 
@@ -26,7 +32,27 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """Register the config schema, then let Hydra parse the command line and run each job."""
     register_configs()
+    sys.argv.extend(follower_overrides(os.environ.get("RANK")))
     _hydra_main()
+
+
+def follower_overrides(rank: str | None) -> list[str]:
+    """Hydra overrides for a torchrun rank other than 0: its Hydra files go to a private temp folder.
+
+    Only rank 0 writes into the sweep (results, Hydra's config and log, the launch plan); the other
+    ranks run the same jobs in the same order but must not write beside it. Their log still reaches
+    the terminal through torchrun; the folder is removed when the process exits.
+    """
+    if rank in (None, "0"):
+        return []
+    scratch = tempfile.mkdtemp(prefix=f"lade_bench_rank{int(rank)}_")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    return [
+        f"hydra.run.dir={scratch}",
+        f"hydra.sweep.dir={scratch}",
+        "hydra.output_subdir=null",
+        "~hydra.callbacks.launch_plan",
+    ]
 
 
 if __name__ == "__main__":

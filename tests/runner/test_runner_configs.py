@@ -53,7 +53,19 @@ def test_model_group_has_the_required_models():
 
 
 def test_sweep_files_are_exactly_the_paper_experiments():
-    assert set(option_names("sweep")) == set(SWEEPS)
+    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling"}
+
+
+def test_lp_scaling_sweep_plans_one_cell_per_device_count(compose_cfg):
+    """Its axis is torchrun's process count (one launch per count, scripts/lp_scaling.sh), not a Hydra grid."""
+    cell_ids = set()
+    for devices in (1, 2, 4, 8):
+        arms = "[ar,lookahead]" if devices == 1 else "[ar,lookahead,ar_tp]"
+        plan = plan_cell(compose_cfg(["+sweep=lp_scaling", f"lookahead.devices={devices}", f"arms={arms}"]))
+        assert plan.sweep_root.name == "lp_scaling" and plan.dataset_spec.name == "classeval"
+        assert (plan.lookahead.ngram, plan.lookahead.window, plan.lookahead.guesses) == (5, 15, 15)
+        cell_ids.add(plan.cell_id)
+    assert len(cell_ids) == 4
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -114,7 +126,7 @@ def test_unknown_names_list_the_valid_ones(compose_cfg, override, message):
         ("lookahead.windw=3", "Key 'windw' not in 'LookaheadConfig'"),
         ("lookahead.window=abc", "could not be converted to Integer"),
         ("sampling.temperature=hot", "could not be converted to Float"),
-        ("arms=[ar,foo]", "expected one of [ar, lookahead, prompt_lookup, jacobi]"),
+        ("arms=[ar,foo]", "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp]"),
         ("device=tpu", "expected one of [auto, cpu, cuda]"),
         ("dtype=float8", "expected one of"),
         ("model.source=s3", "expected one of [embedded, tiny, hf]"),

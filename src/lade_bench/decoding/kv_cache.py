@@ -26,3 +26,46 @@ def commit_accepted(cache: DynamicCache, cur_position: int, step_tokens: int, ke
     surplus = step_tokens - 1 - kept
     if surplus:
         cache.crop(-surplus)
+
+
+def pack_entries(cache: DynamicCache, positions: list[int]) -> torch.Tensor:
+    """The keys and values at ``positions`` of every layer, flattened into one tensor (to send)."""
+    parts = []
+    for layer in cache.layers:
+        index = torch.tensor(positions, device=layer.keys.device)
+        parts.append(layer.keys.index_select(2, index).flatten())
+        parts.append(layer.values.index_select(2, index).flatten())
+    return torch.cat(parts)
+
+
+def empty_entries(cache: DynamicCache, count: int) -> torch.Tensor:
+    """A buffer of the size :func:`pack_entries` gives for ``count`` positions (to receive into)."""
+    size = 0
+    for layer in cache.layers:
+        for tensor in (layer.keys, layer.values):
+            batch, heads, _, dim = tensor.shape
+            size += batch * heads * count * dim
+    first = cache.layers[0].keys
+    return torch.empty(size, dtype=first.dtype, device=first.device)
+
+
+def replace_tail(cache: DynamicCache, position: int, packed: torch.Tensor, count: int) -> None:
+    """Make the cache hold its first ``position`` entries followed by the ``count`` packed ones.
+
+    ``packed`` comes from :func:`pack_entries` (possibly on another rank). Written in place when the
+    cache is long enough (the usual case after a step), so no full-cache copy happens.
+    """
+    offset = 0
+    for layer in cache.layers:
+        for name in ("keys", "values"):
+            tensor = getattr(layer, name)
+            batch, heads, length, dim = tensor.shape
+            size = batch * heads * count * dim
+            entries = packed[offset : offset + size].view(batch, heads, count, dim)
+            offset += size
+            if length >= position + count:
+                tensor[:, :, position : position + count] = entries
+                tensor = tensor[:, :, : position + count]
+            else:
+                tensor = torch.cat([tensor[:, :, :position], entries], dim=2)
+            setattr(layer, name, tensor)

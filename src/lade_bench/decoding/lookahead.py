@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import DynamicCache
@@ -33,6 +35,9 @@ from lade_bench.decoding.timing import (
 from lade_bench.decoding.verify import verify_greedy, verify_sampling
 from lade_bench.decoding.window import LookaheadWindow, initial_guesses
 
+if TYPE_CHECKING:
+    from lade_bench.decoding.parallel import LookaheadGroup
+
 
 @torch.no_grad()
 def lookahead_generate(
@@ -44,6 +49,7 @@ def lookahead_generate(
     sampling: SamplingParams | None = None,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,
+    parallel: LookaheadGroup | None = None,
 ) -> DecodeResult:
     """Generate up to ``max_new_tokens`` tokens after ``input_ids`` with lookahead decoding.
 
@@ -60,6 +66,9 @@ def lookahead_generate(
         sampling: greedy when None or ``do_sample=False``.
         eos_token_id: stop after emitting any of these ids (included in the output).
         seed: seeds the window initialisation and every sampling draw.
+        parallel: lookahead parallelism: every rank of this group calls with the same arguments and
+            its own full model replica; each step's window columns and candidates are split over
+            the ranks (``lade_bench.decoding.parallel``). None or one rank: a single device.
 
     Returns:
         DecodeResult; ``steps`` counts every forward: the prefill (which also carries the window's
@@ -70,11 +79,38 @@ def lookahead_generate(
     prompt = prompt_ids_as_list(input_ids)
     check_custom_mask_support(model)
     stop_ids = eos_set(eos_token_id)
+    if parallel is not None and parallel.world_size > 1:
+        from lade_bench.decoding.parallel import ParallelLookaheadRun
+
+        return ParallelLookaheadRun(model, prompt, params, max_new_tokens, sampling, stop_ids, seed, parallel).run()
     return _LookaheadRun(model, prompt, params, max_new_tokens, sampling, stop_ids, seed).run()
 
 
+@dataclass
+class StepOutput:
+    """What one lookahead step's forward pass(es) yield, in the order verification reads it.
+
+    Attributes:
+        predictions: argmax of every row; row 0 is cur's (the first token greedy decoding emits).
+        last_level: argmax of the last window level's C rows, in column order.
+        candidate_rows: for each candidate, the rows (indices into ``predictions``) of its N-1 tokens.
+        logits: the rows' logits, aligned with ``predictions`` (read by sampling verification only).
+        shape: what committing the step's accepted entries needs (the executor's own layout).
+    """
+
+    predictions: list[int]
+    last_level: list[int]
+    candidate_rows: list[list[int]]
+    logits: torch.Tensor | None
+    shape: Any
+
+
 class _LookaheadRun:
-    """State of one lookahead generation (kept out of module scope: one object per call)."""
+    """State of one lookahead generation (kept out of module scope: one object per call).
+
+    The step's forward and the commit of its accepted cache entries are the overridable pieces
+    (``_prefill_logits``, ``_step``, ``_commit``): lookahead parallelism replaces only those.
+    """
 
     def __init__(
         self,
@@ -163,9 +199,7 @@ class _LookaheadRun:
         the prompt rows never see the guesses, so the prompt's cache entries are the plain prefill's.
         """
         guesses = list(window.levels[0])
-        logits = self._forward(self.prompt + guesses, logits_to_keep=len(guesses) + 1)
-        if guesses:
-            self.cache.crop(-len(guesses))
+        logits = self._prefill_logits(self.prompt + guesses, len(guesses))
         if self.warpers is None:
             first = int(logits[0].argmax())
         else:
@@ -174,6 +208,13 @@ class _LookaheadRun:
         # Row 0 stands for cur's column; update() drops it, like cur's prediction in a normal step.
         window.update([first, *logits[1:].argmax(dim=-1).tolist()])
         return self._emit([first])
+
+    def _prefill_logits(self, ids: list[int], guesses: int) -> torch.Tensor:
+        """Logits of the prefill's last ``guesses + 1`` rows; the cache keeps only the prompt's entries."""
+        logits = self._forward(ids, logits_to_keep=guesses + 1)
+        if guesses:
+            self.cache.crop(-guesses)
+        return logits
 
     def _decode(self, window: LookaheadWindow) -> None:
         n, g = self.params.ngram, self.params.guesses
@@ -184,38 +225,23 @@ class _LookaheadRun:
             cur = self.tokens[-1]
             position = len(self.sequence) - 1
             candidates = pool.candidates(cur)
-            branch = self.branch_of(candidates)
-            layout = self.layouts.get(window.num_levels, window.num_columns, branch.paths)
-            step_ids = window.input_tokens(cur)
-            step_ids.extend(branch.tokens)
-            logits = self._forward(
-                step_ids,
-                attention_mask=self.masks.build(layout, position),
-                position_ids=(layout.position_offsets + position)[None, :],
-                logits_to_keep=layout.logit_rows,
-            )
-            predictions = logits.argmax(dim=-1).tolist()
+            step = self._step(cur, position, window, candidates)
             if self.warpers is None:
-                accepted, winner, matched = verify_greedy(predictions, candidates, layout.candidate_rows)
+                accepted, winner, matched = verify_greedy(step.predictions, candidates, step.candidate_rows)
             else:
                 accepted, winner, matched = verify_sampling(
-                    functools.partial(self._probabilities, logits),
+                    functools.partial(self._probabilities, step.logits),
                     candidates,
-                    layout.candidate_rows,
+                    step.candidate_rows,
                     self.generator,
                 )
             self.steps_with_candidates += bool(candidates)
             self.steps_with_hit += matched > 0
 
-            last_level = [predictions[r] for r in layout.last_level_rows]
-            for ngram in window.ngrams(cur, last_level):
+            for ngram in window.ngrams(cur, step.last_level):
                 pool.add(ngram[0], ngram[1:])
-            window.update(last_level)
-
-            # The accepted tokens' nodes (winner is -1 when nothing matched, possibly with no branch).
-            accepted_nodes = branch.paths[winner][:matched] if matched else ()
-            kept = [layout.candidate_offset + node for node in accepted_nodes]
-            commit_accepted(self.cache, position, layout.num_tokens, kept)
+            window.update(step.last_level)
+            self._commit(step, position, winner, matched)
 
             emitted_from = len(self.sequence)
             finished = self._emit(accepted)
@@ -223,6 +249,30 @@ class _LookaheadRun:
                 pool.add_ngrams_of(self.sequence, first_end=emitted_from)
             if finished:
                 return
+
+    def _step(self, cur: int, position: int, window: LookaheadWindow, candidates: list[tuple[int, ...]]) -> StepOutput:
+        """One forward pass of the whole step: window and the verification branch under one mask."""
+        branch = self.branch_of(candidates)
+        layout = self.layouts.get(window.num_levels, window.num_columns, branch.paths)
+        step_ids = window.input_tokens(cur)
+        step_ids.extend(branch.tokens)
+        logits = self._forward(
+            step_ids,
+            attention_mask=self.masks.build(layout, position),
+            position_ids=(layout.position_offsets + position)[None, :],
+            logits_to_keep=layout.logit_rows,
+        )
+        predictions = logits.argmax(dim=-1).tolist()
+        last_level = [predictions[r] for r in layout.last_level_rows]
+        return StepOutput(predictions, last_level, layout.candidate_rows, logits, (layout, branch))
+
+    def _commit(self, step: StepOutput, position: int, winner: int, matched: int) -> None:
+        """Keep cur's and the ``matched`` accepted tokens of candidate ``winner``'s cache entries."""
+        layout, branch = step.shape
+        # The accepted tokens' nodes (winner is -1 when nothing matched, possibly with no branch).
+        accepted_nodes = branch.paths[winner][:matched] if matched else ()
+        kept = [layout.candidate_offset + node for node in accepted_nodes]
+        commit_accepted(self.cache, position, layout.num_tokens, kept)
 
     def _probabilities(self, logits: torch.Tensor, row: int) -> torch.Tensor:
         """Warped target distribution of logit row ``row`` (a fresh tensor: verification edits it)."""

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
-from lade_bench.models.gemma3 import load_embedded_gemma3
+from lade_bench.models.gemma3 import converted_gemma3_dir, load_embedded_gemma3
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 
 MODEL_SOURCES = ("embedded", "tiny", "hf")
@@ -171,6 +171,62 @@ def _load_hf(
         name, dtype=dtype, attn_implementation=attn_implementation, device_map=str(device), **options
     )
     return model, tokenizer
+
+
+class TensorParallelError(ValueError):
+    """A model cannot be split over the requested number of ranks with tensor parallelism."""
+
+
+# Folder of each embedded model's converted checkpoint (tensor parallelism loads from a folder).
+_EMBEDDED_FOLDERS = {"smollm2": converted_smollm2_dir, "gemma3_270m": converted_gemma3_dir}
+
+
+def load_tensor_parallel(
+    model_cfg: Any,
+    dtype: torch.dtype,
+    attn_implementation: str,
+    tp_size: int,
+    *,
+    cache_dir: str | Path | None = None,
+) -> torch.nn.Module:
+    """This rank's shard of the model, split with transformers' own tensor-parallel plan.
+
+    Every rank of the (already initialised) process group must call this at the same time; the
+    weights go to the rank's device (``cuda:LOCAL_RANK``, or the CPU under gloo).
+
+    Raises:
+        TensorParallelError: a tiny model (no checkpoint to load from), or attention heads that
+            ``tp_size`` does not divide (each rank must hold whole heads).
+    """
+    from transformers import AutoConfig
+    from transformers.distributed import DistributedConfig
+
+    source = getattr(model_cfg.source, "value", model_cfg.source)
+    options: dict[str, Any] = {}
+    if source == "embedded":
+        cache = Path(cache_dir).expanduser() if cache_dir is not None else None
+        path = str(_EMBEDDED_FOLDERS[embedded_name(model_cfg)](cache))
+    elif source == "hf":
+        path = model_cfg.name_or_path
+        options = dict(revision=model_cfg.revision, trust_remote_code=model_cfg.trust_remote_code)
+    else:
+        raise TensorParallelError(f"model.source={source!r} has no checkpoint to split; use embedded or hf")
+    config = AutoConfig.from_pretrained(path, **options)
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    if heads % tp_size or kv_heads % tp_size:
+        raise TensorParallelError(
+            f"{model_cfg.name}: {heads} attention heads and {kv_heads} key/value heads cannot be split over "
+            f"{tp_size} ranks; use a number of devices that divides both"
+        )
+    model = AutoModelForCausalLM.from_pretrained(
+        path,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+        distributed_config=DistributedConfig(tp_size=tp_size),
+        **options,
+    )
+    return model.eval()
 
 
 def stop_token_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> list[int]:

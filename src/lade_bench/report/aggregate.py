@@ -89,12 +89,13 @@ SAMPLE_KEY: tuple[str, ...] = ("sample_id", "turn")
 UNIT_COLUMN = "sample_id"
 
 BASELINE_ARM = "ar"
-ARM_ORDER: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi")
+ARM_ORDER: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp")
 ARM_LABELS: dict[str, str] = {
     "ar": "AR",
     "lookahead": "Lookahead",
     "prompt_lookup": "Prompt lookup",
     "jacobi": "Jacobi",
+    "ar_tp": "AR, tensor parallel",
 }
 ROUGE_COLUMNS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 # Per-key means of these columns are averaged with the registry's aggregation (metric name -> column).

@@ -31,7 +31,13 @@ SPEEDUP_LABEL = "speedup over AR (×, wall time)"
 PER_TOKEN_SPEEDUP_LABEL = "speedup over AR (×, time per token)"
 COMPRESSION_LABEL = "compression (tokens / forward pass)"
 # Colours per arm, fixed so an arm looks the same in every figure.
-ARM_COLORS = {"ar": "#7f7f7f", "lookahead": "#1f77b4", "prompt_lookup": "#ff7f0e", "jacobi": "#2ca02c"}
+ARM_COLORS = {
+    "ar": "#7f7f7f",
+    "lookahead": "#1f77b4",
+    "prompt_lookup": "#ff7f0e",
+    "jacobi": "#2ca02c",
+    "ar_tp": "#d62728",
+}
 DPI = 150
 
 
@@ -398,6 +404,58 @@ def device_profile(sweep: Sweep) -> Figure:
     return _titled(fig, "Device profile: cost of a wider forward pass", sweep.context_line())
 
 
+def cell_world_sizes(sweep: Sweep) -> dict[tuple[str, str], int]:
+    """Ranks each cell ran on, from its manifest (1 for cells recorded before multi-device runs)."""
+    sizes = {}
+    for cell in sweep.cells:
+        parallel = (cell.manifest or {}).get("parallel") or {}
+        sizes[(str(cell.sweep), str(cell.cell_id))] = int(parallel.get("world_size") or 1)
+    return sizes
+
+
+# The multi-device arms and how the scaling figure names them.
+_SCALING_ARMS = {"lookahead": "LP: lookahead parallelism", "ar_tp": "TP: tensor-parallel AR"}
+
+
+def speedup_vs_devices(sweep: Sweep) -> Figure:
+    """Speedup over single-device AR of lookahead parallelism and tensor-parallel AR vs ranks.
+
+    Each point is one cell: its lookahead (or ar_tp) arm against the AR arm of the same cell, which
+    always runs on one device, paired per sample. Lookahead at 1 device is plain lookahead.
+
+    Raises:
+        FigureSkipped: no greedy cell ran on more than one device.
+    """
+    sizes = cell_world_sizes(sweep)
+    summary = sweep.summary
+    greedy = summary[~summary["do_sample"].astype(bool) & summary["arm"].isin(list(_SCALING_ARMS))]
+    devices = [sizes.get((str(s), str(c)), 1) for s, c in zip(greedy["sweep"], greedy["cell_id"], strict=True)]
+    frame = greedy.assign(devices=devices)
+    if frame.empty or frame["devices"].max() <= 1:
+        raise FigureSkipped("no greedy cell ran on more than one device (lookahead.devices > 1 under torchrun)")
+    keys = [*_varying(frame, ("sweep",)), "model", "dataset", "ngram", "window", "guesses"]
+    groups = list(frame.groupby(keys, sort=False))
+    missing = missing_interval_note(frame)
+    fig, axes = _grid(len(groups), panel_w=5.2, panel_h=4.0)
+    for ax, (key, group) in zip(axes, groups, strict=True):
+        for (arm, label), offset in zip(_SCALING_ARMS.items(), (4, -11), strict=True):
+            rec = group[group["arm"] == arm].sort_values("devices")
+            if rec.empty:
+                continue
+            xs, ys = rec["devices"].tolist(), rec["speedup"].tolist()
+            ax.plot(xs, ys, marker="o", color=ARM_COLORS[arm], label=label)
+            _error_bars(ax, xs, ys, rec["speedup_ci_low"].tolist(), rec["speedup_ci_high"].tolist())
+            for x, y, n in zip(xs, ys, rec["n_units"], strict=True):
+                ax.annotate(f"n={int(n)}", (x, y), textcoords="offset points", xytext=(4, offset), fontsize=7)
+        ax.axhline(1.0, color=ARM_COLORS["ar"], lw=0.8, ls="--", label="AR, 1 device")
+        ax.set_xticks(sorted(group["devices"].unique()))
+        ax.set_xlabel("devices (ranks)" + (f"\n{missing}" if missing else ""), fontsize=9)
+        ax.set_ylabel(SPEEDUP_LABEL + ", 95% CI")
+        ax.set_title(_panel_name(keys, key), fontsize=9)
+        ax.legend(fontsize=7)
+    return _titled(fig, "LP vs TP: speedup vs devices (greedy; n = samples)", sweep.context_line())
+
+
 FIGURES: dict[str, FigureSpec] = {
     spec.name: spec
     for spec in (
@@ -425,6 +483,12 @@ FIGURES: dict[str, FigureSpec] = {
             "rouge_parity",
             "ROUGE of AR vs lookahead under sampling: parity means lookahead keeps the output distribution.",
             rouge_parity,
+        ),
+        FigureSpec(
+            "speedup_vs_devices",
+            "Speedup over one-device AR vs the number of devices: lookahead parallelism (LP) and "
+            "tensor-parallel AR (TP), strong scaling on the same samples.",
+            speedup_vs_devices,
         ),
         FigureSpec(
             "device_profile",

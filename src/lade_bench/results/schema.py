@@ -37,7 +37,7 @@ import pyarrow as pa
 # so that old result folders can be recognised.
 SCHEMA_VERSION = 4
 
-ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi")
+ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp")
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")

@@ -31,7 +31,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
 from lade_bench.decoding import check_custom_mask_support
-from lade_bench.models.loading import describe_device, load_model, stop_token_ids
+from lade_bench.models.loading import (
+    TensorParallelError,
+    describe_device,
+    load_model,
+    load_tensor_parallel,
+    stop_token_ids,
+)
 from lade_bench.profiling.device_profile import (
     PROFILE_JSON,
     PROFILES_DIR,
@@ -59,6 +65,7 @@ from lade_bench.runner.execute import CellModel, count_pending_rows, count_units
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell, readable_cell_name
 from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job
+from lade_bench.runner.ranks import Ranks
 from lade_bench.runner.run_log import run_log
 from lade_bench.runner.samples import SampleSet, fit_samples, load_samples
 from lade_bench.runner.sinks import Sink, incomplete_sinks, is_durable
@@ -95,13 +102,16 @@ class CellOutcome:
     rows_appended: int = 0
 
 
-def run_cell(cfg: DictConfig, sinks: Sequence[Sink] = (), run: RunIdentity | None = None) -> CellOutcome:
+def run_cell(
+    cfg: DictConfig, sinks: Sequence[Sink] = (), run: RunIdentity | None = None, ranks: Ranks | None = None
+) -> CellOutcome:
     """Run (or resume, complete, or skip) the cell ``cfg`` describes and hand its results to ``sinks``.
 
     Args:
         cfg: the composed job config.
         sinks: where the finished cell is handed on (see ``lade_bench.runner.sinks``).
         run: who runs it (recorded in the lock, rows, manifest and index); None: this process, now.
+        ranks: on a multi-device cell, rank 0's handle on the other ranks (see ``runner.ranks``).
 
     Raises:
         DecodingConfigError, CellConfigError, UnknownDatasetError: bad values, before any loading.
@@ -129,7 +139,7 @@ def run_cell(cfg: DictConfig, sinks: Sequence[Sink] = (), run: RunIdentity | Non
     label_slurm_job(me, readable_cell_name(cfg))
     try:
         with run_log(plan.cell_dir, me.run_id):
-            return _run_owned_cell(plan, sinks, me, ownership, settings, samples)
+            return _run_owned_cell(plan, sinks, me, ownership, settings, samples, ranks)
     finally:
         ownership.release()
 
@@ -141,6 +151,7 @@ def _run_owned_cell(
     ownership: Ownership,
     settings: LockSettings,
     samples: list[Sample] | None,
+    ranks: Ranks | None = None,
 ) -> CellOutcome:
     """The cell, run by the job that holds its lock (every write checks it still does)."""
     # This job owns the cell, so temp files in its folder are leftovers of a kill.
@@ -157,10 +168,10 @@ def _run_owned_cell(
     entry = dict(cell_dir=plan.cell_dir, config=plan.semantic, run=me.as_record())
     update_index(plan.sweep_root, plan.cell_id, status="running", **entry)
     try:
-        cell_model = _load_model(plan)
+        cell_model = _load_model(plan, ranks)
         _profile_device_once(plan, cell_model, me, settings)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
-        writer.write_json(MANIFEST_JSON, _manifest(plan, sample_set, len(samples), me))
+        writer.write_json(MANIFEST_JSON, _manifest(plan, sample_set, len(samples), me, ranks))
         appended = _generate(plan, cell_model, sample_set, writer, me)
         del cell_model  # drop the weights now: the next cell of a sweep loads its own into this process
         writer.finalize()
@@ -287,7 +298,41 @@ def index_summary(summary: dict[str, Any]) -> dict[str, Any]:
     return top
 
 
-def _load_model(plan: CellPlan) -> CellModel:
+def _load_model(plan: CellPlan, ranks: Ranks | None = None) -> CellModel:
+    """Rank 0's model(s); on a multi-device cell the other ranks are told to load theirs too."""
+    if ranks is None:
+        return load_cell_model(plan, None)
+    cell_model = _load_replica(plan)
+    # Only now (the embedded checkpoint is converted) do the followers start loading from the cache.
+    ranks.request(["load"])
+    return _with_tensor_parallel(plan, ranks, cell_model)
+
+
+def load_cell_model(plan: CellPlan, ranks: Ranks | None) -> CellModel:
+    """The model(s) this rank needs: the full replica unless it only serves ar_tp, and the TP shard."""
+    if ranks is None or ranks.is_leader or "lookahead" in plan.arms:
+        return _with_tensor_parallel(plan, ranks, _load_replica(plan))
+    return _with_tensor_parallel(plan, ranks, CellModel(None, None, []))
+
+
+def _with_tensor_parallel(plan: CellPlan, ranks: Ranks | None, cell_model: CellModel) -> CellModel:
+    cell_model.ranks = ranks
+    if ranks is not None and "ar_tp" in plan.arms:
+        cfg = plan.cfg
+        log.info(
+            "loading the tensor-parallel shard of %s (rank %d of %d)", cfg.model.name, ranks.rank, ranks.world_size
+        )
+        attention = plan.semantic["attn_implementation"]
+        try:
+            cell_model.tp_model = load_tensor_parallel(
+                cfg.model, plan.dtype, attention, ranks.world_size, cache_dir=cfg.model_cache_dir
+            )
+        except TensorParallelError as err:
+            raise CellConfigError(f"the ar_tp arm cannot run: {err}") from err
+    return cell_model
+
+
+def _load_replica(plan: CellPlan) -> CellModel:
     cfg = plan.cfg
     log.info("loading model %s (%s, %s)", cfg.model.name, plan.device, str(plan.dtype).removeprefix("torch."))
     attention = plan.semantic["attn_implementation"]
@@ -360,7 +405,9 @@ def _generate(plan: CellPlan, cell_model: CellModel, sample_set: SampleSet, writ
         return run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
 
 
-def _manifest(plan: CellPlan, sample_set: SampleSet, loaded: int, me: RunIdentity) -> dict[str, Any]:
+def _manifest(
+    plan: CellPlan, sample_set: SampleSet, loaded: int, me: RunIdentity, ranks: Ranks | None = None
+) -> dict[str, Any]:
     cfg = plan.cfg
     previous = []
     path = plan.cell_dir / MANIFEST_JSON
@@ -381,6 +428,8 @@ def _manifest(plan: CellPlan, sample_set: SampleSet, loaded: int, me: RunIdentit
             "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
             "overrides": _hydra_overrides(),
             "dtype": plan.semantic["dtype"],
+            # Ranks of a multi-device cell (lookahead parallelism, tensor-parallel AR); 1 and no backend otherwise.
+            "parallel": ranks.describe() if ranks is not None else {"world_size": 1, "backend": None},
             "samples": {
                 "loaded": loaded,
                 "kept": len(sample_set.samples),

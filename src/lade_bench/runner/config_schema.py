@@ -66,6 +66,7 @@ class Arm(Enum):
     lookahead = "lookahead"
     prompt_lookup = "prompt_lookup"
     jacobi = "jacobi"
+    ar_tp = "ar_tp"
 
 
 @dataclass
@@ -135,6 +136,19 @@ class LookaheadConfig:
     guesses: int = 7
     prompt_as_reference: bool = True
     verification: str = "flat"
+    devices: int = 1
+
+
+@dataclass
+class DistributedConfig:
+    """Schema of ``distributed``: settings of multi-rank cells (``lookahead.devices`` > 1, under torchrun).
+
+    Attributes:
+        timeout_s: how long a rank waits in a collective before failing (a rank that exits is noticed
+            at once on gloo; this bounds the wait for one that hangs).
+    """
+
+    timeout_s: float = 600.0
 
 
 @dataclass
@@ -268,6 +282,7 @@ class LadeBenchConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)

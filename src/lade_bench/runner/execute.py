@@ -24,27 +24,40 @@ import torch
 
 from lade_bench.datasets import Sample, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
+from lade_bench.decoding.parallel import LookaheadParallelError
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
 from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
+from lade_bench.runner.ranks import PARALLEL_ARMS, Ranks, RanksError
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
 from lade_bench.runner.scoring import allow_unsandboxed, score_output
 
 log = logging.getLogger(__name__)
 
 # Errors that say the configuration or the model cannot work at all: retrying per sample would only
-# record the same failure for every row, so they end the cell instead.
-_FATAL = (DecodingConfigError, UnsupportedModelError)
+# record the same failure for every row, so they end the cell instead. A failed exchange between
+# ranks too: the ranks are out of step, and no later generation could line up across them.
+_FATAL = (DecodingConfigError, UnsupportedModelError, LookaheadParallelError, RanksError)
 
 
 @dataclass
 class CellModel:
-    """What generation needs besides the plan: the loaded model, its tokenizer and stop ids."""
+    """What generation needs besides the plan: the loaded model(s), tokenizer, stop ids and ranks.
 
-    model: torch.nn.Module
+    Attributes:
+        model: the full model on this rank's device (every arm but ar_tp runs it).
+        tokenizer: its tokenizer.
+        stop_ids: EOS ids that end a turn.
+        ranks: this process's place in a multi-device cell (None: single device).
+        tp_model: the tensor-parallel shard the ar_tp arm runs (None without that arm).
+    """
+
+    model: torch.nn.Module | None
     tokenizer: Any
     stop_ids: list[int]
+    ranks: Ranks | None = None
+    tp_model: torch.nn.Module | None = None
 
 
 def arm_order(arms: Sequence[str], position: int) -> list[str]:
@@ -76,7 +89,7 @@ def warm_up(plan: CellPlan, cell_model: CellModel, sample: Sample) -> None:
     budget = min(cfg.warmup_new_tokens, cfg.max_new_tokens)
     for _ in range(cfg.warmup):
         for arm in plan.arms:
-            generate(arm, cell_model.model, prompt, plan, cell_model.stop_ids, seed=cfg.seed, max_new_tokens=budget)
+            generate(arm, cell_model, prompt, plan, seed=cfg.seed, max_new_tokens=budget)
 
 
 def run_samples(
@@ -188,10 +201,12 @@ def _generate_row(
         cell_model.tokenizer, sample, turn, history, chat=cfg.model.chat, system_prompt=cfg.model.system_prompt
     )
     try:
-        result = generate(arm, cell_model.model, prompt, plan, cell_model.stop_ids, ids["seed"])
+        result = generate(arm, cell_model, prompt, plan, ids["seed"])
     except _FATAL:
         raise
     except Exception as exc:  # e.g. out of memory on one long sample: record it and go on
+        if cell_model.ranks is not None and arm in PARALLEL_ARMS:
+            raise  # the other ranks are mid-generation: no later generation could line up with theirs
         log.warning("%s on sample %s turn %d failed: %s", arm, sample.sample_id, turn, exc)
         if plan.device.type == "cuda":
             torch.cuda.empty_cache()

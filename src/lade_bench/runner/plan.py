@@ -22,6 +22,7 @@ from lade_bench.decoding.params import validate_max_new_tokens
 from lade_bench.models.loading import EMBEDDED_MODELS, embedded_name, resolve_device, resolve_dtype
 from lade_bench.models.tiny import TINY_ARCHITECTURES
 from lade_bench.results import cell_id
+from lade_bench.runner.ranks import PARALLEL_ARMS, rank_device
 
 # Arms that run lookahead's custom-mask forward passes (they need a mask-capable attention backend).
 _MASK_ARMS = ("lookahead", "jacobi")
@@ -102,6 +103,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
     except ValueError as err:  # e.g. device=cuda without CUDA: a config mistake, said before any loading
         raise CellConfigError(str(err)) from err
+    device = rank_device(device, cfg.lookahead.devices)
     semantic = semantic_config(cfg, arms, spec, device, dtype)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
@@ -156,6 +158,8 @@ def semantic_config(
         "dtype": str(dtype).removeprefix("torch."),
         "attn_implementation": _enum_value(cfg.attn_implementation),
     }
+    if cfg.lookahead.devices > 1:
+        semantic["devices"] = cfg.lookahead.devices
     if "prompt_lookup" in arms:
         semantic["prompt_lookup"] = OmegaConf.to_container(cfg.prompt_lookup)
     if "jacobi" in arms:
@@ -167,9 +171,11 @@ def lookahead_semantic(lookahead: DictConfig) -> dict[str, Any]:
     """The lookahead group as hashed into the cell id.
 
     ``verification`` enters only when it is not ``flat``: cells recorded before the trie layout
-    existed (all flat) hashed without the key, and must keep their ids to resume.
+    existed (all flat) hashed without the key, and must keep their ids to resume. ``devices`` is
+    left out for the same reason; the caller adds it at the top level when it is above 1.
     """
     keys = OmegaConf.to_container(lookahead)
+    keys.pop("devices", None)
     if keys.get("verification", "flat") == "flat":
         keys.pop("verification", None)
     return keys
@@ -185,6 +191,8 @@ def readable_cell_name(cfg: DictConfig) -> str:
     shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
     shape += "" if la.get("verification", "flat") == "flat" else la.verification
     parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, shape, cfg.sampling.name]
+    if cfg.lookahead.devices > 1:
+        parts.append(f"{cfg.lookahead.devices}dev")
     return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
 
 
@@ -204,6 +212,7 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
             f"attn_implementation={attention!r} cannot take the custom attention mask the {needs_mask} arm(s) "
             f"need; use one of {list(MASK_CAPABLE_ATTENTION)}, or arms=[ar] for a FlashAttention AR baseline"
         )
+    _validate_devices(cfg, arms)
     for name, value in (
         ("prompt_lookup.num_tokens", cfg.prompt_lookup.num_tokens),
         ("prompt_lookup.max_ngram_size", cfg.prompt_lookup.max_ngram_size),
@@ -212,6 +221,36 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
         if value < 1:
             raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
     return arms
+
+
+def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
+    devices = cfg.lookahead.devices
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise CellConfigError(
+            f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)"
+        )
+    parallel = [a for a in arms if a in PARALLEL_ARMS]
+    if devices > 1 and not parallel:
+        raise CellConfigError(
+            f"lookahead.devices={devices} is used only by the arms {list(PARALLEL_ARMS)}, and arms={list(arms)} "
+            "has neither; add one, or set lookahead.devices=1"
+        )
+    if devices > 1 and "lookahead" in arms and cfg.lookahead.get("verification", "flat") != "flat":
+        raise CellConfigError(
+            f"lookahead.verification={cfg.lookahead.verification!r} is not supported with lookahead.devices={devices} "
+            "(candidates are split over ranks as flat chains); allowed: 'flat'"
+        )
+    if "ar_tp" in arms:
+        if devices < 2:
+            raise CellConfigError(
+                "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2 ranks under torchrun; "
+                "with one device it is the ar arm"
+            )
+        if _enum_value(cfg.model.source) == "tiny":
+            raise CellConfigError(
+                "the ar_tp arm loads a checkpoint with transformers' tp_plan='auto', which a tiny random "
+                "model has not; use model=smollm2 or a model.source=hf model"
+            )
 
 
 def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:

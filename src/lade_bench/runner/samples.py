@@ -54,7 +54,7 @@ def prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> int
     if context is None:
         return None
     cfg = plan.cfg
-    headroom = {"ar": 0, "lookahead": plan.lookahead.ngram + plan.lookahead.window}
+    headroom = {"ar": 0, "ar_tp": 0, "lookahead": plan.lookahead.ngram + plan.lookahead.window}
     headroom["prompt_lookup"] = cfg.prompt_lookup.num_tokens + 1
     headroom["jacobi"] = cfg.jacobi.block_size + 1
     budget = context - max_turns * cfg.max_new_tokens - max(headroom[a] for a in plan.arms)
