@@ -245,6 +245,9 @@ def _reference_presets(names: list[str]) -> dict[str, LookaheadParams]:
         if not path.is_file():
             raise TuneConfigError(f"tune.reference_presets: {name!r} is not a lookahead preset; use any of {available}")
         values = OmegaConf.to_container(OmegaConf.load(path))
+        # The tuner measures one device: a preset's rank count is a launch setting, not a search input.
+        if values.pop("devices", 1) != 1:
+            raise TuneConfigError(f"tune.reference_presets: {path} sets devices != 1; the tuner runs on one device")
         try:
             presets[name] = LookaheadParams(**values)
         except (TypeError, DecodingConfigError) as err:

@@ -129,7 +129,7 @@ def build_units(
             seed = derive_seed(cfg.seed, index, turn)
             units.append(ProbeUnit(sample.sample_id, turn, tuple(prompt), seed))
             if turn + 1 < len(sample.turns):
-                answer = generate("ar", cell_model.model, prompt, plan, cell_model.stop_ids, seed)
+                answer = generate("ar", cell_model, prompt, plan, seed)
                 history.append((sample.turns[turn], tokenizer.decode(answer.tokens, skip_special_tokens=True)))
     return units
 
@@ -138,7 +138,7 @@ def warm_up_arm(plan: CellPlan, cell_model: CellModel, unit: ProbeUnit, arm: str
     """Untimed generations of ``arm`` on ``unit`` (``warmup`` of them, ``warmup_new_tokens`` long)."""
     budget = min(plan.cfg.warmup_new_tokens, plan.cfg.max_new_tokens)
     for _ in range(plan.cfg.warmup):
-        generate(arm, cell_model.model, list(unit.prompt_ids), plan, cell_model.stop_ids, unit.seed, budget)
+        generate(arm, cell_model, list(unit.prompt_ids), plan, unit.seed, budget)
 
 
 def measure_config(
@@ -161,7 +161,7 @@ def measure_config(
     for position, unit in enumerate(units):
         results = {}
         for arm in arm_order(("ar", "lookahead"), position):
-            results[arm] = generate(arm, cell_model.model, list(unit.prompt_ids), plan, cell_model.stop_ids, unit.seed)
+            results[arm] = generate(arm, cell_model, list(unit.prompt_ids), plan, unit.seed)
         ar, la = results["ar"], results["lookahead"]
         measurement.units.append(f"{unit.sample_id}/{unit.turn}")
         measurement.ar_time_s.append(ar.wall_time_s)

@@ -55,6 +55,7 @@ def cell_config(cfg: DictConfig, params: LookaheadParams, arms: Sequence[str], s
             "guesses": params.guesses,
             "prompt_as_reference": params.prompt_as_reference,
             "verification": params.verification,
+            "devices": 1,  # the tuner measures one device
         }
         cell.arms = list(arms)
         cell.output_root = str(sweep_root.parent)
