@@ -46,7 +46,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "harvest_off",
         "the window's n-grams never reach the pool (the whole lookahead branch is dead)",
         "lade_bench/decoding/lookahead.py",
-        "for ngram in window.ngrams(cur, last_level):",
+        "for ngram in window.ngrams(cur, step.last_level):",
         "for ngram in []:",
         (EFFECTIVENESS,),
     ),
