@@ -64,7 +64,9 @@ def test_trie_is_the_minimal_prefix_tree(candidates):
     for i, c in enumerate(candidates):
         for d in range(len(c)):
             first_seen.setdefault(tuple(c[: d + 1]), i)
-    node_of_prefix = {tuple(c[: d + 1]): p[d] for c, p in zip(candidates, branch.paths) for d in range(len(c))}
+    node_of_prefix = {
+        tuple(c[: d + 1]): p[d] for c, p in zip(candidates, branch.paths, strict=True) for d in range(len(c))
+    }
     siblings: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     for prefix in prefixes:
         siblings.setdefault(prefix[:-1], []).append(prefix)
@@ -78,7 +80,9 @@ def test_trie_is_the_minimal_prefix_tree(candidates):
 def test_trie_layout_is_the_ancestor_rule(candidates, levels, columns):
     branch = trie_branch(candidates)
     layout = build_branch_layout(levels, columns, branch.paths, torch.float32, "cpu")
-    flat = build_step_layout(levels, columns, len(candidates), len(candidates[0]) if candidates else 1, torch.float32, "cpu")
+    flat = build_step_layout(
+        levels, columns, len(candidates), len(candidates[0]) if candidates else 1, torch.float32, "cpu"
+    )
     window = levels * columns
     size = len(branch.tokens)
     assert layout.num_tokens == window + size <= flat.num_tokens

@@ -144,7 +144,11 @@ def test_typos_and_wrong_types_fail_at_composition(compose_cfg, override, messag
         ("lookahead.ngram=1", DecodingConfigError, "ngram (N)=1 is not allowed: use an integer >= 2"),
         ("lookahead.window=0", DecodingConfigError, "window (W)=0"),
         ("lookahead.guesses=-1", DecodingConfigError, "guesses (G)=-1"),
-        ("lookahead.verification=tree", DecodingConfigError, "verification='tree' is not allowed: use one of flat, trie"),
+        (
+            "lookahead.verification=tree",
+            DecodingConfigError,
+            "verification='tree' is not allowed: use one of flat, trie",
+        ),
         ("sampling=temperature_1 sampling.temperature=0", DecodingConfigError, "temperature=0"),
         ("sampling.top_p=1.5", DecodingConfigError, "top_p=1.5"),
         ("max_new_tokens=0", DecodingConfigError, "max_new_tokens=0"),

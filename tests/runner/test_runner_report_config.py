@@ -15,7 +15,7 @@ from lade_bench.report.sweep import declared_headline
 from lade_bench.runner import plan_cell
 
 SWEEPS = ("ablation_wg", "ablation_n", "prompt_ref", "sampling", "main", "smoke")
-HEADLINE = ("ngram", "window", "guesses", "prompt_as_reference")
+HEADLINE = ("ngram", "window", "guesses", "prompt_as_reference", "verification")
 
 
 def _cells(compose_cfg, sweep: str):
@@ -44,7 +44,13 @@ def test_every_sweep_declares_a_headline_that_is_one_of_its_cells(compose_cfg, s
 def test_headline_is_written_to_config_yaml_and_read_back(compose_cfg):
     cfg = compose_cfg(["+sweep=ablation_wg"])
     text = OmegaConf.to_yaml(cfg, resolve=True)  # what the runner writes as config.yaml
-    assert declared_headline(text) == {"ngram": 5, "window": 15, "guesses": 15, "prompt_as_reference": False}
+    assert declared_headline(text) == {
+        "ngram": 5,
+        "window": 15,
+        "guesses": 15,
+        "prompt_as_reference": False,
+        "verification": "flat",
+    }
     assert declared_headline(yaml.safe_dump({"report": {"headline": None}})) is None
     assert declared_headline(None) is None
 

@@ -96,9 +96,7 @@ def tiny_measure(tmp_path_factory):
 
     first = units[0]
     warm_up_arm(plan, cell_model, first, "ar")
-    runs = [
-        generate("ar", cell_model, list(first.prompt_ids), plan, first.seed) for _ in "abc"
-    ]
+    runs = [generate("ar", cell_model, list(first.prompt_ids), plan, first.seed) for _ in "abc"]
     tau = sorted(r.wall_time_s / r.new_tokens for r in runs)[1]
     profile = {**PROFILE, "forward_time_s": [t / 1e-3 * tau for t in PROFILE["forward_time_s"]]}
     return measure, calls, len(units), profile

@@ -98,7 +98,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("guesses", "int", "always", "identity", "lookahead G (verified candidates) of the cell"),
     Column("prompt_as_reference", "bool", "never", "identity", "n-gram pool seeded from the prompt"),
     Column(
-        "verification", "str", "always", "identity", "lookahead verification layout, flat or trie; null before v4 (flat)", 4
+        "verification",
+        "str",
+        "always",
+        "identity",
+        "lookahead verification layout, flat or trie; null before v4 (flat)",
+        4,
     ),
     Column("do_sample", "bool", "never", "identity", "sampling (true) or greedy (false)"),
     Column("temperature", "float", "never", "identity", "sampling temperature"),
