@@ -26,17 +26,25 @@ common=(
     'tune.reference_presets=[paper_7b,paper_13b,default,cpu_small]'
 )
 
+# Presets go to OUTPUT_ROOT/conf first: writing into this checkout during the run would make the
+# second tune's manifests record a dirty tree. Everything is copied into the repo only at the end.
 profile=()  # the first tune measures the device profile, the second reuses it
 for dataset in mt_bench humaneval; do
     name=smollm2-$dataset
     "$py" -m lade_bench.tune "${common[@]}" "${profile[@]}" dataset="$dataset" tune.name="$name" \
+        tune.preset_conf_dir="$out/conf" \
         tune.preset_name="cpu-smollm2-135m-instruct-$dataset" tune.overwrite_preset=true
     profile=(tune.profile_from="$out/tune/$name")
+done
+for dataset in mt_bench humaneval; do
+    name=smollm2-$dataset
+    preset=cpu-smollm2-135m-instruct-$dataset.yaml
     dest=paper_figures/tune/$dataset
-    mkdir -p "$dest"
+    mkdir -p "$dest" conf/lookahead/tuned
     cp "$out/tune/$name/figures/tune_step_cost.png" "$out/tune/$name/figures/tune_step_cost.pdf" "$dest/"
     cp "$out/tune/$name/heldout.md" "$out/tune/$name/heldout.csv" "$out/tune/$name/tune_record.json" "$dest/"
-    cp "conf/lookahead/tuned/cpu-smollm2-135m-instruct-$dataset.yaml" "$dest/"
+    cp "$out/conf/lookahead/tuned/$preset" "$dest/"
+    cp "$out/conf/lookahead/tuned/$preset" conf/lookahead/tuned/
 done
 echo "tuner outcome in paper_figures/tune/ (figure, held-out table, record, preset per dataset);" \
     "presets in conf/lookahead/tuned/ (lookahead=tuned/cpu-smollm2-135m-instruct-<dataset>)"
