@@ -35,6 +35,7 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     ax = fig.subplots()
     points_x: list[float] = []
     points_y: list[float] = []
+    star_lines: list[str] = []
     for verification, color in VERIFICATION_COLORS.items():
         _plot_configs(ax, record, profile, tau, verification, color, points_x, points_y)
     for rec in record.get("heldout") or []:
@@ -55,11 +56,14 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
             continue
         ax.scatter([x], [y], marker="*", s=260 if winner else 150, color=VERIFICATION_COLORS[rec["verification"]],
                    edgecolors="black", linewidths=1.2 if winner else 0.6, zorder=5)  # fmt: skip
+        # The top-k usually sit close together (they won the same search), so full labels beside the
+        # stars would overprint one another: the stars carry their search rank, the box the details.
+        rank = rec.get("rank_in_search", "?")
+        ax.annotate(f"{rank}", (x, y), fontsize=7, fontweight="bold", xytext=(5, 3), textcoords="offset points",
+                    zorder=6)  # fmt: skip
         speed = lookahead.get("speedup")
-        text = f"{rec['config']}: {speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else rec["config"]
-        ax.annotate(
-            ("winner " if winner else "") + text, (x, y), fontsize=7, xytext=(6, -10), textcoords="offset points"
-        )
+        result = f"{speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else "no held-out speedup"
+        star_lines.append(f"{rank}: {rec['config']}, {result}" + (" - winner" if winner else ""))
     x_max = max([1.5, *points_x]) * 1.25  # room for the labels right of the points
     y_max = max([1.5, *points_y]) * 1.1
     xs = np.linspace(0, x_max, 50)
@@ -75,6 +79,10 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     ax.set_ylabel("step cost on this device, t(k) / (AR time per token)" if tau else "step cost, t(k) / t(1)")
     _token_axis(ax, profile, tau)
     ax.legend(fontsize=7, loc="upper left")
+    if star_lines:
+        ax.text(0.99, 0.02, "stars, by search rank:\n" + "\n".join(star_lines), transform=ax.transAxes, fontsize=7,
+                ha="right", va="bottom", multialignment="left",
+                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})  # fmt: skip
     search = record.get("search", {})
     title = (
         f"Tuning lookahead: {search.get('evaluated', '?')} configurations on {len(record.get('probe_sample_ids', []))} "
