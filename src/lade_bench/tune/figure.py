@@ -52,7 +52,8 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
             ax.scatter([x], [y], marker="D", s=60, facecolors="none", edgecolors="black", zorder=5)
             speed = lookahead.get("speedup")
             text = f"{rec['reference']} ({rec['config']}): {speed:.2f}x held-out" if speed else rec["reference"]
-            ax.annotate(text, (x, y), fontsize=7, xytext=(6, 4), textcoords="offset points")
+            # Left of the diamond: the presets are the widest steps, so they sit at the right edge.
+            ax.annotate(text, (x, y), fontsize=7, xytext=(-8, 4), textcoords="offset points", ha="right")
             continue
         ax.scatter([x], [y], marker="*", s=260 if winner else 150, color=VERIFICATION_COLORS[rec["verification"]],
                    edgecolors="black", linewidths=1.2 if winner else 0.6, zorder=5)  # fmt: skip
