@@ -214,8 +214,15 @@ def speedup_compression_vs_n(sweep: Sweep) -> Figure:
     return _titled(fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line())
 
 
+# Groups per row of the bar figure: a combined report (several sweeps and models) has a dozen groups or
+# more, which on one axis made a figure tens of inches wide that no viewer can read.
+BAR_GROUPS_PER_ROW = 4
+
+
 def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure:
     """Grouped bars: per (sweep, model, dataset) group, each arm's speedup with its 95% CI.
+
+    Groups wrap into rows of :data:`BAR_GROUPS_PER_ROW`, all rows on the same speedup scale.
 
     Raises:
         FigureSkipped: ``summary`` is empty.
@@ -225,9 +232,24 @@ def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure
     group_keys = [c for c in ("sweep", "model") if c in _varying(summary, ("sweep", "model"))] + ["dataset", "cell_id"]
     groups = list(summary.groupby(group_keys, sort=False))
     arms = aggregate.sorted_arms(summary["arm"].unique())
+    chunks = [groups[i : i + BAR_GROUPS_PER_ROW] for i in range(0, len(groups), BAR_GROUPS_PER_ROW)]
+    per_row = max(len(c) for c in chunks)
+    fig = Figure(figsize=(max(5.0, 0.55 * per_row * len(arms) + 1.5), 4.4 * len(chunks)), layout="constrained")
+    axes = fig.subplots(len(chunks), 1, sharey=True, squeeze=False)[:, 0]
+    missing = missing_interval_note(summary)
+    for row, (ax, chunk) in enumerate(zip(axes, chunks, strict=True)):
+        _bars_panel(ax, chunk, arms, group_keys, per_row)
+        ax.set_ylabel(speedup_axis_label(summary) + ", 95% CI")
+        if row == len(chunks) - 1:
+            ax.set_xlabel("dataset (lookahead configuration)" + (f"\n{missing}" if missing else ""))
+        if row == 0:
+            ax.legend(fontsize=8)
+    return _titled(fig, title, context)
+
+
+def _bars_panel(ax, groups: list, arms: list[str], group_keys: list[str], slots: int) -> None:
+    """One row of the bar figure: ``groups`` side by side, each with one bar per arm that it has."""
     width = 0.8 / len(arms)
-    fig = Figure(figsize=(max(5.0, 1.3 * len(groups) * len(arms) + 1.5), 4.4), layout="constrained")
-    ax = fig.subplots()
     for i, arm in enumerate(arms):
         xs, ys, lows, highs, notes = [], [], [], [], []
         for g, (_, group) in enumerate(groups):
@@ -251,14 +273,11 @@ def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure
         if len(look):
             r = look.iloc[0]
             shape = f"\nN={int(r['ngram'])} W={int(r['window'])} G={int(r['guesses'])}"
-        ticks.append(_panel_name(group_keys[:-1], key[:-1]) + shape)
+        # One line per key: "sweep | model | dataset" on one line overran the neighbouring groups.
+        ticks.append(_panel_name(group_keys[:-1], key[:-1]).replace(" | ", "\n") + shape)
     ax.set_xticks(range(len(groups)), ticks, fontsize=8)
+    ax.set_xlim(-0.6, slots - 0.4)  # every row on the same horizontal scale, short last row included
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_ylabel(speedup_axis_label(summary) + ", 95% CI")
-    missing = missing_interval_note(summary)
-    ax.set_xlabel("dataset (lookahead configuration)" + (f"\n{missing}" if missing else ""))
-    ax.legend(fontsize=8)
-    return _titled(fig, title, context)
 
 
 def _bar_text(value: float, note: str) -> str:
