@@ -23,6 +23,7 @@ from optuna.trial import TrialState
 from lade_bench.report.build import build_report
 from lade_bench.results import load_rows
 from lade_bench.runner import run_cell
+from lade_bench.tune.figure import draw_tune_figure
 from lade_bench.tune.search import STUDY_DB, STUDY_NAME, config_key, params_of
 from lade_bench.tune.tuner import run_tune
 
@@ -163,6 +164,14 @@ def test_figure_and_report_include_the_tune(tune, tmp_path):
     report = build_report(tune["tune_dir"], tmp_path / "report", n_boot=50)
     assert "tune_step_cost" in [f.name for f in report.figures]
     assert 'id="fig-tune_step_cost"' in report.html.read_text()
+    # Every held-out candidate is listed once in the figure's box, by rank, with its held-out speedup.
+    record = json.loads(outcome.record.read_text())
+    texts = [t.get_text() for t in draw_tune_figure(record).axes[0].texts]
+    box = next(t for t in texts if t.startswith("stars, by search rank:"))
+    candidates = [h for h in record["heldout"] if not h["reference"]]
+    assert len(box.splitlines()) == 1 + len(candidates)
+    for h in candidates:
+        assert f"{h['rank_in_search']}: {h['config']}, " in box and "held-out (n=" in box
 
 
 def test_a_rerun_of_a_finished_tune_measures_nothing_new(tune):

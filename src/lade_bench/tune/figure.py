@@ -8,7 +8,8 @@ so the iso-speedup lines ``c = a / s`` split the plane: above the ``s = 1`` line
 AR on this device, whatever the implementation. The right axis reads the cost as input tokens per
 step through the device's curve (at the probe's tau). Measured configurations are filled, those the
 bound stopped while measuring are hollow, those pruned unmeasured sit at their bound's corner (x);
-the held-out results of the top-k are stars labelled with their held-out speedup, reference presets
+the held-out results of the top-k are stars numbered by search rank (their held-out speedups listed in a
+box, since the top-k sit too close together for labels beside them), reference presets
 (e.g. the paper's) hollow diamonds.
 """
 
@@ -65,7 +66,7 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
         speed = lookahead.get("speedup")
         result = f"{speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else "no held-out speedup"
         star_lines.append(f"{rank}: {rec['config']}, {result}" + (" - winner" if winner else ""))
-    x_max = max([1.5, *points_x]) * 1.25  # room for the labels right of the points
+    x_max = max([1.5, *points_x]) * 1.25  # room for the rank numbers and the 1x..3x line labels
     y_max = max([1.5, *points_y]) * 1.1
     xs = np.linspace(0, x_max, 50)
     for s in ISO_SPEEDUPS:
