@@ -43,8 +43,11 @@ for dataset in mt_bench humaneval; do
     mkdir -p "$dest" conf/lookahead/tuned
     cp "$out/tune/$name/figures/tune_step_cost.png" "$out/tune/$name/figures/tune_step_cost.pdf" "$dest/"
     cp "$out/tune/$name/heldout.md" "$out/tune/$name/heldout.csv" "$out/tune/$name/tune_record.json" "$dest/"
-    cp "$out/conf/lookahead/tuned/$preset" "$dest/"
-    cp "$out/conf/lookahead/tuned/$preset" conf/lookahead/tuned/
+    # The preset names its tune folder, which lives under OUTPUT_ROOT on this machine only: the
+    # committed copy points at the folder in the repo that holds the same record and table.
+    sed "s|^# tune folder: .*|# tune folder: $dest (copied there from the run's folder)|" \
+        "$out/conf/lookahead/tuned/$preset" > "$dest/$preset"
+    cp "$dest/$preset" conf/lookahead/tuned/
 done
 echo "tuner outcome in paper_figures/tune/ (figure, held-out table, record, preset per dataset);" \
     "presets in conf/lookahead/tuned/ (lookahead=tuned/cpu-smollm2-135m-instruct-<dataset>)"
