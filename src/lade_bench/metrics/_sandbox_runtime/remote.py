@@ -57,6 +57,7 @@ class Connection:
         self.dead_reason: str | None = None
         self.remotes: dict[int, Remote] = {}
         self.callbacks: list = []  # supervisor callables handed to the worker, by number
+        self.sections_fd = -1  # where the supervisor announces its time limits (-1: nowhere)
 
     def kill(self, reason: str) -> None:
         """Stop the worker for good (a timeout or a broken channel)."""
@@ -209,7 +210,10 @@ def rebuild_exception(info: dict) -> BaseException:
             exc = None
     if exc is None:
         errno = info.get("errno")
-        exc = cls(errno, message) if issubclass(cls, OSError) and type(errno) is int else cls(message)
+        try:
+            exc = cls(errno, message) if issubclass(cls, OSError) and type(errno) is int else cls(message)
+        except Exception:  # noqa: BLE001 - a type that needs other arguments (ExceptionGroup, UnicodeError)
+            exc = RemoteError(f"{info.get('type', '?')}: {message}")
     exc._lade_remote = info  # type: ignore[attr-defined]
     return exc
 

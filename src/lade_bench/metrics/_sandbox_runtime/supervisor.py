@@ -1,13 +1,16 @@
 """The supervisor: trusted harness inside the sandbox that starts the worker and decides the verdict.
 
-Usage (by :mod:`lade_bench.metrics.sandbox` only): ``python -I -B supervisor.py VERDICT_FD`` with the
-job as JSON on stdin. The verdict goes to VERDICT_FD, an fd only this process holds.
+Usage (by :mod:`lade_bench.metrics.sandbox` only): ``python -I -B supervisor.py VERDICT_FD SECTIONS_FD
+[UID]`` with the job as JSON on stdin. The verdict goes to VERDICT_FD, an fd only this process holds;
+each time limit it arms is announced on SECTIONS_FD, so that the caller can stop it if one long C call
+keeps its own timer from firing. With UID (a root caller), it first drops to that host uid.
 
-The supervisor runs the tests; the generated code runs in a separate worker process
-(:mod:`worker`). Before starting the worker, the supervisor makes itself non-dumpable, so the worker
-(same uid, no capabilities) can neither ptrace it nor open its memory or fds under /proc. The worker
-never sees the tests or the verdict fd, and can affect the verdict only through the values its code
-returns (see :mod:`remote`). Stdlib only.
+The supervisor is the sandbox's pid 1 and runs the tests; the generated code runs in a separate
+worker process (:mod:`worker`). Before starting the worker, the supervisor makes itself
+non-dumpable, so the worker (same uid, no capabilities) can neither ptrace it nor open its memory or
+fds; the worker's seccomp filter lets it signal only itself. The worker never sees the tests or the
+verdict fd, and can affect the verdict only through the values its code returns (see :mod:`remote`).
+Stdlib only.
 """
 
 import builtins
@@ -24,6 +27,7 @@ import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import identity  # noqa: E402
 import remote  # noqa: E402
 import wire  # noqa: E402
 
@@ -57,10 +61,21 @@ def start_worker(mode: str, limits: dict) -> tuple[subprocess.Popen, int, int]:
 
 
 class Timer:
-    """``with Timer(seconds, conn):`` raises TestTimeout after ``seconds`` and kills the worker."""
+    """``with Timer(seconds, conn):`` raises TestTimeout after ``seconds`` and kills the worker.
+
+    Each limit is also announced on the sections fd (``conn.sections_fd``): a SIGALRM handler runs only
+    between bytecodes, so one long C call (comparing a huge value) would outlast it; the caller then
+    stops the whole sandbox.
+    """
 
     def __init__(self, seconds: float, conn: "remote.Connection") -> None:
         self.seconds, self.conn, self.active = seconds, conn, False
+
+    def _announce(self, line: bytes) -> None:
+        try:
+            os.write(self.conn.sections_fd, line)
+        except OSError:  # the caller is gone or never listened (tests of this module): nothing to tell
+            pass
 
     def _expire(self, signum, frame):
         if not self.active:  # a signal that arrived just after the limit was cancelled
@@ -71,6 +86,7 @@ class Timer:
 
     def __enter__(self):
         self.active = True
+        self._announce(b"%r\n" % float(self.seconds))
         signal.signal(signal.SIGALRM, self._expire)
         signal.setitimer(signal.ITIMER_REAL, self.seconds)
         return self
@@ -78,6 +94,7 @@ class Timer:
     def __exit__(self, *exc):
         self.active = False
         signal.setitimer(signal.ITIMER_REAL, 0)
+        self._announce(b"-\n")
         return False
 
 
@@ -97,7 +114,10 @@ def classify(exc: BaseException) -> str:
 
 def _detail(exc: BaseException) -> str:
     info = getattr(exc, "_lade_remote", None)
-    text = "".join(traceback.format_exception(exc))
+    try:
+        text = "".join(traceback.format_exception(exc))
+    except Exception:  # noqa: BLE001 - str() of a proxy in its args may call a dead or hostile worker
+        text = f"{type(exc).__name__} (its message could not be formatted)\n"
     if info is not None:
         text += "--- in the candidate's process:\n" + str(info.get("traceback", ""))
     return text[-_DETAIL_CHARS:]
@@ -217,13 +237,30 @@ def _first_message(conn) -> dict:
         return {}
 
 
-def check(job: dict) -> dict:
-    """Load the candidate in a worker, run the trusted tests here, and report."""
+def check(job: dict, sections_fd: int) -> dict:
+    """Load the candidate in a worker, run the trusted tests here, and report.
+
+    Whatever the candidate does, this returns a verdict: a failure here after the worker started is
+    reported as ``harness_error`` (an "error" verdict), never as a crash of the caller's cell.
+    """
     with open("candidate.py", "w", encoding="utf-8") as f:
         f.write(job["candidate"])
     proc, to_worker, from_worker = start_worker("serve", job["limits"])
     conn = remote.Connection(proc.pid, to_worker, from_worker)
+    conn.sections_fd = sections_fd
     verdict: dict = {"mode": "check", "tests": [], "passed": False}
+    try:
+        _judge(job, conn, verdict)
+    except BaseException:  # noqa: BLE001 - the candidate may have provoked it; it must not escape
+        verdict.update(tests=[], passed=False, harness_error=traceback.format_exc()[-_DETAIL_CHARS:])
+    conn.kill("finished")
+    verdict["worker"] = _wait(proc)
+    verdict["worker_gone"] = None if conn.dead_reason == "finished" else conn.dead_reason
+    return verdict
+
+
+def _judge(job: dict, conn, verdict: dict) -> None:
+    """Load the candidate, bind its names and run the tests; fills ``verdict`` in place."""
     try:
         with Timer(float(job["load_time_limit_s"]), conn):
             ready = _first_message(conn)
@@ -251,10 +288,6 @@ def check(job: dict) -> dict:
         else:
             outcomes, passed = run_tests(job["tests"], namespace, conn)
             verdict.update(tests=outcomes, passed=passed)
-    conn.kill("finished")
-    verdict["worker"] = _wait(proc)
-    verdict["worker_gone"] = None if conn.dead_reason == "finished" else conn.dead_reason
-    return verdict
 
 
 # Stdlib modules whose import does something (opens a browser, prints); never imported on request.
@@ -340,12 +373,17 @@ def _drain(fd: int, limit: int = 16) -> list[dict]:
 
 
 def main() -> None:
-    verdict_fd = int(sys.argv[1])
+    verdict_fd, sections_fd = int(sys.argv[1]), int(sys.argv[2])
     try:
+        if len(sys.argv) > 3:  # started by root: become the unprivileged host uid before anything else
+            identity.drop_to(int(sys.argv[3]))
+        # Python's own SIGINT handler would let a signal end the tests with KeyboardInterrupt; the
+        # worker cannot signal us (seccomp), and this keeps it so even if it could.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         job = json.load(sys.stdin)
         harden(job["supervisor_memory_bytes"])
         os.chdir(job["workdir"])
-        verdict = check(job) if job["mode"] == "check" else run_program(job)
+        verdict = check(job, sections_fd) if job["mode"] == "check" else run_program(job)
     except BaseException:  # noqa: BLE001 - a harness fault, reported as such
         verdict = {"internal_error": traceback.format_exc()[-_DETAIL_CHARS * 2 :]}
     with os.fdopen(verdict_fd, "w", encoding="utf-8") as out:

@@ -7,7 +7,10 @@ Before any generated code runs, the worker puts itself under limits it cannot li
 * rlimits: address space, CPU time, largest file, open files, tasks (threads), no core dumps;
 * a seccomp filter (libseccomp) refusing new processes (fork, vfork, clone without CLONE_THREAD;
   clone3 reports ENOSYS so that glibc starts threads through clone), running other programs
-  (execve, execveat), ptrace and process_vm_*.
+  (execve, execveat), ptrace and process_vm_*, signals to any process but itself (so not to the
+  supervisor), pidfds, new namespaces, the kernel key rings, and memory that the address-space limit
+  does not count (memfd_create, System V shared memory and message queues, POSIX message queues),
+  io_uring, userfaultfd and perf events.
   Without a second process, the address-space limit bounds the program's whole memory and a fork
   bomb stops at its first fork.
 
@@ -38,8 +41,18 @@ SETUP_FAILED_EXIT = 71  # EX_OSERR: the limits could not be put in place; nothin
 
 # libseccomp constants (seccomp.h).
 _SCMP_ACT_ALLOW = 0x7FFF0000
+_SCMP_CMP_NE = 1
 _SCMP_CMP_MASKED_EQ = 7
 _CLONE_THREAD = 0x00010000
+# Refused outright (EPERM): key rings (add_key wrote to the host root's ring when the sandbox user was
+# host root); memory outside RLIMIT_AS; handles on other processes; namespaces; kernel interfaces
+# that have been a steady source of exploits and that no benchmark solution needs.
+_REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret", "shmget", "shmat", "msgget",
+            "mq_open", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "unshare", "setns", "kcmp",
+            "process_madvise", "process_mrelease", "io_uring_setup", "io_uring_enter", "io_uring_register",
+            "userfaultfd", "perf_event_open", "bpf", "tkill")  # fmt: skip
+# Signals: only with this process as the target (argument 0), so never to the supervisor.
+_SELF_ONLY = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 
 
 def _errno_action(code: int) -> int:
@@ -88,6 +101,8 @@ def install_seccomp() -> None:
         ("process_vm_readv", _errno_action(errno.EPERM), []),
         ("process_vm_writev", _errno_action(errno.EPERM), []),
     ]
+    rules += [(name, _errno_action(errno.EPERM), []) for name in _REFUSED]
+    rules += [(name, _errno_action(errno.EPERM), [_ArgCmp(0, _SCMP_CMP_NE, os.getpid(), 0)]) for name in _SELF_ONLY]
     try:
         for name, action, cmps in rules:
             nr = lib.seccomp_syscall_resolve_name(name.encode())
@@ -105,8 +120,11 @@ def install_seccomp() -> None:
 
 
 def _count_my_tasks() -> int:
-    # RLIMIT_NPROC counts every task (process or thread) of this user; in the sandbox's own user and
-    # PID namespaces that is the supervisor, bwrap's init and this process.
+    # RLIMIT_NPROC counts every task (process or thread) of this user. The sandbox mounts no /proc:
+    # its only tasks are then the supervisor (pid 1) and this process, each with one thread so far.
+    # Unsandboxed, the host's /proc tells.
+    if not os.path.isdir("/proc/self"):
+        return 2
     uid, count = os.getuid(), 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -129,6 +147,7 @@ def apply_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX message queues hold memory outside RLIMIT_AS
     tasks = _count_my_tasks() + limits["threads"]
     resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
 
