@@ -62,3 +62,42 @@ def outside_process() -> Iterator[subprocess.Popen]:
     finally:
         proc.kill()
         proc.wait()
+
+
+# An unprivileged host uid for running the sandbox as a non-root caller would (root only can switch).
+_UNPRIVILEGED_UID = 54_321
+
+
+def as_unprivileged_caller(code: str, timeout_s: float = 240) -> dict:
+    """Run ``code`` (Python that prints one JSON object last) as an unprivileged host user; its object.
+
+    Only root can switch users. The user must be able to run an interpreter and read this checkout's
+    ``src``: this one's interpreter, or else the system's (``/usr/bin/python3``; the sandbox module
+    needs only the standard library). The test is skipped where neither works.
+    """
+    import json
+    import os
+    import sys
+
+    import lade_bench
+
+    if os.geteuid() != 0:
+        pytest.skip("already an unprivileged caller: the rest of the sandbox tests are that run")
+    src = os.path.dirname(os.path.dirname(os.path.abspath(lade_bench.__file__)))
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/", "LANG": "C.UTF-8", "PYTHONPATH": src}
+    as_user = {"user": _UNPRIVILEGED_UID, "group": _UNPRIVILEGED_UID, "extra_groups": [], "env": env, "cwd": "/"}
+    why = []
+    for python in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
+        try:
+            probe = subprocess.run([python, "-c", "import lade_bench.metrics.sandbox"], capture_output=True, **as_user)
+        except OSError as exc:
+            why.append(f"{python}: {exc}")
+            continue
+        if probe.returncode == 0:
+            break
+        why.append(f"{python}: {probe.stderr.decode()[-300:]}")
+    else:
+        pytest.skip(f"uid {_UNPRIVILEGED_UID} can run no interpreter that imports lade_bench here: {why}")
+    done = subprocess.run([python, "-c", code], capture_output=True, timeout=timeout_s, **as_user)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
