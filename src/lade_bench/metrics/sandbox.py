@@ -10,36 +10,40 @@ worker (:mod:`._sandbox_runtime.worker`), the only process that runs generated c
   functions and objects (the worker carries out the calls; plain results come back as data and are
   compared by the supervisor), and the supervisor writes the verdict to an fd the worker lacks.
 
-Guaranteed (each point has a hostile-program test in ``tests/metrics``):
+Guaranteed (each point has a hostile-program test in ``tests/metrics``), for root and other callers:
 
-* File system: read-only ``/usr``, the interpreter and its site-packages, and the dynamic linker's
-  ``/etc`` files; nothing else of the host (no home, ``/root`` beyond the interpreter, project files,
-  ``/etc/passwd``, ``/run``). The only writable place is a private tmpfs of ``disk_mb`` MiB
-  (``/sandbox``: cwd, HOME, TMPDIR and ``/tmp``), discarded at the end.
-* Identity and processes: uid 65534 without capabilities in new user, PID, network, IPC, UTS and
-  cgroup namespaces, no nested user namespaces; the worker's seccomp filter refuses new processes,
-  exec, ptrace and process_vm_*; no process outside can be seen or signalled; when the sandbox ends
-  (or its wall clock runs out, or its parent dies) everything in it dies with its PID namespace.
+* Identity: never host root. A root caller's bwrap runs without a user namespace (in one, the
+  sandbox user would be host uid 0) and the supervisor first drops to a fresh unprivileged host uid
+  (:func:`_host_uid`); another caller's sandbox is uid 65534 in a new user namespace (the caller's
+  uid outside). No capabilities, so no host sysctl, key ring or ``setuid(0)``.
+* File system: read-only ``/usr``, the interpreter and its site-packages (benchmark answer keys,
+  ``_ANSWER_KEYS``, masked), and the dynamic linker's ``/etc`` files; nothing else of the host (no
+  home, ``/root`` beyond the interpreter, project files, ``/etc/passwd``, ``/run``) and no ``/proc``.
+  The only writable place is a private tmpfs of ``disk_mb`` MiB (``/sandbox``: cwd, HOME, TMPDIR and
+  ``/tmp``); the root and ``/dev`` (``/dev/shm`` too) are read-only. Discarded at the end.
+* Processes: new PID, network, IPC, UTS and cgroup namespaces; the supervisor is pid 1 (there is no
+  bubblewrap init) and non-dumpable; the worker's seccomp filter refuses new processes, exec,
+  ptrace, process_vm_*, pidfds, namespaces, key rings, signals to anything but itself, and memory
+  outside RLIMIT_AS (memfd, SysV shared memory and queues, POSIX queues). Everything in the sandbox
+  dies with its PID namespace when it ends, its wall clock runs out, or its parent dies.
 * Network: only the sandbox's own loopback; services on the host's 127.0.0.1 are unreachable.
 * Resources: address space (one process, so all of the program's memory), CPU time, file size, open
-  files, tmpfs size, wall clock; threads by RLIMIT_NPROC (not enforced when the host user is root:
-  then only the address space their stacks take bounds them).
-* Verdicts (:func:`run_tests_in_sandbox`): the tests never enter the worker's process or files; the
-  supervisor is non-dumpable (the worker cannot read its memory or open its fds). Output, exit status,
-  ``os._exit``, excepthooks, files, patching ``unittest``, builtins or modules in the worker: none of
-  them changes a verdict. Only what the candidate returns counts.
+  files, tmpfs size, wall clock; threads by RLIMIT_NPROC (the sandbox uid is never root, so the
+  kernel enforces it). Kernel buffers (pipes, sockets) are bounded only by that uid's per-user limits.
+* Verdicts (:func:`run_tests_in_sandbox`): the tests never enter the worker's process or files, and
+  nothing it can reach holds them or their expected values. Output, exit status, ``os._exit``,
+  excepthooks, files, forged channel messages, patching ``unittest``, builtins or modules in the
+  worker: none of them changes a verdict. Only what the candidate returns counts. The supervisor's
+  work on those values is bounded even in one long C call: it announces each time limit on a
+  "sections" pipe and :func:`_watch` kills the sandbox a little past it. After the candidate started,
+  every call returns a verdict; a supervisor failure it provoked is an "error" verdict.
 
 Not guaranteed:
 
-* Kernel bugs: every syscall but the ones above is allowed, so a kernel exploit can escape; the
-  boundary is Linux namespaces, not a VM.
+* Kernel bugs: the boundary is Linux namespaces and a seccomp filter, not a VM.
 * Candidate objects that are not plain data are compared by the candidate's own code: an object
   whose ``__eq__`` (or ``__bool__``, ``__contains__``) always says yes passes such assertions, as it
   does in the reference harnesses.
-* Run as root, bwrap maps the sandbox user to root outside: anything it could write would be
-  root-owned (nothing outside is writable, see above).
-* The worker may kill the supervisor or garble its channel: that ends as "error" or "failed", never
-  as a pass. It can use its CPU and memory limits in full.
 * With ``allow_unsandboxed=True`` (no bubblewrap) none of the isolation holds, and a program can read
   the job (tests included) and forge the verdict.
 
@@ -583,8 +587,8 @@ def run_in_sandbox(
             bounds all of its memory.
         cpu_time_s: CPU-time limit (RLIMIT_CPU); defaults to ``timeout_s`` rounded up, plus one second.
         max_file_mb: largest file it may write (RLIMIT_FSIZE), in MiB; also caps captured output.
-        max_threads: threads it may start (RLIMIT_NPROC; enforced when the sandbox user is not root on
-            the host, otherwise threads are bounded by the address space their stacks take).
+        max_threads: threads it may start (RLIMIT_NPROC; the sandbox user is never root on the host,
+            so the kernel enforces it for root callers too).
         disk_mb: size of its writable tmpfs, in MiB.
         run_name: ``__name__`` of the program; scorers pass another name than ``"__main__"`` so that a
             completion's ``if __name__ == "__main__":`` block does not run.
@@ -597,7 +601,7 @@ def run_in_sandbox(
     Raises:
         ValueError: on a non-positive limit.
         SandboxUnavailableError: no sandbox here and ``allow_unsandboxed`` is False.
-        SandboxError: the harness itself failed.
+        SandboxError: the sandbox could not be set up, before the program ran (a broken environment).
     """
     limits = _Limits(timeout_s, memory_mb, cpu_time_s, max_file_mb, max_threads, disk_mb)
     limits.validate()
@@ -695,7 +699,9 @@ def run_tests_in_sandbox(
     Raises:
         ValueError: on a non-positive limit or an unknown test kind.
         SandboxUnavailableError: no sandbox here and ``allow_unsandboxed`` is False.
-        SandboxError: the harness itself failed (including an error in ``trusted_setup``).
+        SandboxError: the sandbox could not be set up, before the candidate ran (a broken environment).
+            A failure of the supervisor after that (an error in ``trusted_setup`` too) is a verdict:
+            ``status == "error"`` with the reason in ``report``.
     """
     kind = tests.get("kind")
     if kind not in ("statements", "check_function", "unittest"):
