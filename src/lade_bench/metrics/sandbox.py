@@ -334,8 +334,10 @@ def sandbox_problem() -> str | None:
     except OSError:
         return "libseccomp (`libseccomp.so.2`) is not installed"
     privileged = os.geteuid() == 0
-    # A root caller's sandbox must also manage to drop to its unprivileged uid (see _bwrap_argv).
-    code = f"import sys; sys.path.insert(0, {_RUNTIME_INSIDE!r}); import identity; identity.drop_to({_host_uid()})"
+    # A root caller's sandbox must also manage to drop to its unprivileged uid (see _bwrap_argv), and
+    # that uid must then read the supervisor's files (a checkout made with umask 077 would not do).
+    code = (f"import sys; sys.path.insert(0, {_RUNTIME_INSIDE!r}); import identity; identity.drop_to({_host_uid()}); "
+            "import wire, remote, worker")  # fmt: skip
     try:
         probe = subprocess.run(
             [*_bwrap_argv(bwrap, 1, privileged=privileged), sys.executable, "-I", "-c", code if privileged else "pass"],
