@@ -25,14 +25,17 @@ from tqdm import tqdm
 
 from lade_bench.metrics.code_tasks import score_classeval, score_mbpp
 from lade_bench.metrics.humaneval_exec import humaneval_job, load_humaneval_problems
-from lade_bench.metrics.sandbox import SandboxResult
+from lade_bench.sandbox import SandboxLimits, SandboxResult
+
+# As score_humaneval runs them.
+LIMITS = SandboxLimits(memory_mb=2048)
 
 
 def _humaneval(limit: int | None) -> Iterable[tuple[str, Callable[[], SandboxResult]]]:
     problems = list(load_humaneval_problems().values())[:limit]
     for problem in problems:
         job = humaneval_job(problem, problem["canonical_solution"])
-        yield problem["task_id"], lambda job=job: job.run(load_time_limit_s=10.0, memory_mb=2048,
+        yield problem["task_id"], lambda job=job: job.run(load_time_limit_s=10.0, limits=LIMITS,
                                                           allow_unsandboxed=False)  # fmt: skip
 
 

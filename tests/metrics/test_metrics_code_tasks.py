@@ -4,7 +4,7 @@ import pytest
 
 from lade_bench.metrics.code_tasks import mbpp_job, score_classeval, score_mbpp
 
-from .sandbox_helpers import needs_sandbox
+from ..sandbox.sandbox_helpers import needs_sandbox
 
 # Shaped like MBPP record 2 (similar_elements), with a setup line added to exercise test_setup_code.
 MBPP_PAYLOAD = {

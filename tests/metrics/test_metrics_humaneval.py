@@ -2,7 +2,7 @@ import pytest
 
 from lade_bench.metrics.humaneval_exec import check_humaneval, load_humaneval_problems, score_humaneval
 
-from .sandbox_helpers import needs_sandbox
+from ..sandbox.sandbox_helpers import needs_sandbox
 
 TASKS = ("HumanEval/0", "HumanEval/2", "HumanEval/4")
 

@@ -125,13 +125,13 @@ def test_completion_mode_mbpp_keeps_the_prefix(mbpp_sample):
 
 
 def test_code_cell_without_sandbox_refuses_before_loading(compose_cfg, monkeypatch):
-    from lade_bench.metrics import sandbox
     from lade_bench.runner import plan_cell
     from lade_bench.runner.plan import CellConfigError
+    from lade_bench.sandbox import bubblewrap
 
     from .conftest import TINY
 
-    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
+    monkeypatch.setattr(bubblewrap, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
     with pytest.raises(CellConfigError, match=r"'mbpp' runs the generated code.*apt-get install bubblewrap"):
         plan_cell(compose_cfg([*TINY, "dataset=mbpp", f"dataset.path={MBPP}"]))
     plan_cell(compose_cfg([*TINY, "dataset=mt_bench"]))  # nothing executed: no sandbox needed
@@ -141,10 +141,10 @@ def test_code_cell_without_sandbox_refuses_before_loading(compose_cfg, monkeypat
 
 
 def test_score_output_passes_the_opt_out_on(mbpp_sample, monkeypatch):
-    from lade_bench.metrics import sandbox
+    from lade_bench.sandbox import SandboxUnavailableError, bubblewrap
 
-    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
+    monkeypatch.setattr(bubblewrap, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
     answer = "```python\n" + mbpp_sample.reference + "\n```"
-    with pytest.raises(sandbox.SandboxUnavailableError):
+    with pytest.raises(SandboxUnavailableError):
         score_output("mbpp", answer, mbpp_sample, chat=True)
     assert score_output("mbpp", answer, mbpp_sample, chat=True, allow_unsandboxed=True) == {"passed": True}

@@ -1,4 +1,4 @@
-"""Functional correctness of MBPP and ClassEval completions, judged by :mod:`lade_bench.metrics.sandbox`.
+"""Functional correctness of MBPP and ClassEval completions, judged by :mod:`lade_bench.sandbox`.
 
 The completion runs in the sandbox's worker process as module ``__lade_task__`` (so a completion's
 ``if __name__ == "__main__":`` demo block does not run, as in the reference harnesses, which exec()
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lade_bench.metrics.sandbox import SandboxResult, run_tests_in_sandbox
+from lade_bench.sandbox import SandboxLimits, SandboxResult, run_tests_in_sandbox
 
 # ClassEval's own harness gives each test class 5 s (func_set_timeout(5) in test_pipeline.py).
 CLASSEVAL_SECONDS_PER_TEST_CLASS = 5.0
@@ -24,7 +24,7 @@ _LOAD_SECONDS = 10.0
 
 @dataclass(frozen=True)
 class CodeTestJob:
-    """What :func:`~lade_bench.metrics.sandbox.run_tests_in_sandbox` gets for one completion.
+    """What :func:`~lade_bench.sandbox.run_tests_in_sandbox` gets for one completion.
 
     Attributes:
         candidate: code run in the worker (setup or imports, then the completion).
@@ -40,16 +40,16 @@ class CodeTestJob:
     override_names: tuple[str, ...] = field(default_factory=tuple)
     bind_candidate_names: bool = True
 
-    def run(self, *, load_time_limit_s: float, memory_mb: int, allow_unsandboxed: bool) -> SandboxResult:
+    def run(self, *, load_time_limit_s: float, limits: SandboxLimits, allow_unsandboxed: bool) -> SandboxResult:
         """Run this job in a fresh sandbox."""
         return run_tests_in_sandbox(
             self.candidate,
             self.tests,
+            limits,
             trusted_setup=self.trusted_setup,
             bind_candidate_names=self.bind_candidate_names,
             override_names=self.override_names,
             load_time_limit_s=load_time_limit_s,
-            memory_mb=memory_mb,
             allow_unsandboxed=allow_unsandboxed,
         )
 
@@ -110,7 +110,7 @@ def score_mbpp(
         allow_unsandboxed: run even without bubblewrap (unsafe; see ``sandbox.allow_unsandboxed``).
 
     Returns:
-        The :class:`~lade_bench.metrics.sandbox.SandboxResult`; ``.passed`` is the per-completion flag,
+        The :class:`~lade_bench.sandbox.SandboxResult`; ``.passed`` is the per-completion flag,
         ``.report`` says which assertion failed and why.
 
     Raises:
@@ -120,7 +120,8 @@ def score_mbpp(
     job = mbpp_job(
         completion_code, sample_payload, timeout_s=timeout_s, include_challenge_tests=include_challenge_tests
     )
-    return job.run(load_time_limit_s=timeout_s, memory_mb=memory_mb, allow_unsandboxed=allow_unsandboxed)
+    limits = SandboxLimits(memory_mb=memory_mb)
+    return job.run(load_time_limit_s=timeout_s, limits=limits, allow_unsandboxed=allow_unsandboxed)
 
 
 def classeval_job(
@@ -175,7 +176,7 @@ def score_classeval(
         allow_unsandboxed: run even without bubblewrap (unsafe; see ``sandbox.allow_unsandboxed``).
 
     Returns:
-        The :class:`~lade_bench.metrics.sandbox.SandboxResult`; ``.passed`` is the class-level flag and
+        The :class:`~lade_bench.sandbox.SandboxResult`; ``.passed`` is the class-level flag and
         ``.report`` holds each test's outcome.
 
     Raises:
@@ -183,4 +184,6 @@ def score_classeval(
         SandboxUnavailableError: no sandbox here and ``allow_unsandboxed`` is False.
     """
     job = classeval_job(completion_code, payload, seconds_per_test_class=seconds_per_test_class)
-    return job.run(load_time_limit_s=_LOAD_SECONDS, memory_mb=memory_mb, allow_unsandboxed=allow_unsandboxed)
+    return job.run(
+        load_time_limit_s=_LOAD_SECONDS, limits=SandboxLimits(memory_mb=memory_mb), allow_unsandboxed=allow_unsandboxed
+    )

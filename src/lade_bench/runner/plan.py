@@ -255,8 +255,8 @@ def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
 
 def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:
     # A code dataset's answers are executed: without bubblewrap, stop now rather than after generating.
-    from lade_bench.metrics.sandbox import SandboxUnavailableError
     from lade_bench.runner.scoring import allow_unsandboxed, check_code_sandbox
+    from lade_bench.sandbox import SandboxUnavailableError
 
     try:
         check_code_sandbox(spec.name, allow_unsandboxed(cfg))

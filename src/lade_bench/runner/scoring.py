@@ -1,7 +1,7 @@
 """Quality scoring of finished rows, after generation and outside every timed region.
 
 Which metric applies is decided by the dataset: ROUGE for summarisation, unit tests for code
-(HumanEval, MBPP and ClassEval, always inside ``lade_bench.metrics.sandbox``'s bubblewrap sandbox,
+(HumanEval, MBPP and ClassEval, always inside ``lade_bench.sandbox``'s bubblewrap sandbox,
 never in this process), final-number accuracy for GSM8K, nothing for MT-Bench (judged by an LLM
 elsewhere).
 """
@@ -34,7 +34,7 @@ def check_code_sandbox(dataset: str, allow_unsandboxed: bool) -> None:
             ``allow_unsandboxed`` is False (the message says how to install it).
     """
     if dataset in CODE_DATASETS:
-        from lade_bench.metrics.sandbox import require_sandbox
+        from lade_bench.sandbox import require_sandbox
 
         require_sandbox(allow_unsandboxed)
 

@@ -1,6 +1,6 @@
 """The supervisor: trusted harness inside the sandbox that starts the worker and decides the verdict.
 
-Usage (by :mod:`lade_bench.metrics.sandbox` only): ``python -I -B supervisor.py VERDICT_FD SECTIONS_FD
+Usage (by :mod:`lade_bench.sandbox` only): ``python -I -B supervisor.py VERDICT_FD SECTIONS_FD
 [UID]`` with the job as JSON on stdin. The verdict goes to VERDICT_FD, an fd only this process holds;
 each time limit it arms is announced on SECTIONS_FD, so that the caller can stop it if one long C call
 keeps its own timer from firing. With UID (a root caller), it first drops to that host uid.
@@ -373,6 +373,7 @@ def _drain(fd: int, limit: int = 16) -> list[dict]:
 
 
 def main() -> None:
+    """Entry point (see the module docstring): drop privileges, harden, judge, write the verdict."""
     verdict_fd, sections_fd = int(sys.argv[1]), int(sys.argv[2])
     try:
         if len(sys.argv) > 3:  # started by root: become the unprivileged host uid before anything else

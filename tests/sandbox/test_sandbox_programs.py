@@ -1,4 +1,4 @@
-"""run_in_sandbox: outcomes, limits and the sandbox's environment (hostile programs: test_metrics_sandbox_hostile)."""
+"""run_in_sandbox: outcomes, limits and the sandbox's environment (hostile programs: test_sandbox_hostile)."""
 
 import logging
 import os
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lade_bench.metrics import sandbox
-from lade_bench.metrics.sandbox import SandboxUnavailableError, require_sandbox, run_in_sandbox
+from lade_bench.sandbox import SandboxLimits, SandboxUnavailableError, bubblewrap, require_sandbox, run_in_sandbox
 
 from .sandbox_helpers import needs_sandbox
 
@@ -44,14 +43,14 @@ def test_infinite_loop_times_out():
 @needs_sandbox
 def test_cpu_time_limit_is_a_timeout():
     # The wall-clock limit is far away, so only RLIMIT_CPU (SIGXCPU) can end this loop.
-    result = run_in_sandbox("while True:\n    pass", timeout_s=30.0, cpu_time_s=1)
+    result = run_in_sandbox("while True:\n    pass", SandboxLimits(cpu_time_s=1), timeout_s=30.0)
     assert result.status == "timeout"
     assert result.returncode == -signal.SIGXCPU
 
 
 @needs_sandbox
 def test_50_gb_allocation_is_memory():
-    result = run_in_sandbox("block = bytearray(50 * 1024**3)", timeout_s=5, memory_mb=256)
+    result = run_in_sandbox("block = bytearray(50 * 1024**3)", SandboxLimits(memory_mb=256), timeout_s=5)
     assert not result.passed and result.status == "memory"
 
 
@@ -138,14 +137,16 @@ def test_run_name():
 
 
 def test_parameter_validation():
-    for kwargs, name in (({"timeout_s": 0}, "timeout_s"), ({"memory_mb": 0}, "memory_mb"),
-                         ({"max_threads": 0}, "max_threads"), ({"cpu_time_s": -1}, "cpu_time_s")):  # fmt: skip
+    with pytest.raises(ValueError, match="timeout_s=0"):
+        run_in_sandbox("pass", timeout_s=0)
+    for kwargs, name in (({"memory_mb": 0}, "memory_mb"), ({"max_threads": 0}, "max_threads"),
+                         ({"cpu_time_s": -1}, "cpu_time_s"), ({"disk_mb": -2}, "disk_mb")):  # fmt: skip
         with pytest.raises(ValueError, match=name):
-            run_in_sandbox("pass", **kwargs)
+            SandboxLimits(**kwargs)
 
 
 def test_missing_sandbox_refuses_with_install_hint(monkeypatch):
-    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
+    monkeypatch.setattr(bubblewrap, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
     with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap") as info:
         run_in_sandbox("print('never runs')", timeout_s=5)
     assert "sandbox.allow_unsandboxed" in str(info.value)
@@ -154,9 +155,9 @@ def test_missing_sandbox_refuses_with_install_hint(monkeypatch):
 
 
 def test_opt_out_runs_unsandboxed_loudly(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
-    monkeypatch.setattr(sandbox, "_warned_unsandboxed", False)
-    with caplog.at_level(logging.WARNING, logger="lade_bench.metrics.sandbox"):
+    monkeypatch.setattr(bubblewrap, "sandbox_problem", lambda: "bubblewrap (`bwrap`) is not installed")
+    monkeypatch.setattr(bubblewrap, "_warned_unsandboxed", False)
+    with caplog.at_level(logging.WARNING, logger="lade_bench.sandbox"):
         result = run_in_sandbox("import os\nprint(os.getcwd())", timeout_s=10, allow_unsandboxed=True)
     assert result.passed and not result.sandboxed, result.stderr_tail
     assert "WITHOUT A SANDBOX" in caplog.text

@@ -186,6 +186,7 @@ class Objects:
         self.handle_by_id: dict[int, int] = {}
 
     def keep(self, obj) -> int:
+        """The handle of ``obj`` (a new one the first time it is seen)."""
         known = self.handle_by_id.get(id(obj))
         if known is not None and self.by_handle[known] is obj:
             return known
@@ -195,6 +196,7 @@ class Objects:
         return handle
 
     def get(self, handle: int):
+        """The object behind ``handle``."""
         return self.by_handle[handle]
 
 
@@ -210,6 +212,7 @@ class Channel:
         return unpickler.load(), unpickler.shared
 
     def callback(self, number: int, args: tuple, kwargs: dict):
+        """Call supervisor callable ``number`` with these arguments and return (or raise) its result."""
         message = {"callback": [number, wire.encode(args, self.objects.keep), wire.encode(kwargs, self.objects.keep)]}
         wire.send(self.out_fd, wire.dumps(message))
         reply, _ = self.load(wire.recv(self.in_fd))
@@ -234,6 +237,7 @@ class Callback:
         self.number, self.channel = number, channel
 
     def __call__(self, *args, **kwargs):
+        """Call back into the supervisor."""
         return self.channel.callback(self.number, args, kwargs)
 
     def __repr__(self) -> str:
@@ -377,6 +381,7 @@ def run(out_fd: int, run_name: str) -> None:
 
 
 def main() -> None:
+    """Entry point (see the module docstring): limits and seccomp first, then run or serve."""
     mode, limits_json, in_fd, out_fd = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     limits = json.loads(limits_json)
     try:

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from lade_bench.metrics.sandbox import run_in_sandbox
+from lade_bench.sandbox import SandboxLimits, run_in_sandbox
 
 from .sandbox_helpers import Listener, needs_sandbox, outside_process
 
@@ -41,9 +41,9 @@ def outside(tmp_path):
     assert keep.stat().st_mtime == OLD
 
 
-def run_hostile(code: str, outside, **kwargs):
+def run_hostile(code: str, outside, timeout_s: float = 10, **limits):
     program = code.format(dir=str(outside), keep=str(outside / "keep.txt"))
-    return run_in_sandbox(program, timeout_s=kwargs.pop("timeout_s", 10), read_only_paths=[outside], **kwargs)
+    return run_in_sandbox(program, SandboxLimits(**limits), timeout_s=timeout_s, read_only_paths=[outside])
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import pytest
 
 from lade_bench.datasets import Sample
 from lade_bench.metrics.code_tasks import score_classeval
-from lade_bench.metrics.sandbox import run_in_sandbox, run_tests_in_sandbox
 from lade_bench.runner.scoring import score_output
+from lade_bench.sandbox import run_in_sandbox, run_tests_in_sandbox
 
 from .sandbox_helpers import needs_sandbox
 

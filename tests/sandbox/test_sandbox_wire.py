@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from lade_bench.metrics._sandbox_runtime import wire
-from lade_bench.metrics._sandbox_runtime.remote import RemoteError, rebuild_exception
+from lade_bench.sandbox.runtime import wire
+from lade_bench.sandbox.runtime.remote import RemoteError, rebuild_exception
 
 
 class Kept:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lade_bench.metrics.sandbox import run_in_sandbox, run_tests_in_sandbox
+from lade_bench.sandbox import SandboxLimits, run_in_sandbox, run_tests_in_sandbox
 
 from .sandbox_helpers import as_unprivileged_caller, needs_sandbox
 
@@ -29,7 +29,7 @@ ROOT = os.geteuid() == 0
 
 def _report(code: str, **limits) -> dict:
     """Run ``code`` (which must print one JSON object last) and return that object."""
-    result = run_in_sandbox(code, timeout_s=limits.pop("timeout_s", 20), **limits)
+    result = run_in_sandbox(code, SandboxLimits(**limits), timeout_s=20)
     assert result.status == "passed", result.stderr_tail
     return json.loads(result.stdout_tail.strip().splitlines()[-1])
 
@@ -329,7 +329,7 @@ def test_a_huge_returned_value_is_bounded_in_time():
 
 UNPRIVILEGED_CHECKS = """
 import json, os
-from lade_bench.metrics.sandbox import run_in_sandbox
+from lade_bench.sandbox import run_in_sandbox
 programs = {
     'uid': "import os; print(os.getuid())",
     'sysctl': "open('/proc/sys/fs/lease-break-time', 'w').write(open('/proc/sys/fs/lease-break-time').read())",

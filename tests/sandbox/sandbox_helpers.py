@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from lade_bench.metrics.sandbox import sandbox_problem
+from lade_bench.sandbox import sandbox_problem
 
 needs_sandbox = pytest.mark.skipif(
     sandbox_problem() is not None, reason=f"no sandbox here: {sandbox_problem()} (scripts/setup.sh installs bubblewrap)"
@@ -89,7 +89,7 @@ def as_unprivileged_caller(code: str, timeout_s: float = 240) -> dict:
     why = []
     for python in dict.fromkeys([sys.executable, "/usr/bin/python3"]):
         try:
-            probe = subprocess.run([python, "-c", "import lade_bench.metrics.sandbox"], capture_output=True, **as_user)
+            probe = subprocess.run([python, "-c", "import lade_bench.sandbox"], capture_output=True, **as_user)
         except OSError as exc:
             why.append(f"{python}: {exc}")
             continue

@@ -27,7 +27,7 @@ import os
 import pickle
 import signal
 
-try:  # imported as lade_bench.metrics._sandbox_runtime.remote (tests) or as a script's sibling (sandbox)
+try:  # imported as lade_bench.sandbox.runtime.remote (tests) or as a script's sibling (sandbox)
     from . import wire
 except ImportError:
     import wire  # type: ignore[no-redef]
@@ -267,6 +267,7 @@ class Remote:
         _conn(self).request(("delattr", self, name))
 
     def __call__(self, *args, **kwargs):
+        """Call the candidate's object in the worker; list/dict/set arguments get its changes back."""
         mutable = tuple(args) + tuple(kwargs.values())
         return _conn(self).request(("call", self, args, kwargs), mutable)
 
