@@ -153,6 +153,25 @@ def _temperature_tuning_threshold(config: object) -> PositionThreshold | None:
     )
 
 
+def _applicable(model: torch.nn.Module, reach: ForwardReach) -> list[tuple[PositionThreshold, int]]:
+    """Each threshold that ``reach`` can run into, with how far past the committed sequence it reaches."""
+    found = []
+    for threshold in position_thresholds(model):
+        if threshold.by_index and reach.in_order:
+            continue  # input index + cache length is the position id: exactly plain decoding
+        found.append((threshold, max(reach.positions, reach.inputs - 1) if threshold.by_index else reach.positions))
+    return found
+
+
+def longest_allowed_prompt(model: torch.nn.Module, max_new_tokens: int, reach: ForwardReach) -> int | None:
+    """The longest prompt :func:`check_position_limits` allows with this budget (possibly < 1).
+
+    None when no position-dependent feature applies (any prompt length is exact).
+    """
+    limits = [threshold.limit - extent - max_new_tokens + 1 for threshold, extent in _applicable(model, reach)]
+    return min(limits) if limits else None
+
+
 def check_position_limits(model: torch.nn.Module, prompt_length: int, max_new_tokens: int, reach: ForwardReach) -> None:
     """Raise UnsupportedModelError when a forward of this generation could reach a threshold.
 
@@ -160,24 +179,21 @@ def check_position_limits(model: torch.nn.Module, prompt_length: int, max_new_to
     token is still to come), so its sequence is at most that plus the method's reach long.
     """
     committed = prompt_length + max_new_tokens - 1
-    for threshold in position_thresholds(model):
-        if threshold.by_index and reach.in_order:
-            continue  # input index + cache length is the position id: exactly plain decoding
-        extent = max(reach.positions, reach.inputs - 1) if threshold.by_index else reach.positions
+    for threshold, extent in _applicable(model, reach):
         longest = committed + extent
         if longest <= threshold.limit:
             continue
         most_new = threshold.limit - extent - prompt_length + 1
-        shorter = (
-            f"max_new_tokens <= {most_new} for this {prompt_length}-token prompt"
-            if most_new >= 1
-            else f"a prompt shorter than {prompt_length} tokens"
-        )
+        shorter = []
+        if most_new >= 1:
+            shorter.append(f"max_new_tokens <= {most_new} for this {prompt_length}-token prompt")
+        elif prompt_length > 1:
+            shorter.append(f"a prompt shorter than {prompt_length} tokens")
         model_type = getattr(model.config, "model_type", None)
         raise UnsupportedModelError(
             f"{type(model).__name__} (model_type={model_type!r}) cannot run {reach.method} exactly here: "
             f"{threshold.feature}, and this generation's forwards could reach sequence length {longest} "
             f"(prompt {prompt_length} + max_new_tokens {max_new_tokens} - 1 + {extent} tokens past the "
             f"last accepted one), beyond the {threshold.limit} where every row still computes as in plain "
-            f"decoding. Allowed: {shorter}, {reach.narrower}, or the autoregressive baseline"
+            f"decoding. Allowed: {', '.join([*shorter, reach.narrower])}, or the autoregressive baseline"
         )
