@@ -17,10 +17,7 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
-    Llama4TextConfig,
     MambaConfig,
-    Phi3Config,
-    Qwen3Config,
     RwkvConfig,
 )
 
@@ -31,75 +28,30 @@ from lade_bench.decoding.hf_generate import lookahead_custom_generate
 from lade_bench.decoding.jacobi import jacobi_generate
 from lade_bench.decoding.lookahead import lookahead_generate
 from lade_bench.decoding.params import LookaheadParams
+from lade_bench.models.tiny_position_scaled import (
+    dynamic_qwen3_config,
+    longrope_phi3_config,
+    tiny_position_scaled_model,
+    tuned_llama4_config,
+)
 
 from .helpers import ForwardCounter, repetitive_prompt
 
 PROMPT = repetitive_prompt(20, seed=3)
 PARAMS = LookaheadParams(4, 5, 5)
 BLOCK = 5  # Jacobi block size and prompt lookup num_tokens: 5 positions past the last accepted token
-_SMALL = dict(
-    vocab_size=128,
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    bos_token_id=1,
-    eos_token_id=2,
-    pad_token_id=0,
-)
-
-
-def _build(config, seed: int = 7) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation="sdpa", experts_implementation="eager")
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() > 1:
-                parameter.mul_(3.0)  # peaky distributions, so guesses get accepted
-    return model.to(torch.float64).eval()
 
 
 def _longrope() -> torch.nn.Module:
-    rope = {
-        "rope_type": "longrope",
-        "rope_theta": 10000.0,
-        "short_factor": [1.0] * 4,
-        "long_factor": [1.0, 3.0, 9.0, 27.0],
-        "original_max_position_embeddings": 48,
-    }
-    config = Phi3Config(
-        max_position_embeddings=256,
-        original_max_position_embeddings=48,
-        rope_parameters=rope,
-        sliding_window=None,
-        **_SMALL,
-    )
-    return _build(config)
+    return tiny_position_scaled_model(longrope_phi3_config(48))
 
 
 def _dynamic() -> torch.nn.Module:
-    rope = {"rope_type": "dynamic", "factor": 8.0, "rope_theta": 10000.0}
-    config = Qwen3Config(
-        max_position_embeddings=48, head_dim=8, rope_parameters=rope, use_sliding_window=False, **_SMALL
-    )
-    return _build(config)
+    return tiny_position_scaled_model(dynamic_qwen3_config(48))
 
 
 def _temperature_tuned(floor_scale: int) -> torch.nn.Module:
-    # Layer 0 without rotary (NoPE), so the tuning also shapes the cached keys of layer 1.
-    config = Llama4TextConfig(
-        attention_chunk_size=None,
-        attn_temperature_tuning=True,
-        floor_scale=floor_scale,
-        attn_scale=4.0,
-        no_rope_layers=[0, 1],
-        head_dim=8,
-        num_local_experts=2,
-        intermediate_size_mlp=64,
-        **_SMALL,
-    )
-    return _build(config)
+    return tiny_position_scaled_model(tuned_llama4_config(floor_scale))
 
 
 @pytest.fixture(scope="module")

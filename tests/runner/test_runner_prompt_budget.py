@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, Phi3Config
 
 from lade_bench.decoding import LookaheadParams, UnsupportedModelError
 from lade_bench.models.tiny import tiny_model
+from lade_bench.models.tiny_position_scaled import longrope_phi3_config, tiny_position_scaled_model
 from lade_bench.runner.samples import prompt_budget
 
 
@@ -25,24 +25,8 @@ def _plan(arms: list[str], max_new_tokens: int, max_prompt_tokens: int | None = 
 
 @pytest.fixture(scope="module")
 def longrope_phi3() -> torch.nn.Module:
-    rope = {
-        "rope_type": "longrope",
-        "short_factor": [1.0] * 4,
-        "long_factor": [2.0] * 4,
-        "original_max_position_embeddings": 48,
-    }
-    config = Phi3Config(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        max_position_embeddings=256,
-        original_max_position_embeddings=48,
-        rope_parameters=rope,
-        pad_token_id=0,
-    )
-    return AutoModelForCausalLM.from_config(config)
+    # original_max_position_embeddings=48, max_position_embeddings=192
+    return tiny_position_scaled_model(longrope_phi3_config(48))
 
 
 def test_budget_stops_each_arm_short_of_the_long_factors(longrope_phi3):
@@ -52,7 +36,7 @@ def test_budget_stops_each_arm_short_of_the_long_factors(longrope_phi3):
     assert prompt_budget(_plan(["ar", "lookahead"], 8, max_prompt_tokens=100), longrope_phi3, 2) == 27
     assert prompt_budget(_plan(["ar", "lookahead"], 8, max_prompt_tokens=10), longrope_phi3, 2) == 10
     # The plain baseline alone is transformers' own decoding: only the context applies.
-    assert prompt_budget(_plan(["ar"], 8), longrope_phi3, 2) == 256 - 16
+    assert prompt_budget(_plan(["ar"], 8), longrope_phi3, 2) == 192 - 16
 
 
 def test_budget_refuses_when_no_prompt_fits(longrope_phi3):

@@ -396,9 +396,33 @@ def tiny_model(
     if architecture not in TINY_ARCHITECTURES:
         raise ValueError(f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}")
     config = TINY_ARCHITECTURES[architecture](vocab_size, max_positions)
-    extra = {"experts_implementation": "eager"} if architecture in MOE_ARCHITECTURES else {}
     if architecture in EAGER_ONLY_ARCHITECTURES:
         attn_implementation = "eager"
+    return tiny_model_from_config(
+        config,
+        seed=seed,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+        init_scale=init_scale,
+        eager_experts=architecture in MOE_ARCHITECTURES,
+    )
+
+
+def tiny_model_from_config(
+    config: PretrainedConfig,
+    *,
+    seed: int,
+    dtype: torch.dtype,
+    attn_implementation: str,
+    init_scale: float,
+    eager_experts: bool,
+) -> torch.nn.Module:
+    """The causal LM of a (tiny) ``config``, seeded, weights times ``init_scale``, in ``dtype`` and eval mode.
+
+    ``eager_experts`` runs mixture-of-experts layers with transformers' "eager" implementation (the
+    grouped matmul has no float64 kernel on CPU).
+    """
+    extra = {"experts_implementation": "eager"} if eager_experts else {}
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **extra)
     if init_scale != 1.0:
