@@ -9,7 +9,6 @@ from transformers import (
     BloomConfig,
     FalconConfig,
     Gemma3TextConfig,
-    MambaConfig,
     MistralConfig,
     MptConfig,
 )
@@ -165,8 +164,6 @@ POSITION_BIASED = {
     "falcon_alibi": lambda: FalconConfig(
         hidden_size=32, num_hidden_layers=1, num_attention_heads=4, alibi=True, **_TINY_SPECIAL
     ),
-    # No position_ids argument at all (a recurrent state instead of attention).
-    "mamba": lambda: MambaConfig(hidden_size=32, state_size=4, num_hidden_layers=1, **_TINY_SPECIAL),
 }
 
 
@@ -176,7 +173,6 @@ POSITION_BIASED = {
         ("mpt", r"MptForCausalLM is not supported: it uses ALiBi attention biases \(model_type='mpt'"),
         ("bloom", r"BloomForCausalLM is not supported: it uses ALiBi attention biases \(model_type='bloom'"),
         ("falcon_alibi", r"FalconForCausalLM is not supported: it uses ALiBi .*alibi=True"),
-        ("mamba", r"MambaForCausalLM is not supported: its forward\(\) takes no position_ids"),
     ],
 )
 def test_position_biased_models_are_refused_before_forward(family, fragment):

@@ -31,11 +31,14 @@ CONFIGS = [
     LookaheadParams(5, 7, 0, prompt_as_reference=False),  # no verification at all
 ]
 
-# The full grid runs on these; the other families (OLMo2, Granite, StableLM, Gemma, Cohere, Phi,
-# Starcoder2, MoE) are there so that a transformers upgrade breaking one of them is caught, and a
-# few shapes each keep that cheap.
+# The full grid runs on these; the other families (OLMo2/3, Granite, StableLM, Gemma, Cohere 1/2,
+# Phi, Starcoder2, GLM-4, SmolLM3, EXAONE 4, GPT-OSS, MoE, DeepSeek's MLA) are there so that a
+# transformers upgrade breaking one of them is caught, and a few shapes each keep that cheap.
 FULL_GRID_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "phi3", "gpt2", "gpt_neox")
-WIDER_ARCHITECTURES = sorted(set(TINY_ARCHITECTURES) - set(FULL_GRID_ARCHITECTURES) - set(SLIDING_WINDOW_ARCHITECTURES))
+FULL_GRID_SLIDING_ARCHITECTURES = ("gemma2", "gemma3", "mistral_sliding", "qwen2_sliding")
+WIDER_ARCHITECTURES = sorted(
+    set(TINY_ARCHITECTURES) - set(FULL_GRID_ARCHITECTURES) - set(FULL_GRID_SLIDING_ARCHITECTURES)
+)
 WIDER_CONFIGS = [
     LookaheadParams(5, 7, 7),
     LookaheadParams(2, 4, 3),
@@ -65,7 +68,7 @@ def test_wider_architectures_with_eager_attention(arch):
     _assert_lookahead_equals_ar(model, arch, LookaheadParams(4, 5, 5))
 
 
-@pytest.mark.parametrize("arch", SLIDING_WINDOW_ARCHITECTURES)
+@pytest.mark.parametrize("arch", FULL_GRID_SLIDING_ARCHITECTURES)
 @pytest.mark.parametrize("params", CONFIGS, ids=_params_id)
 def test_sliding_window_families_equal_ar_greedy(tiny_models, arch, params):
     """Windows of 8-16 tokens: the 40-token prompt and 80 new tokens run far past them."""
@@ -74,7 +77,7 @@ def test_sliding_window_families_equal_ar_greedy(tiny_models, arch, params):
     _assert_lookahead_equals_ar(tiny_models[arch], arch, params)
 
 
-@pytest.mark.parametrize("arch", SLIDING_WINDOW_ARCHITECTURES)
+@pytest.mark.parametrize("arch", FULL_GRID_SLIDING_ARCHITECTURES)
 def test_sliding_window_families_with_eager_attention(arch):
     model = tiny_model(arch, init_scale=3.0, seed=5, attn_implementation="eager")
     _assert_lookahead_equals_ar(model, arch, LookaheadParams(6, 9, 6))
@@ -92,8 +95,15 @@ def test_sliding_window_layers_really_are_masked(tiny_models, monkeypatch):
 
 
 def test_full_grid_and_wider_lists_cover_every_tiny_architecture():
-    listed = set(FULL_GRID_ARCHITECTURES) | set(WIDER_ARCHITECTURES) | set(SLIDING_WINDOW_ARCHITECTURES)
+    listed = set(FULL_GRID_ARCHITECTURES) | set(WIDER_ARCHITECTURES) | set(FULL_GRID_SLIDING_ARCHITECTURES)
     assert listed == set(TINY_ARCHITECTURES)
+    assert set(FULL_GRID_SLIDING_ARCHITECTURES) <= set(SLIDING_WINDOW_ARCHITECTURES)
+
+
+@pytest.mark.parametrize("arch", sorted(set(SLIDING_WINDOW_ARCHITECTURES) - set(FULL_GRID_SLIDING_ARCHITECTURES)))
+def test_wider_sliding_families_run_past_their_window(tiny_models, arch):
+    """Their local layers only matter when the 40-token prompt and 80 new tokens run past the window."""
+    assert tiny_models[arch].config.sliding_window <= 16
 
 
 def _assert_lookahead_equals_ar(model, arch: str, params: LookaheadParams) -> None:

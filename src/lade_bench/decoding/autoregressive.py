@@ -16,6 +16,7 @@ from lade_bench.decoding.params import (
     require_int,
     validate_max_new_tokens,
 )
+from lade_bench.decoding.position_limits import check_position_limits, prompt_lookup_reach
 from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
 
 
@@ -57,6 +58,9 @@ def prompt_lookup_generate(
     """
     require_int("prompt_lookup num_tokens", num_tokens, minimum=1)
     require_int("prompt_lookup max_ngram_size", max_ngram_size, minimum=1)
+    validate_max_new_tokens(max_new_tokens)
+    # Checked here, not in generate: its candidates reach past the sequence like lookahead's window.
+    check_position_limits(model, len(prompt_ids_as_list(input_ids)), max_new_tokens, prompt_lookup_reach(num_tokens))
     extra = {"prompt_lookup_num_tokens": num_tokens, "max_matching_ngram_size": max_ngram_size}
     return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, "prompt_lookup", extra)
 

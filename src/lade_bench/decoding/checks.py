@@ -22,6 +22,13 @@ ALIBI_MODEL_TYPES = ("bloom", "mpt")
 # Entries of ``config.layer_types`` whose attention lookahead masks exactly (one mask per type).
 SUPPORTED_LAYER_TYPES = ("full_attention", "sliding_attention")
 
+# Layer kinds that carry a recurrent state (SSM, linear attention, short convolutions), as
+# transformers names them in ``layer_types``, ``layers_block_type`` or ``block_types``.
+RECURRENT_LAYER_TYPES = ("linear_attention", "mamba", "hybrid", "recurrent", "conv")
+
+# Recurrent families whose config lists no layer kinds at all.
+RECURRENT_MODEL_TYPES = ("rwkv", "xlstm")
+
 
 class UnsupportedModelError(ValueError):
     """The model cannot run lookahead decoding exactly (and why)."""
@@ -71,6 +78,15 @@ def check_custom_mask_support(model: torch.nn.Module) -> None:
     if getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModelError(
             f"{type(model).__name__} is an encoder-decoder model: lookahead decoding supports decoder-only models"
+        )
+    recurrent = recurrent_layers_of(model)
+    if recurrent is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} is not supported: {recurrent}. Guessed tokens fed through such a layer "
+            "update its recurrent state in place, and that state cannot be rolled back after a rejected "
+            "guess (a KV cache can be cropped; a state cannot), so the output would differ from the "
+            "model's own decoding. Supported: attention-only decoders; use the autoregressive baseline "
+            "for this model"
         )
     bias = position_bias_of(model)
     if bias is not None:
@@ -160,12 +176,33 @@ def sliding_window_of(config: object) -> int | None:
     return window
 
 
+def recurrent_layers_of(model: torch.nn.Module) -> str | None:
+    """Which recurrent (SSM, linear-attention, convolution) layers ``model`` has, or None when none.
+
+    Read from the layer kinds the text decoder's config lists (Mamba, Mamba2, Jamba, Bamba,
+    Falcon-H1, Zamba, GraniteMoeHybrid, LFM2, Qwen3-Next, MiniMax, RecurrentGemma, ...) and, for
+    families that list none, from the model type (RWKV, xLSTM).
+    """
+    config = model.config
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config(decoder=True)
+    model_type = getattr(config, "model_type", None)
+    for field in ("layer_types", "layers_block_type", "block_types"):
+        kinds = sorted({str(k) for k in (getattr(config, field, None) or ()) if str(k) in RECURRENT_LAYER_TYPES})
+        if kinds:
+            return f"its layers {kinds} (config.{field}, model_type={model_type!r}) keep a recurrent state"
+    if model_type in RECURRENT_MODEL_TYPES:
+        return f"it is a recurrent model (model_type={model_type!r}) with no attention cache"
+    return None
+
+
 def position_bias_of(model: torch.nn.Module) -> str | None:
     """Why ``model``'s positions would not follow the ``position_ids`` it is given, or None when they do.
 
     Two cases: ALiBi attention biases (Bloom, MPT, Falcon with ``alibi=True``), and a transformers
-    model whose ``forward`` takes no ``position_ids`` at all (it derives positions from the input or
-    keeps a recurrent state: Mamba, RWKV, ...). Wrappers that are not a ``PreTrainedModel`` (e.g. a
+    model whose ``forward`` takes no ``position_ids`` at all (it derives positions from the input;
+    recurrent models, which take none either, are told their own reason by ``recurrent_layers_of``
+    first). Wrappers that are not a ``PreTrainedModel`` (e.g. a
     PEFT model) are judged by their config only, since their ``forward`` hides the argument list.
     """
     config = model.config

@@ -19,6 +19,7 @@ from transformers import DynamicCache
 
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
 from lade_bench.decoding.params import DecodeResult, require_int, truncate_at_stop, validate_max_new_tokens
+from lade_bench.decoding.position_limits import check_position_limits, jacobi_reach
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, device_synchronizer, model_device
 from lade_bench.decoding.window import initial_guesses
 
@@ -43,6 +44,7 @@ def jacobi_generate(
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
     check_custom_mask_support(model)
+    check_position_limits(model, len(prompt), max_new_tokens, jacobi_reach(block_size))
     stop_ids = eos_set(eos_token_id)
     device = model_device(model)
     generator = torch.Generator().manual_seed(seed)

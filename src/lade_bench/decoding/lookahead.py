@@ -24,6 +24,7 @@ from lade_bench.decoding.params import (
     validate_max_new_tokens,
 )
 from lade_bench.decoding.pool import NGramPool
+from lade_bench.decoding.position_limits import check_position_limits, lookahead_reach
 from lade_bench.decoding.sampling import build_warpers, warped_probabilities
 from lade_bench.decoding.timing import (
     Stopwatch,
@@ -78,6 +79,7 @@ def lookahead_generate(
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
     check_custom_mask_support(model)
+    check_position_limits(model, len(prompt), max_new_tokens, lookahead_reach(params))
     stop_ids = eos_set(eos_token_id)
     if parallel is not None and parallel.world_size > 1:
         from lade_bench.decoding.parallel import ParallelLookaheadRun

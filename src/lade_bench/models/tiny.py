@@ -9,17 +9,24 @@ from __future__ import annotations
 import torch
 from transformers import (
     AutoModelForCausalLM,
+    Cohere2Config,
     CohereConfig,
+    DeepseekV2Config,
+    DeepseekV3Config,
+    Exaone4Config,
     Gemma2Config,
     Gemma3TextConfig,
     GemmaConfig,
+    Glm4Config,
     GPT2Config,
     GPTNeoXConfig,
+    GptOssConfig,
     GraniteConfig,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
     Olmo2Config,
+    Olmo3Config,
     OlmoeConfig,
     Phi3Config,
     PhiConfig,
@@ -27,6 +34,8 @@ from transformers import (
     Qwen2Config,
     Qwen2MoeConfig,
     Qwen3Config,
+    Qwen3MoeConfig,
+    SmolLM3Config,
     StableLmConfig,
     Starcoder2Config,
 )
@@ -206,6 +215,112 @@ def _olmoe(vocab: int, positions: int) -> PretrainedConfig:
     return OlmoeConfig(vocab_size=vocab, max_position_embeddings=positions, num_experts=4, **_MOE)
 
 
+def _qwen3_moe(vocab: int, positions: int) -> PretrainedConfig:
+    return Qwen3MoeConfig(
+        vocab_size=vocab, max_position_embeddings=positions, head_dim=8, num_experts=4, moe_intermediate_size=32, **_MOE
+    )
+
+
+# DeepSeek's multi-head latent attention: low-rank keys/values, and queries split into a rotary and
+# a position-free part; the first layer dense, the second routed with a shared expert.
+_MLA = dict(
+    kv_lora_rank=16,
+    qk_nope_head_dim=8,
+    qk_rope_head_dim=8,
+    v_head_dim=8,
+    n_routed_experts=4,
+    n_shared_experts=1,
+    moe_intermediate_size=32,
+    first_k_dense_replace=1,
+    num_experts_per_tok=2,
+    num_key_value_heads=4,
+    **_COMMON,
+)
+
+
+def _deepseek_v2(vocab: int, positions: int) -> PretrainedConfig:
+    return DeepseekV2Config(vocab_size=vocab, max_position_embeddings=positions, q_lora_rank=None, **_MLA)
+
+
+def _deepseek_v3(vocab: int, positions: int) -> PretrainedConfig:
+    # Low-rank queries too, and group-limited routing.
+    return DeepseekV3Config(
+        vocab_size=vocab, max_position_embeddings=positions, q_lora_rank=16, n_group=2, topk_group=1, **_MLA
+    )
+
+
+def _smollm3(vocab: int, positions: int) -> PretrainedConfig:
+    # Every second layer has no rotary embedding (NoPE). Untied embeddings: tied ones make the tiny
+    # random model repeat one token, which would test nothing.
+    return SmolLM3Config(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        no_rope_layer_interval=2,
+        tie_word_embeddings=False,
+        **_COMMON,
+    )
+
+
+def _glm4(vocab: int, positions: int) -> PretrainedConfig:
+    # Partial rotary embedding (half of each head) and sandwich norms.
+    return Glm4Config(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_key_value_heads=2,
+        head_dim=8,
+        tie_word_embeddings=False,
+        **_COMMON,
+    )
+
+
+_LOCAL_GLOBAL = dict(sliding_window=8, layer_types=["sliding_attention", "full_attention"], num_key_value_heads=2)
+
+
+def _exaone4(vocab: int, positions: int) -> PretrainedConfig:
+    return Exaone4Config(vocab_size=vocab, max_position_embeddings=positions, **_LOCAL_GLOBAL, **_COMMON)
+
+
+def _cohere2(vocab: int, positions: int) -> PretrainedConfig:
+    # Local layers with rotary, global layers without; a logit scale of 1 and untied embeddings
+    # keep the tiny random model from repeating one token.
+    return Cohere2Config(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        head_dim=8,
+        logit_scale=1.0,
+        tie_word_embeddings=False,
+        **_LOCAL_GLOBAL,
+        **_COMMON,
+    )
+
+
+def _gpt_oss(vocab: int, positions: int) -> PretrainedConfig:
+    # Attention sinks, routed experts and static YaRN scaling (exact at every length).
+    return GptOssConfig(
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        head_dim=8,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        rope_parameters={
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": positions // 4,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "rope_theta": 150000.0,
+        },
+        **_LOCAL_GLOBAL,
+        **_COMMON,
+    )
+
+
+def _olmo3(vocab: int, positions: int) -> PretrainedConfig:
+    # One rope parameter set per layer type.
+    return Olmo3Config(vocab_size=vocab, max_position_embeddings=positions, **_LOCAL_GLOBAL, **_COMMON)
+
+
 TINY_ARCHITECTURES = {
     "llama": _llama,
     "qwen2": _qwen2,
@@ -228,17 +343,36 @@ TINY_ARCHITECTURES = {
     "gemma3": _gemma3,
     "mistral_sliding": _mistral_sliding,
     "qwen2_sliding": _qwen2_sliding,
+    "qwen3_moe": _qwen3_moe,
+    "deepseek_v2": _deepseek_v2,
+    "deepseek_v3": _deepseek_v3,
+    "smollm3": _smollm3,
+    "glm4": _glm4,
+    "exaone4": _exaone4,
+    "cohere2": _cohere2,
+    "gpt_oss": _gpt_oss,
+    "olmo3": _olmo3,
 }
 
 # Families with sliding-window (local) attention layers, all with windows of 8-16 tokens.
-SLIDING_WINDOW_ARCHITECTURES = ("gemma2", "gemma3", "mistral_sliding", "qwen2_sliding")
+SLIDING_WINDOW_ARCHITECTURES = (
+    "gemma2",
+    "gemma3",
+    "mistral_sliding",
+    "qwen2_sliding",
+    "exaone4",
+    "cohere2",
+    "gpt_oss",
+    "olmo3",
+)
 
-# transformers has no SDPA path for Gemma 2 (attention-logit soft-capping): it always runs eager.
-EAGER_ONLY_ARCHITECTURES = ("gemma2",)
+# transformers has no SDPA path for Gemma 2 (attention-logit soft-capping) nor GPT-OSS (attention
+# sinks): they always run eager.
+EAGER_ONLY_ARCHITECTURES = ("gemma2", "gpt_oss")
 
 # Mixture-of-experts families. Their experts run with transformers' "eager" implementation: the
 # default grouped matmul has no float64 kernel on CPU, and float64 is what exactness tests use.
-MOE_ARCHITECTURES = ("qwen2_moe", "mixtral", "olmoe")
+MOE_ARCHITECTURES = ("qwen2_moe", "mixtral", "olmoe", "qwen3_moe", "deepseek_v2", "deepseek_v3", "gpt_oss")
 
 
 def tiny_model(
@@ -262,9 +396,33 @@ def tiny_model(
     if architecture not in TINY_ARCHITECTURES:
         raise ValueError(f"unknown tiny architecture {architecture!r}; allowed: {sorted(TINY_ARCHITECTURES)}")
     config = TINY_ARCHITECTURES[architecture](vocab_size, max_positions)
-    extra = {"experts_implementation": "eager"} if architecture in MOE_ARCHITECTURES else {}
     if architecture in EAGER_ONLY_ARCHITECTURES:
         attn_implementation = "eager"
+    return tiny_model_from_config(
+        config,
+        seed=seed,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+        init_scale=init_scale,
+        eager_experts=architecture in MOE_ARCHITECTURES,
+    )
+
+
+def tiny_model_from_config(
+    config: PretrainedConfig,
+    *,
+    seed: int,
+    dtype: torch.dtype,
+    attn_implementation: str,
+    init_scale: float,
+    eager_experts: bool,
+) -> torch.nn.Module:
+    """The causal LM of a (tiny) ``config``, seeded, weights times ``init_scale``, in ``dtype`` and eval mode.
+
+    ``eager_experts`` runs mixture-of-experts layers with transformers' "eager" implementation (the
+    grouped matmul has no float64 kernel on CPU).
+    """
+    extra = {"experts_implementation": "eager"} if eager_experts else {}
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation, **extra)
     if init_scale != 1.0:

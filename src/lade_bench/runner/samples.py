@@ -7,6 +7,14 @@ from dataclasses import dataclass
 import torch
 
 from lade_bench.datasets import Sample, filter_by_prompt_length, load_dataset_samples
+from lade_bench.decoding.position_limits import (
+    ForwardReach,
+    check_position_limits,
+    jacobi_reach,
+    longest_allowed_prompt,
+    lookahead_reach,
+    prompt_lookup_reach,
+)
 from lade_bench.models.loading import model_context_length
 from lade_bench.runner.plan import CellConfigError, CellPlan
 
@@ -45,11 +53,49 @@ def prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> int
 
     A later turn's prompt holds the earlier answers (up to ``max_new_tokens`` each), and a lookahead
     step places tokens up to N + W positions past the last accepted one; a prompt beyond this budget
-    could run past the model's position embeddings mid-sample.
+    could run past the model's position embeddings mid-sample. ``dataset.max_prompt_tokens``, when
+    set, replaces the context-based limit; the exactness limit (:func:`exact_prompt_budget`) applies
+    either way.
     """
     explicit = plan.cfg.dataset.max_prompt_tokens
-    if explicit is not None:
-        return explicit
+    limits = [explicit if explicit is not None else _context_budget(plan, model, max_turns)]
+    limits.append(exact_prompt_budget(plan, model, max_turns))
+    known = [limit for limit in limits if limit is not None]
+    return min(known) if known else None
+
+
+def exact_prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> int | None:
+    """Longest prompt with which every arm stays below the model's position-dependent thresholds.
+
+    LongRoPE, dynamic NTK scaling and attention temperature tuning (``position_limits``) are exact
+    only while no forward reaches their threshold; a sample past it would be refused mid-cell, after
+    its AR rows, so the cell drops it up front instead (recorded with the other skipped samples).
+
+    Raises:
+        UnsupportedModelError: not even a one-token prompt fits (the message names the feature, the
+            numbers and what to change).
+    """
+    cfg = plan.cfg
+    reaches: dict[str, ForwardReach] = {
+        "lookahead": lookahead_reach(plan.lookahead),
+        "jacobi": jacobi_reach(cfg.jacobi.block_size),
+        "prompt_lookup": prompt_lookup_reach(cfg.prompt_lookup.num_tokens),
+    }
+    new_tokens = max_turns * cfg.max_new_tokens
+    budget = None
+    for arm in plan.arms:
+        if arm not in reaches:
+            continue
+        longest = longest_allowed_prompt(model, new_tokens, reaches[arm])
+        if longest is None:
+            continue
+        if longest < 1:
+            check_position_limits(model, 1, new_tokens, reaches[arm])
+        budget = longest if budget is None else min(budget, longest)
+    return budget
+
+
+def _context_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> int | None:
     context = model_context_length(model)
     if context is None:
         return None
