@@ -17,11 +17,20 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from lade_bench.report.wandb_run_record import RUN_RECORD_JSON
 from lade_bench.results.progress import STATES, CellProgress, SweepProgress, sweep_progress
 
-_STYLE = {"done": "green", "running": "cyan", "interrupted": "yellow", "failed": "red", "pending": "dim"}
+_STYLE = {
+    "done": "green",
+    "running": "cyan",
+    "interrupted": "yellow",
+    "damaged": "magenta",
+    "failed": "red",
+    "pending": "dim",
+}
 _HINT = {
     "interrupted": "their job died; rerun the same command to resume them (a finished sample is never redone)",
+    "damaged": "a file of a finished cell is cut or garbled; rerun the same command to repair it",
     "failed": "fix the cause, then rerun the same command: finished cells are skipped",
 }
 
@@ -37,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     documents = []
     for folder in args.sweeps:
         try:
-            progress = sweep_progress(folder)
+            progress = sweep_progress(folder, side_files=(RUN_RECORD_JSON,))
         except FileNotFoundError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -55,8 +64,12 @@ def render(console: Console, progress: SweepProgress, *, show_done: bool = False
     counts = progress.counts()
     planned = f", launched {progress.launch_utc}" if progress.launch_utc else ""
     console.print(f"[bold]{progress.sweep_root}[/bold] ({len(progress.cells)} cells{planned})")
-    console.print("  " + " · ".join(f"[{_STYLE[s]}]{s} {counts[s]}[/{_STYLE[s]}]" for s in STATES))
+    # "damaged" only when there is such a cell: it is rare, and the headline stays as it always read.
+    shown_states = [s for s in STATES if s != "damaged" or counts[s]]
+    console.print("  " + " · ".join(f"[{_STYLE[s]}]{s} {counts[s]}[/{_STYLE[s]}]" for s in shown_states))
     console.print("  " + _totals(progress))
+    for warning in progress.warnings:
+        console.print(f"  [red]unreadable[/red] {warning} (rerun the same command to rebuild it)")
     shown = [cell for cell in progress.cells if show_done or cell.state != "done"]
     if shown:
         table = Table(show_edge=False, pad_edge=False)
@@ -97,7 +110,7 @@ def _detail(cell: CellProgress) -> str:
         owner = cell.owner
         job = f", job {owner['job_id']}" if owner.get("job_id") else ""
         return f"{owner.get('host')} pid {owner.get('pid')}{job}, heartbeat {cell.heartbeat_age_s:.0f} s ago"
-    if cell.state == "failed":
+    if cell.state in ("failed", "damaged"):
         return f"{cell.error}" + (f"\nlog: {cell.log}" if cell.log else "")
     if cell.state == "interrupted" and cell.log:
         return f"log: {cell.log}"

@@ -53,5 +53,5 @@ def test_corrupt_parquet_and_missing_fields_name_the_file(tmp_path):
     with pytest.raises(DatasetFormatError, match=rf"^{path}: not a readable parquet file"):
         load_dataset_samples("gsm8k", path=str(path))
     fields = _write_lines(tmp_path / "q.jsonl", [json.dumps({"question_id": 1})])
-    with pytest.raises(DatasetFormatError, match=r"q\.jsonl: record 0 lacks field\(s\)"):
+    with pytest.raises(DatasetFormatError, match=r"q\.jsonl:1: record 0: lacks field\(s\)"):
         load_dataset_samples("mt_bench", path=str(fields))

@@ -58,7 +58,7 @@ def test_bad_limit():
 
 def test_wrong_schema_names_file_record_and_fields(fixtures_dir):
     # A CNN/DM file given as MBPP: the first record lacks MBPP's fields.
-    with pytest.raises(ValueError, match=r"cnn_dailymail_sample.jsonl: record 0 lacks field\(s\) \['task_id'"):
+    with pytest.raises(ValueError, match=r"cnn_dailymail_sample.jsonl:1: record 0: lacks field\(s\) \['task_id'"):
         load_dataset_samples("mbpp", path=str(fixtures_dir / "cnn_dailymail_sample.jsonl"))
 
 
@@ -66,7 +66,7 @@ def test_duplicate_ids_are_refused(tmp_path):
     row = {"id": "1", "document": "Some text.", "summary": "Text."}
     path = tmp_path / "dup.jsonl"
     path.write_text(json.dumps(row) + "\n" + json.dumps(row) + "\n")
-    with pytest.raises(ValueError, match=r"duplicate sample ids \['1'\]"):
+    with pytest.raises(ValueError, match=r"dup.jsonl:2: record 1: duplicate sample id .1. \(first at .*dup.jsonl:1"):
         load_dataset_samples("xsum", path=str(path))
 
 

@@ -40,7 +40,9 @@ def _sweep(root, make_row):
         cell_dir = _cell(root, make_row, cell_id, rows, run_id=run_id)
         run = {"run_id": run_id, "started_utc": _ago(100), "log": f"/logs/{run_id}.out"}
         update_index(root, cell_id, cell_dir=cell_dir, status="running", run=run)
-        if state == "done":
+        if state == "done":  # finished as the runner finishes a cell, or the status calls it damaged
+            CellWriter(cell_dir).finalize()
+            CellWriter(cell_dir).write_json("summary.json", {"status": "done"})
             update_index(root, cell_id, cell_dir=cell_dir, status="done")
         if state == "failed":
             update_index(
@@ -55,7 +57,7 @@ def _sweep(root, make_row):
 def test_every_state_rows_and_time_left(tmp_path, make_row):
     lock = _sweep(tmp_path, make_row)
     progress = sweep_progress(tmp_path)
-    assert progress.counts() == {"running": 1, "interrupted": 1, "failed": 1, "pending": 1, "done": 1}
+    assert progress.counts() == {"running": 1, "interrupted": 1, "damaged": 0, "failed": 1, "pending": 1, "done": 1}
     by_state = {cell.state: cell for cell in progress.cells}
     assert by_state["running"].owner["job_id"] == "4242_1" and by_state["running"].heartbeat_age_s < 5
     assert by_state["failed"].error.startswith("OutOfMemoryError") and by_state["failed"].log == "/logs/rc.out"

@@ -116,3 +116,36 @@ def test_slurm_job_is_relabelled_with_the_cell_name(tmp_path, monkeypatch):
     label_slurm_job(_run("123_4", "slurm"), "llama-2-7b-chat-mt_bench-N5W15G15-greedy")
     label_slurm_job(_run("99", "ray"), "not-slurm")
     assert calls.read_text().split() == ["update", "JobId=123_4", "JobName=llama-2-7b-chat-mt_bench-N5W15G15-greedy"]
+
+
+def test_a_lock_without_owner_record_is_an_orphan_never_a_live_owner(tmp_path, monkeypatch):
+    import errno
+
+    import lade_bench.results._lockfile as lockfile
+
+    path = tmp_path / "cell.lock"
+    path.write_bytes(b"")  # killed between creating the lock and writing its owner
+    old = time.time() - 2 * lockfile.ORPHAN_GRACE_S
+    os.utime(path, (old, old))
+    assert lockfile.owner_state(read_lock(path), stale_after_s=1e9) == "orphaned"
+    with claim(path, _run(), FAST, "cell A") as owner:  # taken over at once, not skipped as busy
+        assert owner.handle.is_held()
+
+    # Out of space while writing the owner record: no lock (nor its temp file) is left behind.
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    with pytest.raises(OSError, match="No space"):
+        try_acquire(path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_two_commands_of_one_allocation_are_siblings_and_a_requeue_takes_over(tmp_path):
+    path = tmp_path / "cell.lock"
+    sibling = dataclasses.replace(_run("77", "slurm"), restart_count=0)
+    with claim(path, sibling, FAST, "cell A") as first:  # a live owner of this host, same job and restart
+        assert claim(path, sibling, FAST, "cell A") is None
+        requeued = dataclasses.replace(sibling, restart_count=1)
+        with claim(path, requeued, FAST, "cell A") as second:  # a later incarnation of the job
+            assert second.handle.is_held() and not first.handle.is_held()

@@ -61,7 +61,7 @@ def _assert_complete(sweep: Path, cells: int, rows_per_cell: int) -> None:
         keys = [(r["sample_id"], r["turn"], r["arm"], r["repeat"]) for r in rows]
         assert len(keys) == len(set(keys)) == rows_per_cell, entry["cell_dir"]
     status = sweep_progress(sweep)
-    assert status.counts() == {"running": 0, "interrupted": 0, "failed": 0, "pending": 0, "done": cells}
+    assert status.counts() == {"running": 0, "interrupted": 0, "damaged": 0, "failed": 0, "pending": 0, "done": cells}
     assert status.rows_written == status.rows_expected == cells * rows_per_cell
     assert sorted(c.cell_id for c in status.cells) == sorted(e["cell_id"] for e in index)
     assert list(locks_dir(sweep).glob("*.lock")) == []

@@ -24,6 +24,11 @@ class DatasetFormatError(ValueError):
     """A dataset file cannot be parsed or lacks the expected fields; the message names the file (and line)."""
 
 
+# A record and where it came from, as a person finds it: ``path:line: record i`` for JSONL,
+# ``path: record i`` for a JSON list, parquet file or hub split.
+Located = tuple[str, dict[str, Any]]
+
+
 def read_records(path: Path) -> list[dict[str, Any]]:
     """Read a local file of records: JSONL, JSON (a list of objects), either gzipped, or parquet.
 
@@ -34,6 +39,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         DatasetFormatError: the file does not parse as its format (named as ``path:line`` for JSON
             and JSONL), or a JSONL line / JSON file does not hold objects.
     """
+    return [record for _, record in read_located_records(path)]
+
+
+def read_located_records(path: Path) -> list[Located]:
+    """:func:`read_records`, each record with where it is in the file (what a validation error names)."""
     name = path.name.lower()
     if name.endswith(".parquet"):
         # Imported here: only this format needs pyarrow, and it is slow to import.
@@ -41,14 +51,14 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         import pyarrow.parquet as pq
 
         try:
-            return pq.read_table(path).to_pylist()
+            return locate(pq.read_table(path).to_pylist(), str(path))
         except pa.ArrowException as err:
             raise DatasetFormatError(f"{path}: not a readable parquet file ({err})") from err
     opener = gzip.open if name.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             if name.removesuffix(".gz").endswith(".json"):
-                return _json_list(fh, path)
+                return locate(_json_list(fh, path), str(path))
             return _jsonl_records(fh, path)
     except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as err:
         raise DatasetFormatError(
@@ -66,7 +76,12 @@ def _json_list(fh: IO[str], path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _jsonl_records(fh: IO[str], path: Path) -> list[dict[str, Any]]:
+def locate(records: Iterable[dict[str, Any]], source: str) -> list[Located]:
+    """Records of a JSON list, parquet file or hub split, each as ``("<source>: record <i>", record)``."""
+    return [(f"{source}: record {index}", record) for index, record in enumerate(records)]
+
+
+def _jsonl_records(fh: IO[str], path: Path) -> list[Located]:
     records = []
     for lineno, line in enumerate(fh, start=1):
         if not line.strip():
@@ -80,22 +95,8 @@ def _jsonl_records(fh: IO[str], path: Path) -> list[dict[str, Any]]:
             ) from err
         if not isinstance(record, dict):
             raise DatasetFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
-        records.append(record)
+        records.append((f"{path}:{lineno}: record {len(records)}", record))
     return records
-
-
-def require_fields(row: dict[str, Any], fields: Iterable[str], *, source: str, index: int) -> None:
-    """Raise a DatasetFormatError naming the file, the record and the missing fields if any are absent.
-
-    A wrong file (e.g. an XSum file given to cnn_dailymail) then fails on the first record with a
-    message that says what schema was expected, instead of a bare KeyError deep in a loader.
-    """
-    fields = tuple(fields)
-    missing = [f for f in fields if f not in row]
-    if missing:
-        raise DatasetFormatError(
-            f"{source}: record {index} lacks field(s) {missing}; expected fields {list(fields)}, found {sorted(row)}"
-        )
 
 
 def wheel_file(package: str, member: str, *, requirement: str) -> Path:

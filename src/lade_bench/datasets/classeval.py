@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import load_hub_rows, read_records, require_fields
+from lade_bench.datasets._sources import load_hub_rows, locate, read_located_records
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 HUB_ID = "FudanSELab/ClassEval"
@@ -23,32 +24,39 @@ def load(path: Path | None, split: str) -> list[Sample]:
     and the import lines.
     """
     if path is not None:
-        rows, source = read_records(path), str(path)
+        records = read_located_records(path)
     else:
-        rows = load_hub_rows(HUB_ID, None, split, dataset="classeval", local_format=LOCAL_FORMAT)
-        source = HUB_ID
-    samples = []
-    for index, row in enumerate(rows):
-        require_fields(row, FIELDS, source=source, index=index)
+        records = locate(
+            load_hub_rows(HUB_ID, None, split, dataset="classeval", local_format=LOCAL_FORMAT), f"{HUB_ID} {split}"
+        )
+
+    def make(row: dict, index: int) -> Sample:
         instruction = (
             f"Please complete the class {row['class_name']} in the following code. "
             "Reply with the whole class in a ```python code block."
         )
-        samples.append(
-            Sample(
-                sample_id=row["task_id"],
-                turns=(f"{instruction}\n\n```python\n{row['skeleton'].rstrip()}\n```",),
-                reference=row["solution_code"],
-                task=TASK,
-                payload={
-                    "task_id": row["task_id"],
-                    "class_name": row["class_name"],
-                    "skeleton": row["skeleton"],
-                    "test": row["test"],
-                    "test_classes": list(row["test_classes"]),
-                    "import_statement": list(row["import_statement"]),
-                },
-                completion_prefix=row["skeleton"],
-            )
+        return Sample(
+            sample_id=str(row["task_id"]),
+            turns=(f"{instruction}\n\n```python\n{row['skeleton'].rstrip()}\n```",),
+            reference=row["solution_code"],
+            task=TASK,
+            payload={
+                "task_id": row["task_id"],
+                "class_name": row["class_name"],
+                "skeleton": row["skeleton"],
+                "test": row["test"],
+                "test_classes": list(row["test_classes"]),
+                "import_statement": list(row["import_statement"]),
+            },
+            completion_prefix=row["skeleton"],
         )
-    return samples
+
+    return build_samples(
+        records,
+        str(path) if path else f"{HUB_ID} {split}",
+        FIELDS,
+        make,
+        id_field="task_id",
+        text_fields=("class_name",),
+        prompt_fields=("skeleton",),
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import load_hub_rows, read_records, require_fields
+from lade_bench.datasets._sources import load_hub_rows, locate, read_located_records
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 HUB_ID = "abisee/cnn_dailymail"
@@ -25,19 +26,21 @@ def load(path: Path | None, split: str) -> list[Sample]:
     splits summaries.
     """
     if path is not None:
-        rows, source = read_records(path), str(path)
+        records = read_located_records(path)
     else:
-        rows = load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="cnn_dailymail", local_format=LOCAL_FORMAT)
-        source = HUB_ID
-    samples = []
-    for index, row in enumerate(rows):
-        require_fields(row, FIELDS, source=source, index=index)
-        samples.append(
-            Sample(
-                sample_id=str(row["id"]),
-                turns=(f"{INSTRUCTION}\n\n{row['article'].strip()}",),
-                reference=row["highlights"],
-                task=TASK,
-            )
+        records = locate(
+            load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="cnn_dailymail", local_format=LOCAL_FORMAT),
+            f"{HUB_ID} {split}",
         )
-    return samples
+
+    def make(row: dict, index: int) -> Sample:
+        return Sample(
+            sample_id=str(row["id"]),
+            turns=(f"{INSTRUCTION}\n\n{row['article'].strip()}",),
+            reference=row["highlights"],
+            task=TASK,
+        )
+
+    return build_samples(
+        records, str(path) if path else f"{HUB_ID} {split}", FIELDS, make, id_field="id", text_fields=("article",)
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import load_hub_rows, read_records, require_fields
+from lade_bench.datasets._sources import load_hub_rows, locate, read_located_records
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 HUB_ID = "openai/gsm8k"
@@ -39,21 +40,20 @@ def load(path: Path | None, split: str) -> list[Sample]:
     copy and the upstream JSONL (both are built from the same file in the same order).
     """
     if path is not None:
-        rows, source = read_records(path), str(path)
+        records = read_located_records(path)
     else:
-        rows = load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="gsm8k", local_format=LOCAL_FORMAT)
-        source = HUB_ID
-    samples = []
-    for index, row in enumerate(rows):
-        require_fields(row, FIELDS, source=source, index=index)
-        gold = extract_gold_number(row["answer"])
-        samples.append(
-            Sample(
-                sample_id=str(index),
-                turns=(f"{INSTRUCTION}\n\nQuestion: {row['question']}",),
-                reference=gold,
-                task=TASK,
-                payload={"question": row["question"], "answer": row["answer"], "gold": gold},
-            )
+        records = locate(
+            load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="gsm8k", local_format=LOCAL_FORMAT), f"{HUB_ID} {split}"
         )
-    return samples
+
+    def make(row: dict, index: int) -> Sample:
+        gold = extract_gold_number(row["answer"])
+        return Sample(
+            sample_id=str(index),
+            turns=(f"{INSTRUCTION}\n\nQuestion: {row['question']}",),
+            reference=gold,
+            task=TASK,
+            payload={"question": row["question"], "answer": row["answer"], "gold": gold},
+        )
+
+    return build_samples(records, str(path) if path else f"{HUB_ID} {split}", FIELDS, make, text_fields=("question",))

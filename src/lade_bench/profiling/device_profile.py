@@ -191,7 +191,14 @@ def publish_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any
     atomic_write_json(path, dict(profile))
     canonical = Path(sweep_dir) / PROFILE_JSON
     if not canonical.exists():
-        draft = temp_name(canonical)
+        _create_once(canonical, profile)
+    return path
+
+
+def _create_once(canonical: Path, profile: Mapping[str, Any]) -> None:
+    """Create ``canonical`` holding ``profile`` unless it exists (a hard link of a finished temp file)."""
+    draft = temp_name(canonical)
+    try:
         atomic_write_json(draft, dict(profile))
         try:
             os.link(draft, canonical)
@@ -200,10 +207,10 @@ def publish_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any
         except OSError:  # no hard links on this file system: a plain rename, if still absent
             if not canonical.exists():
                 os.replace(draft, canonical)
+    finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(draft)
-        fsync_dir(canonical.parent)
-    return path
+    fsync_dir(canonical.parent)
 
 
 def save_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) -> Path:
@@ -214,11 +221,50 @@ def save_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) 
 
 
 def load_profile(sweep_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The sweep's device profile, or None when it has none."""
+    """The sweep's device profile, or None when it has none.
+
+    Raises:
+        ValueError: the file is not a JSON object; the message names it and what to run.
+    """
     path = Path(sweep_dir) / PROFILE_JSON
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    profile = _read_profile(path)
+    if profile is None:
+        raise ValueError(
+            f"{path} is damaged (not a JSON object); rerun the sweep's command (python -m lade_bench.run ...) "
+            f"to rebuild it from {PROFILES_DIR}/, or delete it to report without the device profile"
+        )
+    return profile
+
+
+def repair_profile(sweep_dir: str | os.PathLike[str]) -> Path | None:
+    """Give the sweep its ``device_profile.json`` again when it is missing or damaged but a kind's profile exists.
+
+    A kill inside :func:`publish_profile` (after the kind's file, before the sweep's) or a damaged
+    file would otherwise stay so: every later job finds the kind's profile and measures nothing.
+    The damaged file is kept as ``device_profile.json.damaged``. Returns the file written, or None.
+    """
+    root = Path(sweep_dir)
+    canonical = root / PROFILE_JSON
+    if canonical.is_file() and _read_profile(canonical) is not None:
+        return None
+    kinds = [profile for path in sorted((root / PROFILES_DIR).glob("*.json")) if (profile := _read_profile(path))]
+    if not kinds:
+        return None
+    if canonical.exists():
+        with contextlib.suppress(FileNotFoundError):  # another job moved it away first
+            os.replace(canonical, canonical.with_name(f"{PROFILE_JSON}.damaged"))
+    _create_once(canonical, kinds[0])
+    return canonical
+
+
+def _read_profile(path: Path) -> dict[str, Any] | None:
+    try:
+        profile = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return profile if isinstance(profile, dict) else None
 
 
 def record_device_profile(

@@ -40,9 +40,14 @@ FINISHED = "finished"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
 
 
-def new_run_id() -> str:
-    """A fresh W&B run id (8 lowercase letters and digits, like W&B's own)."""
-    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+def new_run_id(cell_id: str | None = None) -> str:
+    """A fresh W&B run id: 8 lowercase letters and digits (like W&B's own), after ``<cell_id>-`` if given.
+
+    With the cell id in it, a cell's offline runs are found by their folder name even when its
+    record is unreadable (:func:`discard_previous_runs`).
+    """
+    suffix = "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+    return f"{cell_id}-{suffix}" if cell_id else suffix
 
 
 def read_run_record(cell_dir: Path) -> dict[str, Any] | None:
@@ -135,6 +140,30 @@ def discard_interrupted_run(cell_dir: Path) -> list[Path]:
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
         logger.info("removed the interrupted W&B offline run %s (the cell is logged again)", folder)
+    return removed
+
+
+def discard_previous_runs(cell_dir: Path, cell_id: str | None, wandb_dir: Path) -> list[Path]:
+    """Delete the local offline folders of every earlier run of the cell, before it is logged again.
+
+    One W&B run per cell: a cell is logged again only when its earlier run is no longer its whole,
+    current record (interrupted, a failed attempt, rows regenerated after damage, or a record that
+    no longer parses), so that run goes. The record names it; where the record is unreadable, the
+    runs are found by the cell id their run id starts with (under ``wandb_dir``, where the sink logs
+    now). Online runs stay on the server. Returns the folders removed.
+    """
+    folders: set[Path] = set()
+    record = read_run_record(cell_dir)
+    if record is not None and record.get("mode") == "offline" and record.get("run_id") and record.get("wandb_dir"):
+        base = resolve_recorded(cell_dir, record["wandb_dir"]) / "wandb"
+        folders.update(base.glob(f"offline-run-*-{record['run_id']}"))
+    if record is None and cell_id:
+        folders.update((Path(wandb_dir) / "wandb").glob(f"offline-run-*-{cell_id}-*"))
+    removed = []
+    for folder in sorted(folders):
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+        logger.info("removed the earlier W&B offline run %s (the cell is logged again)", folder)
     return removed
 
 

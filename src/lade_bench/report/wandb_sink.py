@@ -22,7 +22,8 @@ Mode comes from config: ``offline`` (default; run files under ``<dir>/wandb/offl
 Surviving a kill: ``<cell_dir>/wandb_run.json`` records the run as started before ``wandb.init`` and
 as finished after ``run.finish()`` (see :mod:`lade_bench.report.wandb_run_record`);
 :meth:`WandbSink.is_complete` reads it, and the runner logs the cell again when it is not complete,
-after deleting the interrupted offline run.
+after deleting the cell's earlier offline run (interrupted, failed, or found by the cell id in its
+run id when the record is unreadable), so that a cell keeps one W&B run.
 """
 
 from __future__ import annotations
@@ -243,8 +244,9 @@ class WandbSink:
         name = run_name(attributes)
         tags = [*self.settings.tags, *(str(attributes[k]) for k in ("dataset", "model") if attributes.get(k))]
         wandb_dir = Path(self.settings.dir) if self.settings.dir else cell_dir.parent
-        wandb_run_record.discard_interrupted_run(cell_dir)
-        run_id = wandb_run_record.new_run_id()
+        cell_id = str(attributes.get("cell_id") or cell_config.get("cell_id") or "") or None
+        wandb_run_record.discard_previous_runs(cell_dir, cell_id, wandb_dir)
+        run_id = wandb_run_record.new_run_id(cell_id)
         # Recorded before init: from here on a kill leaves a record naming the run to discard.
         wandb_run_record.record_started(cell_dir, run_id=run_id, mode=self.settings.mode, wandb_dir=wandb_dir)
         run = wandb.init(

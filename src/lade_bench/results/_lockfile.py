@@ -14,7 +14,16 @@ A lock whose owner died must not block a sweep forever. :func:`owner_state` judg
 * ``"silent"``: the heartbeat is older than ``stale_after_s`` (any host: a crashed node, a hung or
   killed job). Ages compare the file's mtime with this host's clock, so cluster clocks must agree to
   well within ``stale_after_s`` (NTP does);
+* ``"orphaned"``: the file holds no readable owner record and is older than
+  :data:`ORPHAN_GRACE_S`: the leftover of a writer killed (or out of space) between creating it and
+  writing its record, never a live owner;
 * ``"alive"`` otherwise.
+
+The owner record is written to a temp file first and linked to the lock's name (``link`` is as
+atomic as ``O_EXCL``, on NFS too), so a lock normally never exists without its record; where the file
+system has no hard links, ``O_EXCL`` and a write follow each other, and the grace period covers the
+instant between them. :func:`remove_lock_leftovers` deletes what a kill inside this module leaves
+(the temp file of an acquire, the renamed file of a break).
 
 :func:`break_lock` removes a dead or silent lock without ever removing a lock that was re-created in
 the meantime by someone else: it renames the file away (atomic: one process wins), checks that the
@@ -24,9 +33,11 @@ file it got is the one it judged (same token), and puts a fresh one back if not.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import random
+import re
 import secrets
 import socket
 import time
@@ -36,11 +47,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from lade_bench.results._atomic import fsync_dir
+from lade_bench.results._atomic import fsync_dir, temp_name
 
-OwnerState = Literal["alive", "dead", "silent"]
+OwnerState = Literal["alive", "dead", "silent", "orphaned"]
 # Keys the lock file always has; callers add their own beside them.
 _CORE_KEYS = ("token", "host", "pid", "pid_start", "created_utc")
+# A lock file without a readable owner this old is a killed writer's leftover: writing the record
+# takes microseconds, so seconds leave room for a slow NFS server and clocks a little apart.
+ORPHAN_GRACE_S = 10.0
+# What a kill inside try_acquire / break_lock leaves beside a lock: ``.<lock>.<hex>.tmp``, ``<lock>.<hex>.removing``.
+_LEFTOVER = re.compile(r"(\..+\.lock\.[0-9a-f]{12}\.tmp|.+\.lock\.[0-9a-f]{12}\.removing)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,8 @@ class LockInfo:
 
     def describe(self) -> str:
         """One line naming the owner, e.g. ``host node12, pid 4242, job 1234_5, heartbeat 12 s ago``."""
+        if self.token is None:
+            return f"no owner record (a writer killed while creating it?), file {self.age_s:.0f} s old"
         parts = [f"host {self.owner.get('host', '?')}", f"pid {self.owner.get('pid', '?')}"]
         if self.owner.get("job_id"):
             parts.append(f"job {self.owner['job_id']}")
@@ -141,16 +159,72 @@ def try_acquire(path: str | os.PathLike[str], owner: Mapping[str, Any] | None = 
         "created_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **{k: v for k, v in (owner or {}).items() if k not in _CORE_KEYS},
     }
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileExistsError:
+    data = json.dumps(record, default=str).encode("utf-8")
+    if not _link_new(path, data):
         return None
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(json.dumps(record, default=str).encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
     fsync_dir(path.parent)
     return LockHandle(path, token, record)
+
+
+def _link_new(path: Path, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` unless it exists; False when it does (someone else holds it)."""
+    draft = temp_name(path)
+    try:
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(draft, path)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:  # a file system without hard links: create, then write the record
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                raise
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            return False
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except BaseException:  # out of space mid-record: leave no ownerless lock behind
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            raise
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(draft)
+
+
+def remove_lock_leftovers(directory: str | os.PathLike[str], older_than_s: float = ORPHAN_GRACE_S) -> list[Path]:
+    """Delete the files a kill inside :func:`try_acquire` or :func:`break_lock` leaves in ``directory``.
+
+    Only files older than ``older_than_s``: a younger one may belong to an acquire or break in
+    progress in another process. Returns the files removed.
+    """
+    folder = Path(directory)
+    if not folder.is_dir():
+        return []
+    removed = []
+    now = time.time()
+    for entry in folder.iterdir():
+        if not _LEFTOVER.fullmatch(entry.name):
+            continue
+        try:
+            if now - entry.stat().st_mtime > older_than_s:
+                entry.unlink()
+                removed.append(entry)
+        except FileNotFoundError:  # removed by another process cleaning up at the same time
+            continue
+    if removed:
+        fsync_dir(folder)
+    return removed
 
 
 def read_lock(path: str | os.PathLike[str]) -> LockInfo | None:
@@ -171,7 +245,9 @@ def read_lock(path: str | os.PathLike[str]) -> LockInfo | None:
 
 
 def owner_state(info: LockInfo, stale_after_s: float) -> OwnerState:
-    """Judge an existing lock: ``"dead"``, ``"silent"`` or ``"alive"`` (see the module docstring)."""
+    """Judge an existing lock: ``"dead"``, ``"silent"``, ``"orphaned"`` or ``"alive"`` (see the module docstring)."""
+    if info.token is None:
+        return "orphaned" if info.age_s > ORPHAN_GRACE_S else "alive"
     pid = info.owner.get("pid")
     if info.owner.get("host") == this_host() and isinstance(pid, int):
         if not _process_alive(pid, info.owner.get("pid_start")):

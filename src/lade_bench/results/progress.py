@@ -9,7 +9,12 @@ it is safe to run at any time, from any node sharing the sweep folder:
 * the cell locks (``_locks/cell-<id>.lock``): who runs a cell now and their last heartbeat. An index
   that says running without a live lock means the job died: the cell is *interrupted* (a rerun of
   the sweep resumes it);
-* each cell's ``rows.jsonl`` and ``manifest.json``: rows written and rows expected.
+* each cell's ``rows.jsonl`` and ``manifest.json``: rows written and rows expected; a done cell's
+  files are verified (``cell_check``): one that is damaged shows as *damaged*, naming the file (a
+  rerun of the sweep repairs it).
+
+A sweep-level file that does not parse (an index line, the launch plan) is left out and named in
+``warnings``; the status still shows what the rest says.
 
 The time left is a rough estimate: rows still to write (pending cells count as many rows as the
 cells already planned in detail), times the seconds per row the sweep's runs took so far (model
@@ -22,6 +27,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,13 +36,14 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from lade_bench.results._lockfile import owner_state, read_lock
-from lade_bench.results.sweep_index import read_index
+from lade_bench.results.cell_check import check_cell
+from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path
 from lade_bench.results.sweep_plan import read_jobs, read_launch
-from lade_bench.results.writer import MANIFEST_JSON, ROWS_JSONL, ROWS_PARQUET, scan_rows_jsonl
+from lade_bench.results.writer import MANIFEST_JSON, ROWS_JSONL, ROWS_PARQUET, SUMMARY_JSON, scan_rows_jsonl
 
 # In display order: what needs attention first.
-STATES: tuple[str, ...] = ("running", "interrupted", "failed", "pending", "done")
+STATES: tuple[str, ...] = ("running", "interrupted", "damaged", "failed", "pending", "done")
 # Stale timeout assumed for a lock that does not record its own (the config default).
 _DEFAULT_STALE_S = 300.0
 
@@ -84,6 +91,7 @@ class SweepProgress:
         cells: every cell, in launch order then index order.
         seconds_per_row: wall seconds per row over the runs so far (None until a run wrote rows).
         eta_s: rough seconds left (None when unknown or when nothing is left).
+        warnings: sweep-level files that could not be read, each ``path[:line]: problem``.
     """
 
     sweep_root: Path
@@ -91,6 +99,7 @@ class SweepProgress:
     cells: list[CellProgress]
     seconds_per_row: float | None
     eta_s: float | None
+    warnings: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Number of cells per state, every state present."""
@@ -118,12 +127,17 @@ class SweepProgress:
             "rows_expected": self.rows_expected,
             "seconds_per_row": self.seconds_per_row,
             "eta_s": self.eta_s,
+            "warnings": list(self.warnings),
             "cells": cells,
         }
 
 
-def sweep_progress(sweep_root: str | os.PathLike[str]) -> SweepProgress:
+def sweep_progress(sweep_root: str | os.PathLike[str], side_files: Sequence[str] = ()) -> SweepProgress:
     """Read where the sweep in ``sweep_root`` stands (see the module docstring).
+
+    Args:
+        sweep_root: the sweep folder.
+        side_files: further JSON files of a done cell to verify (a sink's record, e.g. ``wandb_run.json``).
 
     Raises:
         FileNotFoundError: ``sweep_root`` does not exist.
@@ -131,8 +145,13 @@ def sweep_progress(sweep_root: str | os.PathLike[str]) -> SweepProgress:
     root = Path(sweep_root)
     if not root.is_dir():
         raise FileNotFoundError(f"no sweep at {root}")
-    index = {entry["cell_id"]: entry for entry in read_index(root)}
-    launch = read_launch(root)
+    entries, warnings = salvage_index(root)
+    index = {entry["cell_id"]: entry for entry in entries}
+    try:
+        launch = read_launch(root)
+    except (OSError, ValueError) as exc:
+        launch = None
+        warnings.append(f"{exc}; planned cells not shown")
     started = read_jobs(root)
     cells: list[CellProgress] = []
     seen: set[str] = set()
@@ -142,16 +161,24 @@ def sweep_progress(sweep_root: str | os.PathLike[str]) -> SweepProgress:
             cells.append(CellProgress(name=job["name"], state="pending", job_num=job["num"]))
             continue
         seen.add(known["cell_id"])
-        cells.append(_cell(root, known["cell_id"], known["cell_dir"], index.get(known["cell_id"]), job["num"]))
+        entry = index.get(known["cell_id"])
+        cells.append(_cell(root, known["cell_id"], known["cell_dir"], entry, job["num"], side_files))
     for cell_id, entry in index.items():
         if cell_id not in seen:
-            cells.append(_cell(root, cell_id, entry["cell_dir"], entry, None))
+            cells.append(_cell(root, cell_id, entry["cell_dir"], entry, None, side_files))
     _estimate_pending(cells)
     seconds_per_row, eta = _estimate_time(cells)
-    return SweepProgress(root, (launch or {}).get("created_utc"), cells, seconds_per_row, eta)
+    return SweepProgress(root, (launch or {}).get("created_utc"), cells, seconds_per_row, eta, warnings)
 
 
-def _cell(root: Path, cell_id: str, cell_dir: str, entry: dict[str, Any] | None, job_num: int | None) -> CellProgress:
+def _cell(
+    root: Path,
+    cell_id: str,
+    cell_dir: str,
+    entry: dict[str, Any] | None,
+    job_num: int | None,
+    side_files: Sequence[str] = (),
+) -> CellProgress:
     folder = root / cell_dir
     lock = read_lock(cell_lock_path(root, cell_id))
     live = lock is not None and owner_state(lock, lock.owner.get("stale_after_s", _DEFAULT_STALE_S)) == "alive"
@@ -173,6 +200,10 @@ def _cell(root: Path, cell_id: str, cell_dir: str, entry: dict[str, Any] | None,
         run_id = entry.get("run.run_id")
     if entry is not None and entry.get("status") == "failed":
         cell.error = entry.get("error")
+    if state == "done":
+        damage = check_cell(folder, required=(SUMMARY_JSON, MANIFEST_JSON), side_files=side_files)
+        if damage:
+            cell.state, cell.error = "damaged", "; ".join(found.describe() for found in damage)
     written, by_run = _count_rows(folder, run_id, done=state == "done")
     cell.rows_written = written
     cell.rows_expected = _rows_expected(folder) or (written if state == "done" else None)
@@ -186,7 +217,10 @@ def _count_rows(folder: Path, run_id: str | None, *, done: bool) -> tuple[int, i
     jsonl = folder / ROWS_JSONL
     if not jsonl.is_file():
         parquet = folder / ROWS_PARQUET
-        return (pq.read_metadata(parquet).num_rows if done and parquet.is_file() else 0), 0
+        try:
+            return (pq.read_metadata(parquet).num_rows if done and parquet.is_file() else 0), 0
+        except (OSError, ValueError):  # a damaged parquet: the cell shows as damaged
+            return 0, 0
     try:
         rows = scan_rows_jsonl(jsonl).rows
     except ValueError:  # a corrupt line mid-file: the cell's own run will say so; count nothing here

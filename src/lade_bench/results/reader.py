@@ -24,9 +24,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lade_bench.results.cell_check import REPAIR_HINT, DamagedCellError, ensure_whole
 from lade_bench.results.schema import COLUMNS, ROW_SCHEMA
-from lade_bench.results.sweep_index import BASE_FIELDS, read_index
-from lade_bench.results.writer import ROWS_JSONL, ROWS_PARQUET, dedupe_rows, rows_to_table, scan_rows_jsonl
+from lade_bench.results.sweep_index import BASE_FIELDS, INDEX_JSONL, read_index, salvage_index
+from lade_bench.results.writer import (
+    ROWS_JSONL,
+    ROWS_PARQUET,
+    SUMMARY_JSON,
+    dedupe_rows,
+    rows_to_table,
+    scan_rows_jsonl,
+)
 
 _PANDAS_TYPES = {
     pa.string(): pd.StringDtype(),
@@ -49,13 +57,21 @@ def load_cell_table(cell_dir: str | os.PathLike[str]) -> pa.Table:
 
     Prefers ``rows.parquet`` (finalised, de-duplicated); for an unfinalised cell reads ``rows.jsonl``
     tolerantly (a torn last line is ignored) and de-duplicates it the same way ``finalize`` would.
+    Checks nothing else: :func:`load_rows` is the reader that refuses a damaged finished cell.
+
+    Raises:
+        DamagedCellError: ``rows.parquet`` is not a readable parquet file (named, with what to run).
     """
     cell_dir = Path(cell_dir)
     parquet = cell_dir / ROWS_PARQUET
     if parquet.is_file():
         # select + cast so a file written by this schema version is returned in schema order; a file
         # from another version fails here loudly rather than producing misaligned columns.
-        table = _add_later_columns(pq.read_table(parquet))
+        try:
+            table = _add_later_columns(pq.read_table(parquet))
+        except (OSError, pa.ArrowException) as exc:
+            problem = f"not a readable parquet file ({exc})"
+            raise DamagedCellError(f"damaged cell: {parquet}: {problem}; {REPAIR_HINT}") from exc
         return table.select(list(ROW_SCHEMA.names)).cast(ROW_SCHEMA)
     jsonl = cell_dir / ROWS_JSONL
     if not jsonl.is_file():
@@ -63,19 +79,33 @@ def load_cell_table(cell_dir: str | os.PathLike[str]) -> pa.Table:
     return rows_to_table(dedupe_rows(scan_rows_jsonl(jsonl).rows))
 
 
-def load_rows(path: str | os.PathLike[str]) -> pd.DataFrame:
+def load_rows(path: str | os.PathLike[str], *, verify: bool = True) -> pd.DataFrame:
     """All rows under ``path`` (one cell directory or a whole sweep) as one DataFrame.
 
     Cells are found recursively and read in sorted directory order, rows in written order. The
     columns and dtypes are the schema's (see the module docstring) even when no cell exists yet.
 
+    Args:
+        path: a cell folder or a sweep folder.
+        verify: check every finished cell (summary written, or marked done in the index) with
+            :func:`~lade_bench.results.cell_check.check_cell` first, so that a cut, garbled or
+            deleted file never yields a partial cell as if whole. Only the runner, which is about to
+            repair the cell, reads without it.
+
     Raises:
         FileNotFoundError: ``path`` does not exist.
+        DamagedCellError: a finished cell's files are damaged (the message names the file and what to run).
     """
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"no results at {root}")
-    tables = [load_cell_table(cell) for cell in find_cell_dirs(root)]
+    cells = find_cell_dirs(root)
+    if verify:
+        done = _done_cell_dirs(root)
+        for cell in cells:
+            if (cell / SUMMARY_JSON).exists() or cell.resolve() in done:
+                ensure_whole(cell)
+    tables = [load_cell_table(cell) for cell in cells]
     table = pa.concat_tables(tables) if tables else ROW_SCHEMA.empty_table()
     return _to_pandas(table)
 
@@ -95,6 +125,16 @@ def load_index(sweep_root: str | os.PathLike[str]) -> pd.DataFrame:
     if not entries:
         return pd.DataFrame({name: pd.Series(dtype="object") for name in BASE_FIELDS})
     return pd.DataFrame.from_records(entries)
+
+
+def _done_cell_dirs(path: Path) -> set[Path]:
+    """Cell folders the sweep index at ``path`` (a sweep) or beside it (a cell) marks done."""
+    done = set()
+    for root in (path, path.parent):
+        if (root / INDEX_JSONL).is_file():
+            entries, _ = salvage_index(root)
+            done |= {(root / e["cell_dir"]).resolve() for e in entries if e.get("status") == "done"}
+    return done
 
 
 def _add_later_columns(table: pa.Table) -> pa.Table:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -36,12 +37,15 @@ from lade_bench.results._lockfile import exclusive
 from lade_bench.results.sweep_layout import index_lock_path
 from lade_bench.results.writer import SUMMARY_JSON
 
+log = logging.getLogger(__name__)
+
 INDEX_JSONL = "index.jsonl"
 INDEX_PARQUET = "index.parquet"
 # An index update holds its lock for milliseconds; a holder on another host silent this long is dead.
 INDEX_LOCK_STALE_S = 120.0
 
 STATUSES: tuple[str, ...] = ("running", "done", "failed")
+INDEX_REPAIR_HINT = "rerun the sweep's command (python -m lade_bench.run ...) to rebuild the index from the cells"
 BASE_FIELDS: tuple[str, ...] = ("cell_id", "cell_dir", "status", "error", "updated_utc")
 SUMMARY_PREFIX = "summary."
 RUN_PREFIX = "run."
@@ -66,21 +70,41 @@ def read_index(sweep_root: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Entries of ``index.jsonl`` in file order; ``[]`` when the sweep has no index yet.
 
     Raises:
-        ValueError: a line that does not parse, named as ``path:line`` (the file is only ever replaced
-            whole, so unlike ``rows.jsonl`` a bad line is never an expected crash artifact).
+        ValueError: a line that is not a JSON object with a cell id, named as ``path:line`` with what
+            to run (the file is only ever replaced whole, so unlike ``rows.jsonl`` a bad line is
+            never an expected crash artifact; the next run of the sweep rebuilds it).
+    """
+    entries, problems = salvage_index(sweep_root)
+    if problems:
+        raise ValueError(f"{problems[0]}; {INDEX_REPAIR_HINT}")
+    return entries
+
+
+def salvage_index(sweep_root: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The readable entries of ``index.jsonl`` and one ``path:line: problem`` per unreadable line.
+
+    What the runner rebuilds the index from (each cell whose entry was lost gets it back when the
+    sweep's next run reaches the cell) and what ``status`` shows while it is damaged.
     """
     path = Path(sweep_root) / INDEX_JSONL
-    if not path.exists():
-        return []
-    entries = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return [], []
+    entries, problems = [], []
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            entries.append(json.loads(line))
+            entry = json.loads(line)
         except ValueError as exc:
-            raise ValueError(f"{path}:{lineno}: corrupt index line ({exc})") from exc
-    return entries
+            problems.append(f"{path}:{lineno}: corrupt index line ({exc})")
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("cell_id"), str) or "cell_dir" not in entry:
+            problems.append(f"{path}:{lineno}: not an index entry (a JSON object with cell_id and cell_dir)")
+            continue
+        entries.append(entry)
+    return entries, problems
 
 
 def update_index(
@@ -130,7 +154,12 @@ def update_index(
     with exclusive(index_lock_path(root), stale_after_s=INDEX_LOCK_STALE_S):
         # Index writes happen only under this lock, so any index temp file seen now is a crash leftover.
         remove_temp_files(root, [INDEX_JSONL, INDEX_PARQUET])
-        entries = read_index(root)
+        entries, problems = salvage_index(root)
+        if problems:
+            # Kept beside for a person to inspect; the cells whose lines were lost are indexed again
+            # as the sweep's run reaches them.
+            os.replace(root / INDEX_JSONL, root / f"{INDEX_JSONL}.damaged")
+            log.warning("%s; rebuilt from the readable lines (damaged copy: %s.damaged)", problems[0], INDEX_JSONL)
         position = next((i for i, e in enumerate(entries) if e.get("cell_id") == cell_id), None)
         old = entries[position] if position is not None else {}
 
@@ -159,7 +188,7 @@ def update_index(
             **new_summary,
             **new_run,
         }
-        if _comparable(entry) == _comparable(old):
+        if not problems and _comparable(entry) == _comparable(old):
             _sync_parquet(root, entries)
             return old
         entry["updated_utc"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -178,7 +207,7 @@ def is_cell_done(sweep_root: str | os.PathLike[str], cell_id: str) -> bool:
     without it, and a summary alone could be from a run whose index update was lost.
     """
     root = Path(sweep_root)
-    for entry in read_index(root):
+    for entry in salvage_index(root)[0]:  # a damaged line is no "done": the cell is looked at again
         if entry.get("cell_id") == cell_id:
             return entry.get("status") == "done" and (root / entry["cell_dir"] / SUMMARY_JSON).is_file()
     return False

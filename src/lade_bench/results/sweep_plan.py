@@ -47,11 +47,21 @@ def write_launch(sweep_root: str | os.PathLike[str], jobs: Sequence[Mapping[str,
 
 
 def read_launch(sweep_root: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The latest launch's record (``created_utc``, ``jobs``), or None when no launch was recorded."""
+    """The latest launch's record (``created_utc``, ``jobs``), or None when no launch was recorded.
+
+    Raises:
+        ValueError: the record does not parse (named); the next launch into the sweep rewrites it.
+    """
     path = plan_dir(sweep_root) / LAUNCH_JSON
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(record, dict) or not isinstance(record.get("jobs", []), list):
+        raise ValueError(f"{path}: not a launch record (an object with a list of jobs)")
+    return record
 
 
 def record_job(sweep_root: str | os.PathLike[str], key: str, cell_id: str, cell_dir: str) -> None:
@@ -77,7 +87,9 @@ def read_jobs(sweep_root: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     jobs = {}
     for path in sorted(folder.glob("*.json")):
         try:
-            jobs[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # replaced while we read: the next status sees it
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # replaced while we read (or damaged): the job's next run rewrites it
             continue
+        if isinstance(record, dict) and isinstance(record.get("cell_id"), str) and "cell_dir" in record:
+            jobs[path.stem] = record
     return jobs

@@ -22,7 +22,14 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lade_bench.results._atomic import atomic_write, atomic_write_json, atomic_write_text, fsync_dir
+from lade_bench.results._atomic import (
+    WriteFailed,
+    atomic_write,
+    atomic_write_json,
+    atomic_write_text,
+    fsync_dir,
+    write_failed,
+)
 from lade_bench.results.schema import ROW_SCHEMA, row_key, upgrade_row, validate_row
 
 ROWS_JSONL = "rows.jsonl"
@@ -117,6 +124,42 @@ def rows_to_table(rows: Iterable[Mapping[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=ROW_SCHEMA)
 
 
+def append_line(path: Path, data: bytes) -> None:
+    """Append ``data`` (one terminated line) to ``path`` and fsync it: the commit of one row."""
+    with open(path, "ab") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def salvage_rows_jsonl(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every valid row of a damaged ``rows.jsonl`` and one ``path:line: problem`` per line dropped.
+
+    Unlike :func:`scan_rows_jsonl` it never raises on a bad line: it is how a finished cell whose
+    rows were cut or garbled is reopened (the rows it drops are generated again).
+    """
+    path = Path(path)
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+            if not isinstance(obj, dict):
+                raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+            rows.append(validate_row(upgrade_row(obj)))
+        except ValueError as exc:
+            problems.append(f"{path}:{lineno}: {exc}")
+    return rows, problems
+
+
+def write_rows_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Replace ``path`` atomically with ``rows``, one JSON line each (as :meth:`CellWriter.append` writes them)."""
+    lines = [json.dumps(dict(row), ensure_ascii=False, separators=(",", ":")) + "\n" for row in rows]
+    atomic_write(Path(path), lambda handle: handle.write("".join(lines).encode("utf-8")))
+
+
 class CellWriter:
     """Writes one cell's rows and side files into ``cell_dir``.
 
@@ -174,12 +217,15 @@ class CellWriter:
                 f"{self.cell_dir}; one cell directory holds one cell"
             )
         # Python's json writes NaN as the token NaN and reads it back, so NaN floats round-trip.
-        line = json.dumps(clean, ensure_ascii=False, separators=(",", ":")) + "\n"
+        data = (json.dumps(clean, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         created = not self.rows_path.exists()
-        with open(self.rows_path, "ab") as handle:
-            handle.write(line.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            append_line(self.rows_path, data)
+        except WriteFailed:
+            raise
+        except OSError as exc:
+            # A partial line may be on disk: the next writer cuts it off like a kill's torn tail.
+            raise write_failed(exc, self.rows_path, len(data)) from exc
         if created:
             fsync_dir(self.cell_dir)
 

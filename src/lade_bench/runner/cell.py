@@ -10,6 +10,12 @@ finds it loads no model and only redoes what is missing (the parquet, a sink who
 incomplete), then marks the cell done. A cell is skipped only when the index says done and every
 durable sink's output is complete; temp files a kill left behind are deleted on the way.
 
+A finished cell (summary written, or marked done) is verified on every rerun
+(``lade_bench.results.cell_check``): what is derived from the rows (parquet, summary, sinks'
+outputs) is rebuilt without the model; cut, garbled or missing rows, or an unreadable manifest,
+reopen the cell (the readable rows are kept, the damaged files set aside as ``<name>.damaged``) and
+the missing rows are generated again. A cell is never "done" over damaged rows.
+
 Many jobs may run one sweep at once (Slurm, Ray, two terminals): a cell is run by the job that holds
 its lock (``lade_bench.runner.locks``), from the first write to the last, and every write checks that
 the lock is still held. A job that finds a cell owned by another live job skips it (or waits,
@@ -19,8 +25,9 @@ the manifest and the index name the run that wrote them (``lade_bench.runner.pro
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,8 +65,11 @@ from lade_bench.results import (
     update_index,
 )
 from lade_bench.results._atomic import remove_temp_files
+from lade_bench.results.cell_check import Damage, check_cell, read_json_object
+from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job
+from lade_bench.results.writer import ROWS_JSONL, salvage_rows_jsonl, write_rows_jsonl
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_pending_rows, count_units, run_samples
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
@@ -70,6 +80,7 @@ from lade_bench.runner.run_log import run_log
 from lade_bench.runner.samples import SampleSet, fit_samples, load_samples
 from lade_bench.runner.sinks import Sink, incomplete_sinks, is_durable
 from lade_bench.runner.summary import summarize_cell
+from lade_bench.runner.sweep_tidy import tidy_sweep
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +134,9 @@ def run_cell(
     plan = plan_cell(cfg)
     settings = _lock_settings(cfg)
     # Read before taking the lock, so that a missing dataset file fails before anything is written.
-    samples = None if (plan.cell_dir / SUMMARY_JSON).is_file() else load_samples(plan)
+    samples = None if _looks_finished(plan) else load_samples(plan)
     me = run or current_run()
+    tidy_sweep(plan.sweep_root)
     _record_hydra_job(plan)
     ownership = claim(
         cell_lock_path(plan.sweep_root, plan.cell_id),
@@ -158,8 +170,13 @@ def _run_owned_cell(
     for folder in (plan.cell_dir, plan.cell_dir / FIGURES_DIR):
         for leftover in remove_temp_files(folder):
             log.info("removed %s, left by an interrupted run", leftover)
-    if (plan.cell_dir / SUMMARY_JSON).is_file():  # also when another job finished it while we waited
-        return _complete_finished_cell(plan, sinks, ownership)
+    if _looks_finished(plan):  # also when another job finished it while we waited
+        damage = check_cell(plan.cell_dir, required=(SUMMARY_JSON, MANIFEST_JSON))
+        for found in damage:
+            log.warning("damaged: %s", found.describe())
+        if not any(found.remedy == "regenerate" for found in damage):
+            return _complete_finished_cell(plan, sinks, ownership, damage)
+        _reopen(plan, damage, ownership)
     if samples is None:
         samples = load_samples(plan)
     log.info("cell %s: results go to %s (run %s)", plan.cell_id, plan.cell_dir, me.run_id)
@@ -175,14 +192,14 @@ def _run_owned_cell(
         appended = _generate(plan, cell_model, sample_set, writer, me)
         del cell_model  # drop the weights now: the next cell of a sweep loads its own into this process
         writer.finalize()
-        rows = load_rows(plan.cell_dir)
+        rows = load_rows(plan.cell_dir, verify=False)
         summary = _cell_summary(plan, sample_set, rows)
         writer.write_json(SUMMARY_JSON, summary)  # from here on, a rerun only completes the outputs
     except BaseException as exc:  # KeyboardInterrupt too: the index must not claim the cell is running
         if isinstance(exc, LockLostError) or not ownership.handle.is_held():
             raise  # the cell is another job's now: its index entry and sinks are not ours to touch
         message = _failure_message(exc)
-        update_index(plan.sweep_root, plan.cell_id, cell_dir=plan.cell_dir, status="failed", error=message)
+        _mark_failed(plan, message)
         if isinstance(exc, Exception):  # not on Ctrl-C: the user wants out, not a W&B upload
             _report_failure(plan, sinks, message)
         raise
@@ -217,32 +234,81 @@ def _record_hydra_job(plan: CellPlan) -> None:
     record_job(plan.sweep_root, key, plan.cell_id, plan.cell_dir.name)
 
 
-def _complete_finished_cell(plan: CellPlan, sinks: Sequence[Sink], ownership: Ownership) -> CellOutcome:
+def _looks_finished(plan: CellPlan) -> bool:
+    """True once every row was generated: ``summary.json`` written, or the index marking the cell done."""
+    if (plan.cell_dir / SUMMARY_JSON).exists():
+        return True
+    entries = salvage_index(plan.sweep_root)[0]
+    return any(e["cell_id"] == plan.cell_id and e.get("status") == "done" for e in entries)
+
+
+def _reopen(plan: CellPlan, damage: Sequence[Damage], ownership: Ownership) -> None:
+    """Turn a finished cell with damaged rows or manifest back into an unfinished one that resumes.
+
+    Each damaged file is kept as ``<name>.damaged``; the readable rows of a damaged ``rows.jsonl``
+    are written back (the others are generated again); the summary and parquet go, as they describe
+    rows that are no longer all there. Sinks log the cell again when it is done.
+    """
+    ownership.ensure_held()
+    for found in damage:
+        if found.path.exists():
+            os.replace(found.path, found.path.with_name(f"{found.path.name}.damaged"))
+        if found.path.name == ROWS_JSONL and found.path.with_name(f"{ROWS_JSONL}.damaged").exists():
+            rows, dropped = salvage_rows_jsonl(found.path.with_name(f"{ROWS_JSONL}.damaged"))
+            write_rows_jsonl(found.path, rows)
+            log.warning("cell %s: kept %d readable row(s), dropped %d line(s)", plan.cell_id, len(rows), len(dropped))
+    for name in (SUMMARY_JSON, ROWS_PARQUET):
+        with contextlib.suppress(FileNotFoundError):
+            (plan.cell_dir / name).unlink()
+    log.warning("cell %s reopened: its missing rows are generated again (%s)", plan.cell_id, plan.cell_dir)
+
+
+def _complete_finished_cell(
+    plan: CellPlan, sinks: Sequence[Sink], ownership: Ownership, damage: Sequence[Damage] = ()
+) -> CellOutcome:
     """Skip a cell whose rows and summary an earlier run wrote, after completing what it left out.
 
     A kill during finalisation can leave the parquet, a sink's output (a W&B run cut short, figures)
-    or the index's "done" missing; they are redone from the files on disk, without the model.
+    or the index's "done" missing; they are redone from the files on disk, without the model, and so
+    are a damaged parquet or summary (``damage``, all of them rebuildable from the rows).
     """
-    summary = json.loads((plan.cell_dir / SUMMARY_JSON).read_text(encoding="utf-8"))
+    rebuild = {found.path.name for found in damage}
+    writer = CellWriter(plan.cell_dir, guard=ownership.ensure_held)
+    has_parquet = (plan.cell_dir / ROWS_PARQUET).is_file() and ROWS_PARQUET not in rebuild
+    if SUMMARY_JSON in rebuild:
+        summary = None
+    else:
+        summary = read_json_object(plan.cell_dir / SUMMARY_JSON)
     pending = incomplete_sinks(sinks, plan.cell_dir)
-    has_parquet = (plan.cell_dir / ROWS_PARQUET).is_file()
-    if has_parquet and not pending and is_cell_done(plan.sweep_root, plan.cell_id):
+    if has_parquet and summary is not None and not pending and is_cell_done(plan.sweep_root, plan.cell_id):
         _mark_done(plan, summary)  # changes nothing, unless a kill left the index parquet behind
         log.info("cell %s already done, skipped (delete its folder to rerun): %s", plan.cell_id, plan.cell_dir)
         return CellOutcome("skipped", plan.cell_dir, summary)
     log.info(
         "cell %s: rows and summary are on disk; completing what an interrupted run left out%s",
         plan.cell_id,
-        "".join(f", {sink!r}" for sink in pending) + ("" if has_parquet else ", rows.parquet"),
+        "".join(f", {sink!r}" for sink in pending)
+        + ("" if has_parquet else ", rows.parquet")
+        + ("" if summary is not None else ", summary.json"),
     )
     if not has_parquet:
-        CellWriter(plan.cell_dir, guard=ownership.ensure_held).finalize()
-    rows = load_rows(plan.cell_dir)
+        writer.finalize()
+    rows = load_rows(plan.cell_dir, verify=False)
+    if summary is None:
+        summary = _rebuilt_summary(plan, rows)
+        writer.write_json(SUMMARY_JSON, summary)
     # Complete durable sinks are not logged twice; the others (console) show the finished cell.
     again = [sink for sink in sinks if not is_durable(sink) or sink in pending]
     ownership.ensure_held()
     _publish(plan, again, summary, rows)
     return CellOutcome("done", plan.cell_dir, summary)
+
+
+def _rebuilt_summary(plan: CellPlan, rows) -> dict[str, Any]:
+    """The summary an earlier run wrote, recomputed from the rows and the samples its manifest recorded."""
+    samples = read_json_object(plan.cell_dir / MANIFEST_JSON).get("samples") or {}
+    kept = SampleSet([], list(samples.get("skipped_ids") or []), samples.get("max_prompt_tokens"))
+    return _cell_summary(plan, kept, rows)
 
 
 def _publish(plan: CellPlan, sinks: Sequence[Sink], summary: dict[str, Any], rows) -> None:
@@ -252,9 +318,21 @@ def _publish(plan: CellPlan, sinks: Sequence[Sink], summary: dict[str, Any], row
             sink(sink_config(plan), summary, rows, plan.cell_dir)
     except BaseException as exc:  # the index must not claim the cell done (nor running) without its outputs
         message = f"sink failed, rerun to retry it: {type(exc).__name__}: {exc}"[:500]
-        update_index(plan.sweep_root, plan.cell_id, cell_dir=plan.cell_dir, status="failed", error=message)
+        _mark_failed(plan, message)
         raise
     _mark_done(plan, summary)
+
+
+def _mark_failed(plan: CellPlan, message: str) -> None:
+    """Record the failure in the index, unless that too fails: then the cell's own error is what matters.
+
+    (Out of space, the index cannot be written either; the index then still says running, and the
+    status shows the cell interrupted, which a rerun resumes just the same.)
+    """
+    try:
+        update_index(plan.sweep_root, plan.cell_id, cell_dir=plan.cell_dir, status="failed", error=message)
+    except OSError as err:
+        log.warning("could not record the failure of cell %s in the index: %s", plan.cell_id, err)
 
 
 def _mark_done(plan: CellPlan, summary: dict[str, Any]) -> None:
@@ -274,7 +352,7 @@ def _report_failure(plan: CellPlan, sinks: Sequence[Sink], message: str) -> None
     if not sinks:
         return
     try:
-        rows = load_rows(plan.cell_dir)  # the schema's empty frame when no row was written
+        rows = load_rows(plan.cell_dir, verify=False)  # the schema's empty frame when no row was written
     except Exception:
         log.exception("cannot read the rows of the failed cell %s for the sinks", plan.cell_id)
         return
@@ -413,7 +491,7 @@ def _manifest(
     path = plan.cell_dir / MANIFEST_JSON
     if path.is_file():
         # A resumed cell's rows may come from several runs; keep each run's provenance.
-        earlier = json.loads(path.read_text(encoding="utf-8"))
+        earlier = read_json_object(path)
         previous = earlier.pop("previous_runs", []) + [earlier]
     seeds = {"global": cfg.seed, "per_sample": "SeedSequence([seed, sample_index, turn])", "bootstrap": 0}
     if cfg.dataset.shuffle_seed is not None:

@@ -7,7 +7,10 @@ ranks serve its requests (``runner.ranks``): they write nothing.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
+import shutil
+from pathlib import Path
 
 from omegaconf import DictConfig
 
@@ -35,6 +38,8 @@ USER_ERRORS = (
 
 # Exit status for a configuration error (argparse's convention for bad usage).
 CONFIG_ERROR_EXIT = 2
+# Exit status when the results cannot be written (full disk, read-only folder, I/O error).
+STORAGE_ERROR_EXIT = 1
 
 
 def run_job(cfg: DictConfig) -> None:
@@ -52,6 +57,47 @@ def run_job(cfg: DictConfig) -> None:
     except USER_ERRORS as exc:
         log.error("%s", exc)
         raise SystemExit(CONFIG_ERROR_EXIT) from exc
+    except OSError as exc:  # the results cannot be written: say which file and why, not a traceback
+        log.error("%s", describe_write_error(exc))
+        raise SystemExit(STORAGE_ERROR_EXIT) from exc
+
+
+def describe_write_error(exc: OSError) -> str:
+    """One line for a failed write: the file, the reason, and for a full disk the space needed and free."""
+    where = exc.filename or "a results file"
+    line = f"cannot write {where}: {exc.strerror or exc}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        needed = getattr(exc, "needed_bytes", None)
+        free = _free_bytes(Path(where)) if exc.filename else None
+        sizes = [
+            f"{_size(needed)} needed" if needed is not None else None,
+            f"{_size(free)} free" if free is not None else None,
+        ]
+        if any(sizes):
+            line += f" ({', '.join(s for s in sizes if s)})"
+        line += "; free some space (or set output_root elsewhere), then rerun the same command: finished rows are kept"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        line += "; choose a writable folder with output_root=..."
+    else:
+        line += "; rerun the same command once the file system is healthy: finished rows are kept"
+    return line
+
+
+def _free_bytes(path: Path) -> int | None:
+    for folder in (path, *path.parents):  # the file itself may not exist yet
+        try:
+            return shutil.disk_usage(folder).free
+        except OSError:
+            continue
+    return None
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count} B"
 
 
 def _lead(cfg: DictConfig, ranks: Ranks) -> None:

@@ -5,8 +5,10 @@ file recording the run id, host, pid and scheduler job, see ``lade_bench.results
 background thread refreshes the file's heartbeat every ``cell_lock.heartbeat_s``. Another job that
 reaches the cell while the owner lives skips it (``cell_lock.when_owned: skip``) or waits for it
 (``wait``); it takes the lock over once the owner is dead (same host: the process is gone), silent
-for ``cell_lock.stale_after_s`` (any host), or an earlier incarnation of the same Slurm job (a
-requeue after preemption or a timeout). The lock is released in ``finally``.
+for ``cell_lock.stale_after_s`` (any host), an earlier incarnation of the same Slurm job (a
+requeue after preemption or a timeout, see :func:`requeued_from`), or a lock without an owner
+record (a writer killed while creating it; taken over after a grace period of seconds, and waited
+for, never skipped, until then). The lock is released in ``finally``.
 
 The owner checks that the lock is still its own before every write (:meth:`Ownership.ensure_held`):
 a job that was silent long enough to be taken over (suspended, cut off from the file system) stops
@@ -23,7 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lade_bench.results._lockfile import LockHandle, break_lock, owner_state, read_lock, try_acquire
+from lade_bench.results._lockfile import (
+    LockHandle,
+    LockInfo,
+    break_lock,
+    owner_state,
+    read_lock,
+    this_host,
+    try_acquire,
+)
 from lade_bench.runner.provenance import RunIdentity
 
 log = logging.getLogger(__name__)
@@ -151,15 +161,19 @@ def claim(path: Path, me: RunIdentity, settings: LockSettings, what: str, **owne
         info = read_lock(path)
         if info is None:
             continue  # released between our attempt and our look: try again
-        state = "requeued" if me.same_scheduler_job(info.owner) else owner_state(info, settings.stale_after_s)
+        state = "requeued" if requeued_from(me, info) else owner_state(info, settings.stale_after_s)
         if state != "alive":
             reason = {
                 "dead": "its process is gone",
                 "silent": f"no heartbeat for more than {settings.stale_after_s:.0f} s",
                 "requeued": "it is an earlier run of this same requeued job",
+                "orphaned": "it has no owner record: its writer was killed while creating it",
             }[state]
             if break_lock(path, info):
                 log.warning("%s: taking over the lock of %s (%s)", what, info.describe(), reason)
+            continue
+        if info.token is None:  # being written an instant ago, or orphaned: known within the grace period
+            time.sleep(0.2 * (0.5 + random.random()))
             continue
         if settings.when_owned == "skip":
             log.info("%s is being run by another job (%s): skipped", what, info.describe())
@@ -168,3 +182,21 @@ def claim(path: Path, me: RunIdentity, settings: LockSettings, what: str, **owne
             waiting_since = time.monotonic()
             log.info("%s is being run by another job (%s): waiting for it", what, info.describe())
         time.sleep(min(_MAX_POLL_S, settings.heartbeat_s) * (0.5 + random.random()))
+
+
+def requeued_from(me: RunIdentity, info: LockInfo) -> bool:
+    """True when the lock ``info`` is held by an earlier incarnation of this very (requeued) Slurm job.
+
+    Two commands of one allocation (``srun`` steps, two commands in one batch script) share the job
+    id too, so the id alone does not tell a requeue: a requeue has a higher Slurm restart count, and
+    an owner of the same incarnation on this host must be gone. Locks written before restart counts
+    were recorded fall back to liveness alone (another host: assumed requeued, as before).
+    """
+    if not me.same_scheduler_job(info.owner):
+        return False
+    theirs = info.owner.get("restart_count")
+    if isinstance(theirs, int) and me.restart_count is not None and me.restart_count != theirs:
+        return me.restart_count > theirs
+    if info.owner.get("host") == this_host():
+        return owner_state(info, float("inf")) == "dead"
+    return not isinstance(theirs, int)

@@ -37,6 +37,8 @@ class RunIdentity:
             local job id, Ray's task id); None without a scheduler.
         started_utc: when the run started (ISO 8601).
         log: the job's log file or folder, where known (submitit's stdout, Hydra's job folder).
+        restart_count: how often Slurm requeued the job (``SLURM_RESTART_COUNT``, 0 before the first
+            requeue); None outside Slurm.
     """
 
     run_id: str
@@ -46,6 +48,7 @@ class RunIdentity:
     job_id: str | None
     started_utc: str
     log: str | None = None
+    restart_count: int | None = None
 
     def row_columns(self) -> dict[str, Any]:
         """The provenance columns of every row this run writes."""
@@ -61,13 +64,15 @@ class RunIdentity:
             "job_id": self.job_id,
             "started_utc": self.started_utc,
             "log": self.log,
+            "restart_count": self.restart_count,
         }
 
     def same_scheduler_job(self, owner: dict[str, Any]) -> bool:
-        """True when a lock ``owner`` is an earlier incarnation of this very Slurm job (a requeue).
+        """True when a lock ``owner`` was written by a run of this same Slurm job id.
 
-        Slurm runs one instance of a job id at a time and keeps the id when it requeues a preempted
-        or timed-out job, so such a lock belongs to a process that no longer runs.
+        Slurm keeps the id when it requeues a preempted or timed-out job, so such an owner is either
+        an earlier incarnation (gone) or a sibling command of the same allocation (maybe alive):
+        ``runner.locks.requeued_from`` tells them apart.
         """
         return self.scheduler == "slurm" and self.job_id is not None and owner.get("job_id") == self.job_id
 
@@ -86,7 +91,14 @@ def current_run() -> RunIdentity:
         job_id=job_id,
         started_utc=now.isoformat(timespec="seconds"),
         log=log,
+        restart_count=_slurm_restart_count() if scheduler == "slurm" else None,
     )
+
+
+def _slurm_restart_count() -> int:
+    # Slurm sets it only once a job was requeued; a first run has none.
+    value = os.environ.get("SLURM_RESTART_COUNT", "0")
+    return int(value) if value.isdigit() else 0
 
 
 def label_slurm_job(run: RunIdentity, name: str) -> None:

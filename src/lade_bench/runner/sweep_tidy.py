@@ -1,0 +1,57 @@
+"""Before a job touches a sweep: clear what killed jobs left at sweep level, and repair what can be.
+
+Jobs are killed at any instant (``kill -9``, preemption, a full disk), and some of what they leave
+is not inside a cell (where the cell's owner cleans up): temp files of atomic writes in the sweep
+folder, ``_plan/`` and ``device_profiles/``; the temp and renamed files of a lock acquire or break;
+locks whose owner is dead or that hold no owner record; a sweep ``device_profile.json`` never
+published. Many jobs may run one sweep at once, so only what is certainly left over goes: files
+older than the lock grace period (a write takes milliseconds), and locks no live process holds.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from lade_bench.profiling.device_profile import PROFILES_DIR, repair_profile
+from lade_bench.results._atomic import remove_temp_files
+from lade_bench.results._lockfile import ORPHAN_GRACE_S, break_lock, owner_state, read_lock, remove_lock_leftovers
+from lade_bench.results.sweep_layout import locks_dir, plan_dir
+from lade_bench.results.sweep_plan import JOBS_DIR
+
+log = logging.getLogger(__name__)
+
+
+def tidy_sweep(sweep_root: str | os.PathLike[str]) -> list[Path]:
+    """Remove a sweep's certain leftovers of killed jobs and republish its device profile if needed.
+
+    Returns the files removed or written (each is also logged).
+    """
+    root = Path(sweep_root)
+    if not root.is_dir():
+        return []
+    touched: list[Path] = []
+    for folder in (root, plan_dir(root), plan_dir(root) / JOBS_DIR, root / PROFILES_DIR):
+        touched += remove_temp_files(folder, older_than_s=ORPHAN_GRACE_S)
+    touched += remove_lock_leftovers(locks_dir(root))
+    touched += _break_abandoned_locks(locks_dir(root))
+    repaired = repair_profile(root)
+    if repaired is not None:
+        touched.append(repaired)
+    for path in touched:
+        log.info("%s: left by an interrupted run, %s", path, "rebuilt" if path == repaired else "removed")
+    return touched
+
+
+def _break_abandoned_locks(folder: Path) -> list[Path]:
+    """Locks whose owner process is gone or that hold no owner record (never a silent one: its owner judges)."""
+    if not folder.is_dir():
+        return []
+    broken = []
+    for path in sorted(folder.glob("*.lock")):
+        info = read_lock(path)
+        # The stale timeout is irrelevant here: only death and orphanhood are certain.
+        if info is not None and owner_state(info, float("inf")) in ("dead", "orphaned") and break_lock(path, info):
+            broken.append(path)
+    return broken

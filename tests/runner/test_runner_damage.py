@@ -1,0 +1,213 @@
+"""Damage to a finished cell is found on the next run and by every reader; a full disk gets one line.
+
+One tiny cell is run once per module; each test corrupts a copy of its sweep, reads it (readers must
+refuse, naming the file), reruns the cell in-process and reads it again (whole, every row).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import time
+
+import pytest
+
+import lade_bench.results._atomic as atomic_module
+import lade_bench.results.writer as writer_module
+from lade_bench.results import load_rows, read_index
+from lade_bench.results.cell_check import DamagedCellError
+from lade_bench.results.progress import sweep_progress
+from lade_bench.results.sweep_layout import cell_lock_path, index_lock_path, locks_dir, plan_dir
+from lade_bench.runner import plan_cell, run_cell
+from lade_bench.runner.job import run_job
+
+from .conftest import TINY
+from .test_runner_finalisation import FileSink, forbid_model_loading
+
+# Two samples so that a cut line loses one row of several.
+ARGS = [*TINY, "dataset.limit=2", "warmup=0"]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """(output root, rows, summary) of one finished cell, never modified (tests work on copies)."""
+    from hydra import compose, initialize_config_dir
+
+    from .conftest import CONF_DIR
+
+    root = tmp_path_factory.mktemp("finished")
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[*ARGS, f"output_root={root}"])
+    outcome = run_cell(cfg, sinks=[FileSink()])
+    return root, load_rows(outcome.cell_dir), outcome.summary
+
+
+@pytest.fixture
+def copy(finished, tmp_path, compose_cfg):
+    """(cfg, plan) of a fresh copy of the finished sweep under ``tmp_path``."""
+    shutil.copytree(finished[0], tmp_path / "runs")
+    cfg = compose_cfg([*ARGS, f"output_root={tmp_path / 'runs'}"])
+    return cfg, plan_cell(cfg)
+
+
+def _cut_mid_line(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])
+
+
+def _garble_middle(path):
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = b"\x00garbage{"
+    path.write_bytes(b"\n".join(lines))
+
+
+DAMAGE = {
+    # file: (how it is damaged, do readers refuse it, is the model needed to repair it)
+    "rows.jsonl cut": ("rows.jsonl", _cut_mid_line, True, True),
+    "rows.jsonl garbled": ("rows.jsonl", _garble_middle, True, True),
+    "rows.jsonl deleted": ("rows.jsonl", os.unlink, True, True),
+    "rows.parquet garbage": ("rows.parquet", lambda p: p.write_bytes(b"garbage"), True, False),
+    "summary.json deleted": ("summary.json", os.unlink, False, False),
+    "summary.json garbage": ("summary.json", lambda p: p.write_text("{oops"), True, False),
+    "manifest.json garbage": ("manifest.json", lambda p: p.write_text("[1, 2"), True, True),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_each_damaged_file_is_refused_by_readers_then_repaired_by_the_rerun(case, copy, finished, monkeypatch):
+    cfg, plan = copy
+    name, damage, readers_refuse, needs_model = DAMAGE[case]
+    _, rows, summary = finished
+    damage(plan.cell_dir / name)
+
+    if readers_refuse:
+        with pytest.raises(DamagedCellError, match=rf"{plan.cell_dir / name}: .*rerun the sweep's command"):
+            load_rows(plan.sweep_root)
+    (cell,) = sweep_progress(plan.sweep_root).cells
+    assert cell.state == "damaged" and f"{plan.cell_dir / name}:" in cell.error
+
+    if not needs_model:
+        forbid_model_loading(monkeypatch)
+    sink = FileSink()
+    outcome = run_cell(cfg, sinks=[sink])
+    assert outcome.status == "done"
+    # The sink's output stays the cell's one output unless the rows had to be generated again.
+    assert sink.calls == (1 if needs_model else 0)
+    again = load_rows(plan.sweep_root)
+    assert len(again) == len(rows) == json.loads((plan.cell_dir / "manifest.json").read_text())["rows_expected"]
+    assert sorted(zip(again["sample_id"], again["arm"], strict=True)) == sorted(
+        zip(rows["sample_id"], rows["arm"], strict=True)
+    )
+    rebuilt = json.loads((plan.cell_dir / "summary.json").read_text())
+    assert {k: v for k, v in rebuilt.items() if k != "results_dir"} == {
+        k: v for k, v in summary.items() if k != "results_dir"
+    } or needs_model  # regenerated rows are new timings
+    assert [c.state for c in sweep_progress(plan.sweep_root).cells] == ["done"]
+    assert run_cell(cfg, sinks=[sink]).status == "skipped"
+
+
+def test_a_damaged_index_is_named_and_rebuilt(copy, monkeypatch):
+    cfg, plan = copy
+    index = plan.sweep_root / "index.jsonl"
+    index.write_text("not json\n")
+    with pytest.raises(ValueError, match=rf"{index}:1: corrupt index line.*rerun the sweep's command"):
+        read_index(plan.sweep_root)
+    assert sweep_progress(plan.sweep_root).warnings[0].startswith(f"{index}:1:")
+    forbid_model_loading(monkeypatch)
+    assert run_cell(cfg, sinks=[FileSink()]).status == "done"
+    (entry,) = read_index(plan.sweep_root)
+    assert entry["status"] == "done" and (plan.sweep_root / "index.jsonl.damaged").is_file()
+
+
+def _aged(path, data=b""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return path
+
+
+def test_every_leftover_of_a_kill_is_cleaned_and_an_ownerless_lock_is_taken_over(copy, monkeypatch):
+    cfg, plan = copy
+    root = plan.sweep_root
+    (plan.cell_dir / "summary.json").unlink()  # the cell must run again, so it needs its lock
+    leftovers = [
+        _aged(plan_dir(root) / "jobs" / ".0123456789abcdef.json.0123456789ab.tmp"),
+        _aged(plan_dir(root) / ".launch.json.0123456789ab.tmp"),
+        _aged(locks_dir(root) / "cell-x.lock.0123456789ab.removing"),
+        _aged(locks_dir(root) / ".cell-x.lock.0123456789ab.tmp"),
+        _aged(root / ".index.jsonl.0123456789ab.tmp"),
+        _aged(root / ".device_profile.json.0123456789ab.tmp"),
+    ]
+    # Killed between creating a lock and writing its owner: empty files, the index lock too.
+    lock = _aged(cell_lock_path(root, plan.cell_id))
+    _aged(index_lock_path(root))
+    dead = _aged(
+        locks_dir(root) / "device_profile-cpu.lock", json.dumps({"token": "t", "host": "?", "pid": 1}).encode()
+    )
+    dead.write_text(json.dumps({"token": "t", "host": os.uname().nodename, "pid": 2**22 + 1}))
+    forbid_model_loading(monkeypatch)
+    started = time.monotonic()
+    assert run_cell(cfg, sinks=[FileSink()]).status == "done"
+    assert time.monotonic() - started < 10, "an empty index lock must not stall the run"
+    assert not [p for p in leftovers if p.exists()]
+    assert not lock.exists() and not index_lock_path(root).exists() and not dead.exists()
+
+
+def test_a_kill_inside_the_profile_publish_is_completed(copy):
+    from lade_bench.profiling.device_profile import PROFILE_JSON, kind_profile_path, load_profile
+    from lade_bench.runner.sweep_tidy import tidy_sweep
+
+    _, plan = copy
+    root = plan.sweep_root
+    kind_profile_path(root, "cpu test").parent.mkdir(parents=True)
+    kind_profile_path(root, "cpu test").write_text(json.dumps({"device_kind": "cpu test", "token_counts": [1]}))
+    (root / PROFILE_JSON).write_text("{garbage")
+    with pytest.raises(ValueError, match=rf"{root / PROFILE_JSON} is damaged"):
+        load_profile(root)
+    tidy_sweep(root)
+    assert load_profile(root)["device_kind"] == "cpu test"
+    (root / PROFILE_JSON).unlink()  # killed after the kind's file, before the sweep's
+    tidy_sweep(root)
+    assert load_profile(root)["device_kind"] == "cpu test"
+
+
+@pytest.mark.parametrize(("fail_at", "code"), [(1, errno.ENOSPC), (3, errno.ENOSPC), (2, errno.EROFS)])
+def test_a_failing_disk_gets_one_line_and_the_rerun_completes(
+    fail_at, code, compose_cfg, tmp_path, monkeypatch, caplog
+):
+    cfg = compose_cfg([*ARGS, f"output_root={tmp_path / 'runs'}"])
+    plan = plan_cell(cfg)
+    writes = {"n": 0}
+    real_atomic, real_append = atomic_module.write_bytes_atomically, writer_module.append_line
+
+    def failing(real):
+        def write(path, data):
+            writes["n"] += 1
+            if writes["n"] == fail_at:
+                raise OSError(code, os.strerror(code))
+            return real(path, data)
+
+        return write
+
+    monkeypatch.setattr(atomic_module, "write_bytes_atomically", failing(real_atomic))
+    monkeypatch.setattr(writer_module, "append_line", failing(real_append))
+    with caplog.at_level(logging.ERROR, logger="lade_bench.runner.job"), pytest.raises(SystemExit) as exited:
+        run_job(cfg)
+    assert exited.value.code == 1
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "lade_bench.runner.job"]
+    assert line.startswith(f"cannot write {plan.sweep_root}") and "\n" not in line
+    if code == errno.ENOSPC:
+        assert "needed" in line and "free" in line and "rerun the same command" in line
+    else:
+        assert "output_root=" in line
+    assert not cell_lock_path(plan.sweep_root, plan.cell_id).exists()
+
+    monkeypatch.setattr(atomic_module, "write_bytes_atomically", real_atomic)
+    monkeypatch.setattr(writer_module, "append_line", real_append)
+    assert run_cell(cfg).status == "done"
+    expected = json.loads((plan.cell_dir / "manifest.json").read_text())["rows_expected"]
+    assert len(load_rows(plan.sweep_root)) == expected and not list(locks_dir(plan.sweep_root).iterdir())
