@@ -7,6 +7,7 @@ structured schema) and :func:`lade_bench.runner.run_cell` does the work, once pe
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
 import sys
@@ -32,6 +33,9 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """Register the config schema, then let Hydra parse the command line and run each job."""
     register_configs()
+    # A log file that cannot be written (a full disk) must not print a traceback per record: the run
+    # ends with one line naming the results file that failed (runner.job), which is what to act on.
+    logging.raiseExceptions = False
     sys.argv.extend(follower_overrides(os.environ.get("RANK")))
     _hydra_main()
 

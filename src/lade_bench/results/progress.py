@@ -171,6 +171,15 @@ def sweep_progress(sweep_root: str | os.PathLike[str], side_files: Sequence[str]
     return SweepProgress(root, (launch or {}).get("created_utc"), cells, seconds_per_row, eta, warnings)
 
 
+def unfinished_planned_cells(progress: SweepProgress) -> list[CellProgress]:
+    """The latest launch's cells that are neither done nor being run by a live job.
+
+    After a launch has returned, each of these is work it left undone (a job that skipped a cell
+    whose owner then died, a cell interrupted or damaged, a planned job that never ran).
+    """
+    return [cell for cell in progress.cells if cell.job_num is not None and cell.state not in ("done", "running")]
+
+
 def _cell(
     root: Path,
     cell_id: str,

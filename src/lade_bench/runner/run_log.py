@@ -18,11 +18,38 @@ _FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 
 
 class _FileOnFirstRecord(logging.FileHandler):
-    """A file handler that creates its folder and file only when a record arrives."""
+    """A file handler that creates its folder and file only when a record arrives, and never fails.
+
+    The file is a copy of what the console shows; when it cannot be written (a full disk, the very
+    error the cell is failing with) it goes quiet instead of printing a traceback per record or, on
+    close, replacing the cell's own error with its own.
+    """
+
+    broken = False
 
     def _open(self):  # noqa: ANN202 - the base class's signature
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
         return super()._open()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write the record, unless an earlier write failed."""
+        if not self.broken:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - the base class's name
+        """Stop writing (the console has the same records)."""
+        self.broken = True
+
+    def close(self) -> None:
+        """Close the file; a flush that fails on a full disk is dropped with the rest of the copy."""
+        try:
+            super().close()
+        except OSError:
+            self.broken = True
+            stream, self.stream = self.stream, None
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
 
 
 @contextlib.contextmanager
