@@ -11,7 +11,7 @@ from rich.console import Console
 from lade_bench import status
 from lade_bench.results import COLUMN_NAMES, CellWriter, update_index
 from lade_bench.results._lockfile import try_acquire
-from lade_bench.results.progress import sweep_progress
+from lade_bench.results.progress import sweep_progress, unfinished_planned_cells
 from lade_bench.results.sweep_layout import cell_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job, write_launch
 
@@ -82,4 +82,21 @@ def test_status_command_prints_a_table_and_json(tmp_path, make_row, capsys):
     assert status.main([str(tmp_path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["counts"]["done"] == 1
     assert status.main([str(tmp_path / "missing")]) == 2
+    lock.release()
+
+
+def test_a_sweep_killed_before_its_first_cell_has_a_status(tmp_path, capsys):
+    # Killed right after planning: a launch plan, no index, no cell, no lock.
+    write_launch(tmp_path, [{"num": 0, "key": job_key(["w=0"]), "name": "planned-0", "overrides": ["w=0"]}])
+    progress = sweep_progress(tmp_path)
+    assert [(cell.name, cell.state) for cell in progress.cells] == [("planned-0", "pending")]
+    assert status.main([str(tmp_path)]) == 0
+    assert "pending 1" in capsys.readouterr().out
+
+
+def test_unfinished_planned_cells_are_those_neither_done_nor_live(tmp_path, make_row):
+    lock = _sweep(tmp_path, make_row)
+    progress = sweep_progress(tmp_path)
+    # a is done and b has a live owner; c failed, d's job is gone (interrupted), the fifth never started.
+    assert sorted(cell.state for cell in unfinished_planned_cells(progress)) == ["failed", "interrupted", "pending"]
     lock.release()
