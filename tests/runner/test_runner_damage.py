@@ -211,3 +211,23 @@ def test_a_failing_disk_gets_one_line_and_the_rerun_completes(
     assert run_cell(cfg).status == "done"
     expected = json.loads((plan.cell_dir / "manifest.json").read_text())["rows_expected"]
     assert len(load_rows(plan.sweep_root)) == expected and not list(locks_dir(plan.sweep_root).iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["wandb_run.json garbled", "summary.json deleted", "rows.jsonl cut"])
+def test_a_repaired_cell_keeps_exactly_one_wandb_run(damage, tmp_path, compose_cfg, monkeypatch):
+    from lade_bench.runner.sinks import default_sinks
+
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb_data"))  # wandb's staging, out of $HOME
+    cfg = compose_cfg([*ARGS, f"output_root={tmp_path / 'runs'}", "wandb.mode=offline"])
+    plan = plan_cell(cfg)
+    assert run_cell(cfg, default_sinks(cfg)).status == "done"
+    name = damage.split()[0]
+    {"garbled": lambda p: p.write_text("{not json"), "deleted": os.unlink, "cut": _cut_mid_line}[damage.split()[1]](
+        plan.cell_dir / name
+    )
+    assert run_cell(cfg, default_sinks(cfg)).status == "done"
+    offline_runs = sorted((plan.sweep_root / "wandb").glob("offline-run-*"))
+    record = json.loads((plan.cell_dir / "wandb_run.json").read_text())
+    assert len(offline_runs) == 1 and offline_runs[0].name in record["sync_dir"], (offline_runs, record)
+    assert [c.state for c in sweep_progress(plan.sweep_root).cells] == ["done"]
