@@ -237,8 +237,8 @@ def read_lock(path: str | os.PathLike[str]) -> LockInfo | None:
         return None
     try:
         owner = json.loads(text)
-    except ValueError:  # created an instant ago, not written yet (or cut by a crash: then it ages out)
-        owner = {}
+    except ValueError:  # a lock from before owner records were linked into place whole, or garbled:
+        owner = {}  # no token, so owner_state calls it orphaned once it is older than the grace period
     if not isinstance(owner, dict):
         owner = {}
     return LockInfo(path, owner, stat.st_mtime, max(0.0, time.time() - stat.st_mtime))
