@@ -45,12 +45,12 @@ def test_ablation_wg_sweep_runs_end_to_end_and_resumes(run_cli, tmp_path):
     assert first.stdout.count("results: ") == 2
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
 
-    started = time.monotonic()
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr[-3000:]
     assert (again.stdout + again.stderr).count("already done, skipped") == 2
+    # Skipped without work, whatever the machine's load: no model loaded, no row generated.
     assert "rows to generate" not in again.stdout + again.stderr
-    assert time.monotonic() - started < 60
+    assert "loading model" not in again.stdout + again.stderr
     for entry in index:
         assert len(load_rows(sweep_root / entry["cell_dir"])) == 4
 
@@ -95,7 +95,8 @@ def test_sigkill_mid_cell_then_rerun_completes(run_cli, tmp_path):
 
 def test_default_command_on_smollm2_matches_ar(run_cli, tmp_path):
     # The default command (embedded SmolLM2, MT-Bench, greedy), shortened to one question.
-    result = run_cli("dataset.limit=1", "max_new_tokens=16", "warmup_new_tokens=4", *QUIET)
+    # A generous limit: the embedded model's first conversion and a loaded machine can take minutes.
+    result = run_cli("dataset.limit=1", "max_new_tokens=16", "warmup_new_tokens=4", *QUIET, timeout=1200)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = load_rows(tmp_path / "runs" / "single")
     assert set(rows["model"]) == {"smollm2-135m-instruct"} and len(rows) == 4

@@ -321,10 +321,10 @@ def test_a_huge_returned_value_is_bounded_in_time():
         override_names=("huge",),
         bind_candidate_names=False,
     )
-    # The wall clock alone would allow 2 x 10 + 1 + 15 s; the test's own 1 s limit (plus slack) ends it.
+    # The wall clock alone would allow 2 x 10 + 1 + 15 s; the test's own 1 s limit (plus slack) ends it,
+    # from outside the supervisor (its note says so; the wall clock's says "wall-clock timeout").
     assert result.status == "timeout", result.report
-    assert result.duration_s < 15, result.duration_s
-    assert "time limit" in result.stderr_tail
+    assert "stayed busy past its 1 s time limit" in result.stderr_tail, result.stderr_tail
 
 
 UNPRIVILEGED_CHECKS = """

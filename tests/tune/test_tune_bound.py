@@ -147,9 +147,12 @@ def test_configuration_whose_bound_is_below_the_best_is_pruned(tiny_measure, tmp
 def test_configuration_whose_bound_is_above_the_best_is_measured_in_full(tiny_measure, tmp_path, params):
     measure, calls, n_units, profile = tiny_measure
     calls.clear()
-    # 0.05 is below both bounds: the prior ones (5 and 1.25) and the measured ones (at least one token
-    # per step at t(k) <= 7 AR tokens, so about 1/7 or more at every unit).
-    study = _study_with_best(tmp_path, best=0.05)
+    # 0.001 is far below both bounds: the prior ones (5 and 1.25) and the measured ones (at least one
+    # token per step at t(k) <= 7 AR tokens, so about 1/7 or more at every unit). Far below, because
+    # the profile is calibrated to AR's speed when the fixture ran and the measured bound uses AR's
+    # speed during the trial: on a machine whose load changes in between, those can differ severalfold.
+    best = 1e-3
+    study = _study_with_best(tmp_path, best=best)
     _queue(study, params)
     run_search(study, _settings(2, profile), measure)
     trial = {e.key: e for e in evaluated(study)}[config_key(params)].trial
@@ -158,7 +161,7 @@ def test_configuration_whose_bound_is_above_the_best_is_measured_in_full(tiny_me
     assert trial.user_attrs["probe"]["n_units"] == n_units
     assert trial.value == pytest.approx(trial.user_attrs["probe"]["speedup"])
     assert trial.user_attrs["probe"]["mismatches"] == 0
-    assert trial.user_attrs["measured_bound"] > 0.05
+    assert trial.user_attrs["measured_bound"] > best
 
 
 def test_a_tune_folder_made_with_another_identity_is_refused(tmp_path):
