@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from omegaconf import OmegaConf
@@ -85,3 +86,14 @@ def test_registration_refuses_a_missing_config_file_and_a_taken_name(tmp_path):
     with pytest.raises(DatasetSpecError, match="'xsum' is already registered"):
         register_dataset(get_spec("xsum"))
     assert "toy" not in available_datasets()
+
+
+@pytest.mark.parametrize("name", ["mbpp", "cnn_dailymail"])
+def test_the_loader_prompts_each_record_with_the_specs_prompt(fixtures_dir, name):
+    path = fixtures_dir / f"{name}_sample.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    spec = get_spec(name)
+    samples = spec.load(path, spec.default_split)
+    assert [(s.turns, s.completion_prefix) for s in samples] == [
+        (p.turns, p.completion_prefix) for p in map(spec.prompt, records)
+    ]
