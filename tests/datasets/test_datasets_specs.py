@@ -73,6 +73,8 @@ def test_incomplete_specs_are_refused_with_the_field_to_fill():
         _spec(quality_columns=())
     with pytest.raises(DatasetSpecError, match=r"runs_code=True needs code=CodeAnswer"):
         _spec(runs_code=True)
+    with pytest.raises(DatasetSpecError, match="quality_columns must be a tuple of column names, got 'accuracy'"):
+        _spec(quality_columns="accuracy")
     with pytest.raises(DatasetSpecError, match="task 'vision' is not one of"):
         _spec(task="vision")
     assert _spec(scorer=score_rouge).name == "toy"  # the complete one is fine

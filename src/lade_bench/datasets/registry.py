@@ -47,7 +47,7 @@ def register_dataset(spec: DatasetSpec, *, conf_dir: Path = DEFAULT_CONF_DIR) ->
     if not isinstance(spec, DatasetSpec):
         raise TypeError(f"register_dataset takes a DatasetSpec, got {type(spec).__name__}")
     if spec.name in _REGISTRY:
-        raise DatasetSpecError(f"dataset {spec.name!r} is already registered (by {_REGISTRY[spec.name].source})")
+        raise DatasetSpecError(f"dataset {spec.name!r} is already registered; pick another name")
     config = config_file(spec, conf_dir)
     if not config.is_file():
         raise DatasetSpecError(

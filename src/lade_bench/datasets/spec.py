@@ -103,6 +103,9 @@ def _problems(spec: DatasetSpec) -> list[str]:
         problems.append("name must be a non-blank string")
     if spec.task not in TASKS:
         problems.append(f"task {spec.task!r} is not one of {TASKS}")
+    columns = spec.quality_columns
+    if not isinstance(columns, tuple) or not all(isinstance(c, str) and c for c in columns):
+        problems.append(f"quality_columns must be a tuple of column names, got {columns!r}")
     if isinstance(spec.scorer, Unscored):
         if not isinstance(spec.scorer.reason, str) or not spec.scorer.reason.strip():
             problems.append("Unscored needs a reason (why no automatic metric applies)")
