@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 
-from lade_bench.datasets import load_dataset_samples
-from lade_bench.runner.code_text import completion_code, fenced_code, truncate_at_stop
+from lade_bench.datasets import Sample, get_spec, load_dataset_samples, register_dataset, unregister_dataset
+from lade_bench.datasets.code_answer import completion_code, fenced_code, truncate_at_stop
 from lade_bench.runner.scoring import score_output
 
 from .conftest import FIXTURE_DATA
@@ -148,3 +149,15 @@ def test_score_output_passes_the_opt_out_on(mbpp_sample, monkeypatch):
     with pytest.raises(SandboxUnavailableError):
         score_output("mbpp", answer, mbpp_sample, chat=True)
     assert score_output("mbpp", answer, mbpp_sample, chat=True, allow_unsandboxed=True) == {"passed": True}
+
+
+def test_a_scorer_returning_undeclared_columns_is_an_error():
+    # GSM8K's scorer under a spec that declares `passed`: the row would carry a column nobody declared.
+    wrong = dataclasses.replace(get_spec("gsm8k"), name="gsm8k_wrong_columns", quality_columns=("passed",))
+    register_dataset(wrong)
+    sample = Sample(sample_id="0", turns=("q",), reference="4", task="math", payload={"answer": "#### 4"})
+    try:
+        with pytest.raises(ValueError, match=r"'gsm8k_wrong_columns': scorer returned columns \['accuracy'\]"):
+            score_output("gsm8k_wrong_columns", "#### 4", sample, chat=True)
+    finally:
+        unregister_dataset("gsm8k_wrong_columns")

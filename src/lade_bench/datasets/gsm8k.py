@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from lade_bench.datasets._sources import load_hub_rows, locate, read_located_records
 from lade_bench.datasets.records import build_samples
 from lade_bench.datasets.sample import Sample
+from lade_bench.datasets.spec import DatasetSpec, Prompt
 
 HUB_ID = "openai/gsm8k"
 HUB_CONFIG = "main"
@@ -33,6 +36,11 @@ def extract_gold_number(answer: str) -> str:
     return tail.strip().replace(",", "")
 
 
+def prompt(row: Mapping[str, Any]) -> Prompt:
+    """The step-by-step instruction (final answer as ``#### <number>``), then the question."""
+    return Prompt(turns=(f"{INSTRUCTION}\n\nQuestion: {row['question']}",))
+
+
 def load(path: Path | None, split: str) -> list[Sample]:
     """Load GSM8K from ``path`` or the hub split ``split``.
 
@@ -50,10 +58,31 @@ def load(path: Path | None, split: str) -> list[Sample]:
         gold = extract_gold_number(row["answer"])
         return Sample(
             sample_id=str(index),
-            turns=(f"{INSTRUCTION}\n\nQuestion: {row['question']}",),
+            turns=prompt(row).turns,
             reference=gold,
             task=TASK,
             payload={"question": row["question"], "answer": row["answer"], "gold": gold},
         )
 
     return build_samples(records, str(path) if path else f"{HUB_ID} {split}", FIELDS, make, text_fields=("question",))
+
+
+def score(answer: str, sample: Sample, allow_unsandboxed: bool) -> dict[str, Any]:
+    """``accuracy``: 1.0 when the answer's final number equals the gold one, else 0.0."""
+    from lade_bench.metrics.task_accuracy import gsm8k_correct
+
+    return {"accuracy": float(gsm8k_correct(answer, sample.payload["answer"]))}
+
+
+SPEC = DatasetSpec(
+    name="gsm8k",
+    load=load,
+    prompt=prompt,
+    task=TASK,
+    scorer=score,
+    quality_columns=("accuracy",),
+    runs_code=False,
+    config="gsm8k",
+    source=SOURCE,
+    local_format=LOCAL_FORMAT,
+)

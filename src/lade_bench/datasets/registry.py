@@ -1,68 +1,71 @@
-"""Name -> loader registry and the one entry point the runner calls, ``load_dataset_samples``."""
+"""Name -> task spec registry and the one entry point the runner calls, ``load_dataset_samples``."""
 
 from __future__ import annotations
 
 import difflib
 import random
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from lade_bench.datasets import classeval, cnn_dailymail, gsm8k, humaneval, mbpp, mt_bench, xsum
 from lade_bench.datasets._sources import DatasetFormatError
 from lade_bench.datasets.sample import Sample
+from lade_bench.datasets.spec import DatasetSpec, DatasetSpecError
 
 
 class UnknownDatasetError(ValueError):
     """A dataset name that is not in the registry."""
 
 
-@dataclass(frozen=True)
-class DatasetSpec:
-    """How to load one dataset.
+# conf/ at the repository root, as lade_bench.run's CONFIG_PATH (src/lade_bench/datasets/ -> conf/).
+DEFAULT_CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
 
-    Attributes:
-        name: registry key (the Hydra ``dataset.name``).
-        load: ``load(path, split) -> list[Sample]``; ``path`` is None for the default source.
-        task: the task of every sample ("chat", "code", "summarization", "math").
-        source: where the default copy comes from, for messages and listings.
-        local_format: what a file given as ``dataset.path`` must look like.
-        splits: the splits the default source has, or None when the hub decides.
-        default_split: the split used when none is given (the benchmark split).
+# The registry itself: filled below from the built-in modules, extended by register_dataset.
+_REGISTRY: dict[str, DatasetSpec] = {}
+
+
+def config_file(spec: DatasetSpec, conf_dir: Path = DEFAULT_CONF_DIR) -> Path:
+    """The Hydra config of ``spec`` under ``conf_dir``: ``<conf_dir>/dataset/<spec.config>.yaml``."""
+    return conf_dir / "dataset" / f"{spec.config}.yaml"
+
+
+def register_dataset(spec: DatasetSpec, *, conf_dir: Path = DEFAULT_CONF_DIR) -> DatasetSpec:
+    """Add ``spec`` to the registry, after checking that ``dataset=<spec.config>`` can be composed.
+
+    Args:
+        spec: a complete spec (``DatasetSpec`` checks its own fields: scorer or ``Unscored``, ...).
+        conf_dir: the Hydra config folder holding ``dataset/<spec.config>.yaml``; a dataset defined
+            outside the package passes the folder it adds to ``hydra.searchpath``.
+
+    Returns:
+        ``spec``, so a module can register and keep it in one line.
+
+    Raises:
+        TypeError: ``spec`` is not a ``DatasetSpec``.
+        DatasetSpecError: the name is taken, or the config file is missing (both named).
     """
+    if not isinstance(spec, DatasetSpec):
+        raise TypeError(f"register_dataset takes a DatasetSpec, got {type(spec).__name__}")
+    if spec.name in _REGISTRY:
+        raise DatasetSpecError(f"dataset {spec.name!r} is already registered; pick another name")
+    config = config_file(spec, conf_dir)
+    if not config.is_file():
+        raise DatasetSpecError(
+            f"dataset {spec.name!r}: its config file {config} is missing; write it (see docs/adding_a_dataset.md)"
+        )
+    _REGISTRY[spec.name] = spec
+    return spec
 
-    name: str
-    load: Callable[[Path | None, str], list[Sample]]
-    task: str
-    source: str
-    local_format: str
-    splits: tuple[str, ...] | None = None
-    default_split: str = "test"
 
+def unregister_dataset(name: str) -> DatasetSpec:
+    """Remove and return the spec registered under ``name`` (a test's own dataset, once it is done).
 
-# Explicit table rather than import-time self-registration: the whole set is visible in one place
-# and no import order can leave a dataset out. Each module states its own task, source and format.
-_MODULES = {
-    "mt_bench": mt_bench,
-    "humaneval": humaneval,
-    "xsum": xsum,
-    "gsm8k": gsm8k,
-    "classeval": classeval,
-    "mbpp": mbpp,
-    "cnn_dailymail": cnn_dailymail,
-}
-_REGISTRY: dict[str, DatasetSpec] = {
-    name: DatasetSpec(
-        name=name,
-        load=module.load,
-        task=module.TASK,
-        source=module.SOURCE,
-        local_format=module.LOCAL_FORMAT,
-        splits=getattr(module, "SPLITS", None),
-    )
-    for name, module in _MODULES.items()
-}
+    Raises:
+        UnknownDatasetError: ``name`` is not registered.
+    """
+    spec = get_spec(name)
+    del _REGISTRY[name]
+    return spec
 
 
 def available_datasets() -> list[str]:
@@ -83,6 +86,16 @@ def get_spec(name: str) -> DatasetSpec:
     close = difflib.get_close_matches(str(name), available_datasets(), n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise UnknownDatasetError(f"unknown dataset {name!r}.{hint} Valid names: {', '.join(available_datasets())}.")
+
+
+def _register_builtins() -> None:
+    # An explicit list rather than import-time self-registration: the whole set is visible in one
+    # place and no import order can leave a dataset out. Each module declares its own spec.
+    for module in (mt_bench, humaneval, xsum, gsm8k, classeval, mbpp, cnn_dailymail):
+        register_dataset(module.SPEC)
+
+
+_register_builtins()
 
 
 def load_dataset_samples(

@@ -7,7 +7,7 @@ Typical use (what ``python -m lade_bench.run`` does for each cell of a sweep)::
 
 Modules: ``config_schema`` (Hydra schema), ``plan`` (validation, cell id, folder), ``samples``
 (dataset and prompt-length filter), ``execute`` (the timed loop), ``arms`` (engine dispatch),
-``rows``, ``scoring`` and ``code_text`` (row building and quality metrics), ``summary`` (per-cell
+``rows`` and ``scoring`` (row building and the dataset's declared scorer), ``summary`` (per-cell
 numbers), ``console`` (progress and table), ``sinks`` (where results are handed on), ``cell`` (one
 cell end to end), ``ranks`` (multi-device cells under torchrun: rank 0 leads, the others serve its
 requests) and ``job`` (the Hydra job wrapper).

@@ -259,7 +259,7 @@ def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:
     from lade_bench.sandbox import SandboxUnavailableError
 
     try:
-        check_code_sandbox(spec.name, allow_unsandboxed(cfg))
+        check_code_sandbox(spec, allow_unsandboxed(cfg))
     except SandboxUnavailableError as exc:
         raise CellConfigError(f"dataset {spec.name!r} runs the generated code: {exc}") from exc
 

@@ -1,4 +1,4 @@
-"""From a model's answer to the code a test harness runs.
+"""From a model's answer to the code a test harness runs (a code task's ``DatasetSpec.code``).
 
 Chat models are asked for a ```python block (see the dataset prompts), so the first fenced block is
 the code; an unclosed fence (the answer hit ``max_new_tokens``) still yields what was written.
@@ -9,8 +9,9 @@ HumanEval/Codex stop sequences, where a new top-level statement starts.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from lade_bench.datasets import Sample
+from lade_bench.datasets.sample import Sample
 
 # Codex/HumanEval stop sequences: a new top-level block means the function is finished.
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ")
@@ -55,3 +56,20 @@ def completion_code(text: str, sample: Sample, *, chat: bool, continues_prefix: 
         return text
     body = truncate_at_stop(text)
     return body if continues_prefix else sample.completion_prefix + body
+
+
+@dataclass(frozen=True)
+class CodeAnswer:
+    """How a code task reads the code out of an answer (see :func:`completion_code`).
+
+    Attributes:
+        continues_prefix: the task's harness itself puts ``completion_prefix`` in front of the code
+            (HumanEval's ``prompt + completion``); False: a completion-mode answer gets the prefix
+            prepended here, so the harness receives whole definitions (MBPP, ClassEval).
+    """
+
+    continues_prefix: bool
+
+    def extract(self, text: str, sample: Sample, *, chat: bool) -> str:
+        """The code to test for one decoded answer ``text`` (chat or completion mode)."""
+        return completion_code(text, sample, chat=chat, continues_prefix=self.continues_prefix)
