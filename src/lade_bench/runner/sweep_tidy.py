@@ -22,6 +22,9 @@ from lade_bench.results.sweep_plan import JOBS_DIR
 
 log = logging.getLogger(__name__)
 
+# Owner states that are certain (see _break_abandoned_locks), with the reason a takeover names.
+_ABANDONED = {"dead": "its process is gone", "orphaned": "it has no owner record: its writer was killed creating it"}
+
 
 def tidy_sweep(sweep_root: str | os.PathLike[str]) -> list[Path]:
     """Remove a sweep's certain leftovers of killed jobs and republish its device profile if needed.
@@ -35,13 +38,12 @@ def tidy_sweep(sweep_root: str | os.PathLike[str]) -> list[Path]:
     for folder in (root, plan_dir(root), plan_dir(root) / JOBS_DIR, root / PROFILES_DIR):
         touched += remove_temp_files(folder, older_than_s=ORPHAN_GRACE_S)
     touched += remove_lock_leftovers(locks_dir(root))
-    touched += _break_abandoned_locks(locks_dir(root))
     repaired = repair_profile(root)
     if repaired is not None:
         touched.append(repaired)
     for path in touched:
         log.info("%s: left by an interrupted run, %s", path, "rebuilt" if path == repaired else "removed")
-    return touched
+    return touched + _break_abandoned_locks(locks_dir(root))
 
 
 def _break_abandoned_locks(folder: Path) -> list[Path]:
@@ -52,6 +54,9 @@ def _break_abandoned_locks(folder: Path) -> list[Path]:
     for path in sorted(folder.glob("*.lock")):
         info = read_lock(path)
         # The stale timeout is irrelevant here: only death and orphanhood are certain.
-        if info is not None and owner_state(info, float("inf")) in ("dead", "orphaned") and break_lock(path, info):
+        state = None if info is None else owner_state(info, float("inf"))
+        if state in _ABANDONED and break_lock(path, info):
+            # As loud as a takeover in runner.locks.claim: whose work is being picked up, and why.
+            log.warning("%s: taking over the lock of %s (%s)", path.name, info.describe(), _ABANDONED[state])
             broken.append(path)
     return broken
