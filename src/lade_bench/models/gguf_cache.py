@@ -74,4 +74,4 @@ def load_converted(
     """Model (eval mode, on ``device``) and tokenizer from a converted folder."""
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    return model.to(device).eval(), tokenizer
+    return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' own .to() typing

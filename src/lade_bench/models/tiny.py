@@ -6,6 +6,8 @@ rotary/absolute positions, caches) that full-size checkpoints of the same family
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import (
     AutoModelForCausalLM,
@@ -41,8 +43,11 @@ from transformers import (
 )
 
 # Special ids inside the tiny vocabulary (the configs' defaults point past it).
-_SPECIAL = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
-_COMMON = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, **_SPECIAL)
+# Typed as Any: they are splatted into configs whose keyword types differ (mypy checks each one).
+_SPECIAL: dict[str, Any] = dict(bos_token_id=1, eos_token_id=2, pad_token_id=0)
+_COMMON: dict[str, Any] = dict(
+    hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, **_SPECIAL
+)
 
 
 def _llama(vocab: int, positions: int) -> PretrainedConfig:
@@ -190,7 +195,7 @@ def _starcoder2(vocab: int, positions: int) -> PretrainedConfig:
     )
 
 
-_MOE = dict(num_key_value_heads=2, num_experts_per_tok=2, **_COMMON)
+_MOE: dict[str, Any] = dict(num_key_value_heads=2, num_experts_per_tok=2, **_COMMON)
 
 
 def _qwen2_moe(vocab: int, positions: int) -> PretrainedConfig:
@@ -217,13 +222,18 @@ def _olmoe(vocab: int, positions: int) -> PretrainedConfig:
 
 def _qwen3_moe(vocab: int, positions: int) -> PretrainedConfig:
     return Qwen3MoeConfig(
-        vocab_size=vocab, max_position_embeddings=positions, head_dim=8, num_experts=4, moe_intermediate_size=32, **_MOE
+        vocab_size=vocab,
+        max_position_embeddings=positions,
+        num_experts=4,
+        moe_intermediate_size=32,
+        head_dim=8,  # type: ignore[call-arg]  # taken through the config's **kwargs
+        **_MOE,
     )
 
 
 # DeepSeek's multi-head latent attention: low-rank keys/values, and queries split into a rotary and
 # a position-free part; the first layer dense, the second routed with a shared expert.
-_MLA = dict(
+_MLA: dict[str, Any] = dict(
     kv_lora_rank=16,
     qk_nope_head_dim=8,
     qk_rope_head_dim=8,
@@ -274,7 +284,9 @@ def _glm4(vocab: int, positions: int) -> PretrainedConfig:
     )
 
 
-_LOCAL_GLOBAL = dict(sliding_window=8, layer_types=["sliding_attention", "full_attention"], num_key_value_heads=2)
+_LOCAL_GLOBAL: dict[str, Any] = dict(
+    sliding_window=8, layer_types=["sliding_attention", "full_attention"], num_key_value_heads=2
+)
 
 
 def _exaone4(vocab: int, positions: int) -> PretrainedConfig:
@@ -287,8 +299,8 @@ def _cohere2(vocab: int, positions: int) -> PretrainedConfig:
     return Cohere2Config(
         vocab_size=vocab,
         max_position_embeddings=positions,
-        head_dim=8,
         logit_scale=1.0,
+        head_dim=8,  # type: ignore[call-arg]  # taken through the config's **kwargs
         tie_word_embeddings=False,
         **_LOCAL_GLOBAL,
         **_COMMON,

@@ -7,12 +7,14 @@ constructor argument, so short test generations cross it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import Llama4TextConfig, Phi3Config, PretrainedConfig, Qwen3Config
 
 from lade_bench.models.tiny import tiny_model_from_config
 
-_SMALL = dict(
+_SMALL: dict[str, Any] = dict(  # Any: splatted into configs of differing keyword types
     vocab_size=128,
     hidden_size=32,
     intermediate_size=64,

@@ -324,7 +324,8 @@ for _name, _function in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("trued
                          ("xor", "xor"), ("divmod", "divmod")):  # fmt: skip
     setattr(Remote, f"__{_name}__", _binary(_function))
     setattr(Remote, f"__r{_name}__", _reflected(_function))
-Remote.__contains__ = lambda self, item: bool(_op("contains", self, item))  # type: ignore[method-assign]
+# Methods set on the class after it is built (the proxy's whole surface): mypy cannot follow them.
+Remote.__contains__ = lambda self, item: bool(_op("contains", self, item))  # type: ignore[method-assign,operator]
 Remote.__dir__ = lambda self: list(_op("dir", self))  # type: ignore[method-assign]
 
 
@@ -342,8 +343,8 @@ class RemoteContainer(Remote):
 
     __slots__ = ()
 
-    @property
-    def __class__(self):  # isinstance(proxy, dict) holds, as for the worker's object
+    @property  # type: ignore[misc]  # read-only on purpose: isinstance(proxy, dict) holds, as for the worker's
+    def __class__(self):
         return _CONTAINER_TYPES[object.__getattribute__(self, "_lade_type")]
 
     def __repr__(self) -> str:
@@ -367,15 +368,15 @@ def _read_reflected(function):
     return lambda self, other: function(other, _snapshot(self))
 
 
-for _name, _function in (("len", len), ("bool", bool), ("iter", iter), ("reversed", reversed), ("copy", copy.copy)):
-    setattr(RemoteContainer, f"__{_name}__", _read_unary(_function))
+for _read_name, _reader in (("len", len), ("bool", bool), ("iter", iter), ("reversed", reversed), ("copy", copy.copy)):
+    setattr(RemoteContainer, f"__{_read_name}__", _read_unary(_reader))
 for _name in ("eq", "ne", "lt", "le", "gt", "ge", "add", "mul", "sub", "and", "or", "xor", "mod"):
     _function = getattr(operator, _name if _name not in ("and", "or") else f"{_name}_")
     setattr(RemoteContainer, f"__{_name}__", _read_binary(_function))
     if _name not in ("eq", "ne", "lt", "le", "gt", "ge"):  # comparisons reflect by themselves
         setattr(RemoteContainer, f"__r{_name}__", _read_reflected(_function))
-RemoteContainer.__contains__ = lambda self, item: item in _snapshot(self)  # type: ignore[method-assign]
-RemoteContainer.__format__ = lambda self, spec: format(_snapshot(self), spec)  # type: ignore[method-assign]
+RemoteContainer.__contains__ = lambda self, item: item in _snapshot(self)  # type: ignore[method-assign,operator,arg-type]
+RemoteContainer.__format__ = lambda self, spec: format(_snapshot(self), spec)  # type: ignore[method-assign,arg-type]
 RemoteContainer.__deepcopy__ = lambda self, memo: copy.deepcopy(_snapshot(self), memo)  # type: ignore[attr-defined]
 for _name in ("iadd", "imul", "ior", "iand", "isub", "ixor"):
     setattr(RemoteContainer, f"__{_name}__", _binary(_name))

@@ -270,7 +270,7 @@ def _judge(job: dict, conn, verdict: dict) -> None:
     if "setup_error" in ready or "ready" not in ready:
         verdict["setup_error"] = ready.get("setup_error", "the worker ended before it was ready")
     elif "ok" not in loaded:
-        error = loaded.get("error") if type(loaded.get("error")) is dict else {"type": "?", "message": "no reply"}
+        error: dict = loaded["error"] if type(loaded.get("error")) is dict else {"type": "?", "message": "no reply"}
         verdict["load_error"] = error
         if error.get("timeout"):
             verdict["load_outcome"] = "timeout"
@@ -362,7 +362,7 @@ def run_program(job: dict) -> dict:
 
 def _drain(fd: int, limit: int = 16) -> list[dict]:
     """Messages on ``fd`` until the worker closes it (at most ``limit`` kept; malformed ones end the read)."""
-    messages = []
+    messages: list[dict] = []
     while True:
         try:
             message = wire.loads(wire.recv(fd))

@@ -32,6 +32,8 @@ import resource
 import sys
 import traceback
 import types
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import wire  # noqa: E402
@@ -260,7 +262,7 @@ class _Unpickler(pickle.Unpickler):
         return obj
 
 
-_BINARY = {
+_BINARY: dict[str, Callable[..., Any]] = {
     name: getattr(operator, name)
     for name in ("eq", "ne", "lt", "le", "gt", "ge", "add", "sub", "mul", "truediv", "floordiv", "mod",
                  "pow", "matmul", "lshift", "rshift", "and_", "or_", "xor", "contains", "getitem", "delitem")
@@ -274,7 +276,7 @@ _BINARY["exit"] = lambda obj, *args: obj.__exit__(*args)
 _BINARY["round"] = round
 for _name in ("iadd", "imul", "ior", "iand", "isub", "ixor"):
     _BINARY[_name] = getattr(operator, _name)
-_UNARY = {
+_UNARY: dict[str, Callable[..., Any]] = {
     "len": len, "bool": bool, "iter": iter, "next": next, "hash": hash, "repr": repr, "str": str,
     "int": int, "float": float, "complex": complex, "index": operator.index, "neg": operator.neg,
     "pos": operator.pos, "abs": abs, "invert": operator.invert, "reversed": reversed,
@@ -297,9 +299,11 @@ def answer(request: tuple, module: types.ModuleType, objects: Objects, shared: s
     if op == "getattr":
         return {"ok": wire.encode(getattr(request[1], request[2]), keep, share_mutable=True)}
     if op == "setattr":
-        return {"ok": wire.encode(setattr(request[1], request[2], request[3]), keep)}
+        setattr(request[1], request[2], request[3])
+        return {"ok": wire.encode(None, keep)}
     if op == "delattr":
-        return {"ok": wire.encode(delattr(request[1], request[2]), keep)}
+        delattr(request[1], request[2])
+        return {"ok": wire.encode(None, keep)}
     if op == "snapshot":
         return {"ok": wire.encode(request[1], keep)}
     if op == "call":
@@ -315,7 +319,7 @@ def answer(request: tuple, module: types.ModuleType, objects: Objects, shared: s
         return reply
     if op == "op":
         name, args = request[1], request[2]
-        function = _UNARY.get(name) if len(args) == 1 else _BINARY.get(name)
+        function: Callable[..., Any] | None = _UNARY.get(name) if len(args) == 1 else _BINARY.get(name)
         if function is None:
             raise TypeError(f"unsupported operation {name!r} with {len(args)} operand(s)")
         # An item of a container stays shared (obj.data["k"]["x"] = 1 must reach the worker's object).
@@ -334,7 +338,7 @@ def serve(in_fd: int, out_fd: int) -> None:
         with open("candidate.py", encoding="utf-8") as f:
             source = f.read()
         exec(compile(source, module.__file__, "exec"), module.__dict__)
-        reply = {"ok": True}
+        reply: dict[str, Any] = {"ok": True}
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import fails the candidate too
         traceback.print_exception(exc)
         reply = {"error": describe_exception(exc)}
