@@ -82,7 +82,7 @@ def locate(records: Iterable[dict[str, Any]], source: str) -> list[Located]:
 
 
 def _jsonl_records(fh: IO[str], path: Path) -> list[Located]:
-    records = []
+    records: list[Located] = []
     for lineno, line in enumerate(fh, start=1):
         if not line.strip():
             continue

@@ -95,7 +95,7 @@ def measure_forward_curve(
         raise ValueError(
             f"need repeats >= 1, warmup >= 0, context_tokens >= 1; got {repeats}, {warmup}, {context_tokens}"
         )
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module's attribute typing says Tensor)
     positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if positions is not None and context_tokens + counts[-1] > positions:
         raise ValueError(

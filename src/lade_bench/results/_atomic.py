@@ -97,7 +97,7 @@ def remove_temp_files(
     return removed
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Replace ``path`` with what ``write`` writes, all or nothing.
 
     The temp file lives in the same directory so that ``os.replace`` is a rename on one filesystem

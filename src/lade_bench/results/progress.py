@@ -114,7 +114,7 @@ class SweepProgress:
     def rows_expected(self) -> int | None:
         """Rows the sweep will have once done; None when a cell's expectation is unknown."""
         expected = [cell.rows_expected for cell in self.cells]
-        return None if any(e is None for e in expected) else sum(expected)
+        return None if any(e is None for e in expected) else sum(e or 0 for e in expected)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON: the counts, totals, estimate and every cell."""
@@ -202,7 +202,7 @@ def _cell(
         state = "pending"  # planned and claimed by a job, which skipped it or has not started it yet
     cell = CellProgress(name=cell_dir, state=state, cell_id=cell_id, job_num=job_num)
     run_id = None
-    if live:
+    if live and lock is not None:
         cell.owner, cell.heartbeat_age_s = lock.owner, lock.age_s
         run_id = lock.owner.get("run_id")
     elif entry is not None:
@@ -217,7 +217,7 @@ def _cell(
     cell.rows_written = written
     cell.rows_expected = _rows_expected(folder) or (written if state == "done" else None)
     cell.log = _run_log(folder, run_id, entry)
-    cell._run_work = _run_work(entry, lock.owner if live else None, by_run, done=state == "done")
+    cell._run_work = _run_work(entry, lock.owner if live and lock is not None else None, by_run, done=state == "done")
     return cell
 
 
@@ -260,7 +260,8 @@ def _run_work(
     if rows == 0:
         return None
     if owner is not None:
-        start, end = _parse(owner.get("started_utc")), time.time()
+        start: float | None = _parse(owner.get("started_utc"))
+        end: float | None = time.time()
     elif done and entry is not None:
         start, end = _parse(entry.get("run.started_utc")), _parse(entry.get("updated_utc"))
     else:

@@ -160,7 +160,7 @@ ROW_SCHEMA: pa.Schema = pa.schema(
 
 # Functional form so the TypedDict cannot drift from COLUMNS; static checkers see it as an opaque
 # TypedDict, which is an acceptable price for a single source of truth.
-Row = TypedDict(  # noqa: UP013 - the class syntax cannot be built from COLUMNS
+Row = TypedDict(  # type: ignore[misc]  # noqa: UP013 - the class syntax cannot be built from COLUMNS
     "Row",
     {c.name: (_PY_TYPES[c.kind] if c.nullable == "never" else _PY_TYPES[c.kind] | None) for c in COLUMNS},
 )

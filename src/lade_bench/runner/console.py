@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -56,7 +56,7 @@ def _quality(stats: dict[str, Any]) -> str:
 # Header, justification; "speedup" is the ratio of summed wall times (greedy) or of time per token
 # (sampling; the header says "speedup/tok"), "per-sample" the mean of per-sample ratios, "n" the
 # paired samples and (sample, turn, repeat) units every number of the row is computed on.
-_COLUMNS = (
+_COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("arm", "left"),
     ("rows", "right"),
     ("n", "right"),

@@ -35,6 +35,7 @@ def mismatch_columns(
         index = first_divergence(ar_ids, ids)
         return {"divergence_index": index, "ar_margin": None, "arm_margin": None, "engine_error": None}
     divergence = divergence_margins(model, ar_prompt, ar_ids, ids)
+    assert divergence is not None  # same prompt, different outputs: they diverge somewhere
     return {
         "divergence_index": divergence.index,
         "ar_margin": divergence.ar_margin,

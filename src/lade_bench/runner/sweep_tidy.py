@@ -55,7 +55,7 @@ def _break_abandoned_locks(folder: Path) -> list[Path]:
         info = read_lock(path)
         # The stale timeout is irrelevant here: only death and orphanhood are certain.
         state = None if info is None else owner_state(info, float("inf"))
-        if state in _ABANDONED and break_lock(path, info):
+        if info is not None and state in _ABANDONED and break_lock(path, info):
             # As loud as a takeover in runner.locks.claim: whose work is being picked up, and why.
             log.warning("%s: taking over the lock of %s (%s)", path.name, info.describe(), _ABANDONED[state])
             broken.append(path)

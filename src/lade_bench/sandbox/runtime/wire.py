@@ -161,9 +161,10 @@ def _encode(value, keep, depth: int, path: set):
 
 # Mutable containers that tests reach through the candidate's objects (``obj.items["a"] = 1``) travel as
 # container handles: reads are snapshotted into the supervisor, writes go to the worker.
-MUTABLE_CONTAINERS: dict[type, str] = {list: "list", dict: "dict", set: "set", bytearray: "bytearray", collections.deque: "deque",
-                      collections.OrderedDict: "ordereddict", collections.defaultdict: "defaultdict",
-                      collections.Counter: "counter"}  # fmt: skip
+MUTABLE_CONTAINERS: dict[type, str] = {
+    list: "list", dict: "dict", set: "set", bytearray: "bytearray", collections.deque: "deque",
+    collections.OrderedDict: "ordereddict", collections.defaultdict: "defaultdict", collections.Counter: "counter",
+}  # fmt: skip
 
 
 def handle(value, keep) -> dict:
