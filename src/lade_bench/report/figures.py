@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
+from lade_bench.report.tune_figure import draw_tune_figure, load_record
 from lade_bench.results._atomic import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -572,9 +573,6 @@ def build_tune_figure(sweep: Sweep, out_dir: str | os.PathLike[str]) -> FigureOu
     Not one of :data:`FIGURES`: an ordinary sweep has no tune, and its report should not list the
     figure as skipped.
     """
-    from lade_bench.tune.figure import draw_tune_figure
-    from lade_bench.tune.outputs import load_record
-
     records = [record for root in sweep.roots if (record := load_record(root)) is not None]
     if not records:
         return None
