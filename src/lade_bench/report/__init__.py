@@ -20,11 +20,12 @@ are not imported here so that building a report does not import wandb.
 """
 
 from lade_bench.profiling.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
-from lade_bench.report.aggregate import choose_headline, headline_summary, predicted_speedups, summarize
+from lade_bench.report.aggregate import headline_summary, predicted_speedups, summarize
 from lade_bench.report.build import ReportResult, build_report
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
 from lade_bench.report.sweep import Sweep, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, write_paper_table
+from lade_bench.stats import choose_headline  # re-exported: part of the report's public API before stats existed
 
 __all__ = [
     "FIGURES",

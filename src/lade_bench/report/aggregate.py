@@ -4,9 +4,8 @@ Every number is computed by ``lade_bench.stats`` (paired units, speedup and its 
 compression, quality, the n rules, headline selection; ``docs/statistics.md`` states the rules and
 where each is implemented). This module fixes the report's arm order (:data:`ARM_ORDER`) for the
 summaries it asks for, states the rules in a reader's words (:func:`statistics_rules`), predicts
-speedups from the device profile and flattens summaries for W&B. The statistics names the report's
-modules use are re-exported here, so that figures, tables, the HTML report and the W&B sink read one
-namespace.
+speedups from the device profile and flattens summaries for W&B; the report's modules read every
+other statistic from ``lade_bench.stats`` directly.
 
 Array shapes: every per-sample input is a column of the rows frame (one entry per row).
 """
@@ -23,40 +22,15 @@ import pandas as pd
 from lade_bench import stats
 from lade_bench.profiling.device_profile import forward_time_at
 from lade_bench.stats import (
-    BASELINE_ARM,
-    BASIS_PER_TOKEN,
-    BASIS_WALL_TIME,
     BOOT_SEED,
     CELL_ATTRIBUTES,
     CELL_KEY,
     CONFIDENCE,
-    DEFAULT_VERIFICATION,
-    HEADLINE_COLUMNS,
     MIN_CI_UNITS,
-    MISMATCH_SUMMARY,
     N_BOOT,
-    NOTE_BASELINE,
-    NOTE_NO_PAIRS,
-    SELECTION_DECLARED,
-    SELECTION_ONLY,
-    SELECTION_SPLIT,
     SUMMARY_COLUMNS,
-    Estimate,
     IntervalSettings,
-    accept_histogram,
-    cell_attributes,
-    choose_headline,
-    common_rows,
-    declared_cells,
-    headline_rows,
-    interval_note,
-    mean_estimate,
-    ok_rows,
-    per_key_quality,
     plain_value,
-    quality_delta,
-    sample_halves,
-    speedup_basis,
 )
 
 ARM_ORDER: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp")
@@ -67,52 +41,6 @@ ARM_LABELS: dict[str, str] = {
     "jacobi": "Jacobi",
     "ar_tp": "AR, tensor parallel",
 }
-
-__all__ = [
-    "ARM_LABELS",
-    "ARM_ORDER",
-    "BASELINE_ARM",
-    "BASIS_PER_TOKEN",
-    "BASIS_WALL_TIME",
-    "BOOT_SEED",
-    "CELL_ATTRIBUTES",
-    "CELL_KEY",
-    "CONFIDENCE",
-    "DEFAULT_VERIFICATION",
-    "HEADLINE_COLUMNS",
-    "MIN_CI_UNITS",
-    "MISMATCH_SUMMARY",
-    "N_BOOT",
-    "NOTE_BASELINE",
-    "NOTE_NO_PAIRS",
-    "SELECTION_DECLARED",
-    "SELECTION_ONLY",
-    "SELECTION_SPLIT",
-    "SUMMARY_COLUMNS",
-    "Estimate",
-    "IntervalSettings",
-    "accept_histogram",
-    "cell_attributes",
-    "choose_headline",
-    "common_rows",
-    "declared_cells",
-    "flat_metrics",
-    "flat_notes",
-    "headline_rows",
-    "headline_summary",
-    "interval_note",
-    "mean_estimate",
-    "ok_rows",
-    "per_key_quality",
-    "predicted_speedups",
-    "quality_delta",
-    "sample_halves",
-    "sorted_arms",
-    "speedup_basis",
-    "statistics_rules",
-    "summarize",
-    "summarize_cell",
-]
 
 
 def statistics_rules(min_units: int = MIN_CI_UNITS) -> tuple[str, ...]:
