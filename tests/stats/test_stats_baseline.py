@@ -8,42 +8,10 @@ import pandas as pd
 import pytest
 
 from lade_bench import stats
-from lade_bench.results import COLUMN_NAMES, CellWriter, load_rows
+from tests.stats.rows import frame, row
 
 # Wall times per (sample, arm); two turns per sample so that a sample is summed before it is a unit.
 TIMES = {"ar": 4.0, "lookahead": 2.0, "prompt_lookup": 3.0}
-
-
-def _row(sample: int, turn: int, arm: str, *, wall: float, tokens: int, do_sample: bool, rouge: float) -> dict:
-    row = dict.fromkeys(COLUMN_NAMES)
-    row.update(
-        cell_id="c0",
-        sweep="unit",
-        model="m",
-        dataset="d",
-        sample_id=f"s{sample:02d}",
-        turn=turn,
-        arm=arm,
-        repeat=0,
-        prompt_as_reference=True,
-        do_sample=do_sample,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-        seed=0,
-        prompt_tokens=3,
-        wall_time_s=wall,
-        forward_time_s=wall,
-        new_tokens=tokens,
-        decode_steps=tokens,
-        accept_lengths=[1] * tokens,
-        tokens_per_s=tokens / wall,
-        compression_ratio=1.0,
-        output_ids=[0] * tokens,
-        output_text="",
-        rougeL=rouge,
-    )
-    return row
 
 
 @pytest.fixture
@@ -51,16 +19,16 @@ def cell(tmp_path):
     """A cell with three arms over 12 samples, written and read back like the runner's rows."""
 
     def build(do_sample: bool) -> pd.DataFrame:
-        writer = CellWriter(tmp_path / f"cell_{do_sample}")
+        built = []
         for sample in range(12):
             for turn in range(2):
                 for arm, base in TIMES.items():
                     wall = base * (1.0 + 0.1 * sample) + 0.01 * turn * (arm == "prompt_lookup")
                     tokens = 10 + sample + (2 if do_sample and arm == "lookahead" else 0)
                     rouge = 0.5 + 0.01 * sample + (0.02 if arm == "lookahead" else 0.0) * (sample % 2)
-                    writer.append(_row(sample, turn, arm, wall=wall, tokens=tokens, do_sample=do_sample, rouge=rouge))
-        writer.finalize()
-        return load_rows(tmp_path / f"cell_{do_sample}")
+                    values = {"wall": wall, "tokens": tokens, "steps": tokens, "rougeL": rouge}
+                    built.append(row("c0", f"s{sample:02d}", arm, turn=turn, do_sample=do_sample, **values))
+        return frame(tmp_path / f"sampled_{do_sample}", built)
 
     return build
 
