@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from lade_bench import stats
 from lade_bench.profiling.device_profile import forward_time_at
 from lade_bench.report import aggregate
 from lade_bench.results import load_rows
@@ -87,7 +88,7 @@ def test_quality_means_are_per_sample_means(sweep):
 def test_accept_histogram_mean_is_the_compression(sweep):
     for rec in sweep.summary[sweep.summary["arm"] == "lookahead"].to_dict("records"):
         cell_rows = sweep.rows[(sweep.rows["cell_id"] == rec["cell_id"]) & (sweep.rows["arm"] == "lookahead")]
-        hist = aggregate.accept_histogram(cell_rows)
+        hist = stats.accept_histogram(cell_rows)
         mean = sum(k * v for k, v in hist.items()) / sum(hist.values())
         assert mean == pytest.approx(rec["compression_ratio"])
 
@@ -95,7 +96,7 @@ def test_accept_histogram_mean_is_the_compression(sweep):
 def test_headline_prefers_the_cell_with_most_arms_without_measuring(sweep):
     # toy_sum has six greedy cells, one of them with prompt lookup: chosen by configuration alone
     choice = sweep.headline_choice.set_index("dataset")
-    assert choice.loc["toy_sum", "selection"] == aggregate.SELECTION_ONLY
+    assert choice.loc["toy_sum", "selection"] == stats.SELECTION_ONLY
     assert choice.loc["toy_sum", "n_candidates"] == 6 and choice.loc["toy_sum", "reported_samples"] is None
     main = sweep.headline
     assert set(main["dataset"]) == {"toy_sum", "toy_code"}
@@ -128,14 +129,14 @@ def test_cell_without_ar_has_no_speedup(sweep):
     cell = sweep.rows[sweep.rows["cell_id"] == sweep.rows["cell_id"].iloc[0]]
     no_ar = cell[cell["arm"] != "ar"]
     records = aggregate.summarize_cell(no_ar)
-    assert all(math.isnan(r["speedup"]) and r["speedup_ci_note"] == aggregate.NOTE_NO_PAIRS for r in records)
+    assert all(math.isnan(r["speedup"]) and r["speedup_ci_note"] == stats.NOTE_NO_PAIRS for r in records)
 
 
 def test_mean_estimate_brackets_the_mean():
     index = pd.MultiIndex.from_tuples([(f"s{i}", 0) for i in range(11)], names=["sample_id", "turn"])
-    estimate = aggregate.mean_estimate(pd.Series(np.linspace(0.0, 1.0, 11), index=index))
+    estimate = stats.mean_estimate(pd.Series(np.linspace(0.0, 1.0, 11), index=index))
     assert estimate.low <= estimate.value <= estimate.high and estimate.value == pytest.approx(0.5)
-    empty = aggregate.mean_estimate(pd.Series([], dtype=float, index=index[:0]))
+    empty = stats.mean_estimate(pd.Series([], dtype=float, index=index[:0]))
     assert math.isnan(empty.value) and empty.n_units == 0
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from lade_bench.report import aggregate
+from lade_bench import stats
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
 from lade_bench.report.sweep import Sweep, sweep_from_rows
 
 
 def _subset(sweep: Sweep, mask, profiles=None) -> Sweep:
     rows = sweep.rows[mask].reset_index(drop=True)
-    intervals = aggregate.IntervalSettings(n_boot=200)
+    intervals = stats.IntervalSettings(n_boot=200)
     return sweep_from_rows(rows, roots=sweep.roots, cells=sweep.cells, profiles=profiles, intervals=intervals)
 
 

@@ -20,73 +20,17 @@ import pytest
 import yaml
 from rich.console import Console
 
+from lade_bench import stats
 from lade_bench.metrics.speed import bootstrap_ci
 from lade_bench.report import aggregate, tables
 from lade_bench.report.sweep import CellFiles, load_sweep, sweep_from_rows
-from lade_bench.results import COLUMN_NAMES, CellWriter, load_rows
+from lade_bench.results import CellWriter
 from lade_bench.runner.console import summary_table, table_legend
 from lade_bench.runner.summary import summarize_cell as runner_summary
+from tests.stats.rows import frame as _frame
+from tests.stats.rows import row as _row
 
 ARMS = ("ar", "lookahead", "prompt_lookup")
-
-
-def _row(cell: str, sample: str, arm: str, *, turn: int = 0, repeat: int = 0, **values: Any) -> dict[str, Any]:
-    """One row; ``values`` gives wall (s), tokens, steps, quality and identity overrides."""
-    shape = values.pop("shape", (5, 7, 7))
-    row = dict.fromkeys(COLUMN_NAMES)
-    row.update(
-        cell_id=cell,
-        sweep=values.pop("sweep", "unit"),
-        model="m",
-        dataset="d",
-        sample_id=sample,
-        turn=turn,
-        arm=arm,
-        repeat=repeat,
-        ngram=shape[0],
-        window=shape[1],
-        guesses=shape[2],
-        prompt_as_reference=values.pop("prompt_as_reference", True),
-        do_sample=values.pop("do_sample", False),
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-        seed=0,
-    )
-    error = values.pop("error", None)
-    if error is not None:
-        row["error"] = error
-        return row
-    wall, tokens, steps = values.pop("wall", 1.0), values.pop("tokens", 10), values.pop("steps", 10)
-    row.update(
-        prompt_tokens=3,
-        new_tokens=tokens,
-        decode_steps=steps,
-        wall_time_s=wall,
-        forward_time_s=wall,
-        accept_lengths=[1] * steps,
-        tokens_per_s=tokens / wall,
-        compression_ratio=tokens / steps,
-        output_ids=[0] * tokens,
-        output_text="",
-    )
-    if arm != "ar" and not row["do_sample"]:
-        row["matches_ar"] = True
-    row.update(values)
-    return row
-
-
-def _frame(tmp_path: Path, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """Rows through CellWriter and load_rows, one folder per cell."""
-    frames = []
-    for cell in dict.fromkeys(r["cell_id"] for r in rows):
-        writer = CellWriter(tmp_path / cell)
-        for row in rows:
-            if row["cell_id"] == cell:
-                writer.append(row)
-        writer.finalize()
-        frames.append(load_rows(tmp_path / cell))
-    return pd.concat(frames, ignore_index=True)
 
 
 def _record(summary: pd.DataFrame, arm: str, cell: str | None = None) -> dict[str, Any]:
@@ -134,8 +78,8 @@ def test_a_failed_sample_on_one_arm_leaves_every_arm_on_the_same_units(one_arm_f
 
 
 def test_quality_delta_is_paired_and_equals_the_difference_of_the_shown_means(one_arm_failed):
-    paired = aggregate.common_rows(one_arm_failed)
-    delta = aggregate.quality_delta(paired, "lookahead", "rougeL")
+    paired = stats.common_rows(one_arm_failed)
+    delta = stats.quality_delta(paired, "lookahead", "rougeL")
     assert delta.value == pytest.approx(0.1) and (delta.n_units, delta.n_pairs) == (3, 3)
     assert delta.note == "no interval: 3 samples (< 10)" and math.isnan(delta.low)
 
@@ -173,11 +117,11 @@ def _mt_bench_like(n_samples: int, *, turns: int = 2, repeats: int = 2, seed: in
 
 
 def test_the_minimum_is_a_named_constant():
-    assert aggregate.MIN_CI_UNITS == 10
-    assert aggregate.IntervalSettings().min_units == aggregate.MIN_CI_UNITS
-    assert aggregate.interval_note(9) == "no interval: 9 samples (< 10)"
-    assert aggregate.interval_note(10) == ""
-    assert aggregate.interval_note(1, 2) == "no interval: 1 sample (< 2)"
+    assert stats.MIN_CI_UNITS == 10
+    assert stats.IntervalSettings().min_units == stats.MIN_CI_UNITS
+    assert stats.interval_note(9) == "no interval: 9 samples (< 10)"
+    assert stats.interval_note(10) == ""
+    assert stats.interval_note(1, 2) == "no interval: 1 sample (< 2)"
 
 
 def test_three_questions_give_no_interval_whatever_the_turns_and_repeats(tmp_path):
@@ -229,10 +173,10 @@ def test_the_resampling_unit_is_the_sample_with_turns_and_repeats_nested(tmp_pat
 def test_quality_interval_resamples_samples_not_turns():
     index = pd.MultiIndex.from_tuples([(f"q{i}", t) for i in range(12) for t in range(2)], names=["sample_id", "turn"])
     values = pd.Series(np.linspace(0.0, 1.0, 24), index=index)
-    estimate = aggregate.mean_estimate(values, intervals=aggregate.IntervalSettings(n_boot=300))
+    estimate = stats.mean_estimate(values, intervals=stats.IntervalSettings(n_boot=300))
     assert (estimate.n_units, estimate.n_pairs) == (12, 24) and estimate.value == pytest.approx(0.5)
     assert estimate.low <= estimate.value <= estimate.high
-    few = aggregate.mean_estimate(values.iloc[:6])
+    few = stats.mean_estimate(values.iloc[:6])
     assert few.n_units == 3 and few.note == "no interval: 3 samples (< 10)" and math.isnan(few.high)
 
 
@@ -250,7 +194,7 @@ def _length_differs(tmp_path: Path, do_sample: bool) -> pd.DataFrame:
 
 def test_sampling_speedup_is_a_ratio_of_time_per_token(tmp_path):
     look = _record(aggregate.summarize(_length_differs(tmp_path, True)), "lookahead")
-    assert look["speedup_basis"] == aggregate.BASIS_PER_TOKEN == "time per token"
+    assert look["speedup_basis"] == stats.BASIS_PER_TOKEN == "time per token"
     assert look["speedup"] == pytest.approx((1.0 / 10) / (1.5 / 20))  # 1.33, not the 0.67 of wall times
     summary = runner_summary(_length_differs(tmp_path / "again", True), n_boot=50)
     assert summary["arms"]["lookahead"]["speedup_per_sample_mean"] == pytest.approx(4 / 3)
@@ -280,7 +224,7 @@ def test_per_token_speedup_is_named_in_tables_and_console(tmp_path):
 def _two_config_rows(b_factor_y: float = 3.0, n: int = 10) -> tuple[list[dict[str, Any]], frozenset, frozenset]:
     """Cells X (W=7) and Y (W=1): X is faster on half A, Y far faster on half B and overall."""
     ids = [f"q{i}" for i in range(n)]
-    half_a, half_b = aggregate.sample_halves(ids)
+    half_a, half_b = stats.sample_halves(ids)
     rows = []
     for sample in ids:
         in_a = sample in half_a
@@ -300,10 +244,10 @@ def _two_configs(tmp_path: Path, b_factor_y: float = 3.0) -> tuple[pd.DataFrame,
 
 def test_sample_halves_are_balanced_deterministic_and_order_free():
     ids = [f"q{i}" for i in range(11)]
-    a, b = aggregate.sample_halves(ids)
+    a, b = stats.sample_halves(ids)
     assert (len(a), len(b)) == (6, 5) and not a & b and a | b == set(ids)
-    assert aggregate.sample_halves(reversed(ids)) == (a, b)
-    assert aggregate.sample_halves(["only"]) == (frozenset({"only"}), frozenset())
+    assert stats.sample_halves(reversed(ids)) == (a, b)
+    assert stats.sample_halves(["only"]) == (frozenset({"only"}), frozenset())
 
 
 def test_split_half_selects_on_half_a_and_reports_half_b_only(tmp_path):
@@ -311,44 +255,44 @@ def test_split_half_selects_on_half_a_and_reports_half_b_only(tmp_path):
     summary = aggregate.summarize(rows)
     overall = {c: _record(summary, "lookahead", c)["speedup"] for c in ("X", "Y")}
     assert overall["Y"] > overall["X"]  # selecting on all samples (the old rule) would pick Y
-    choice = aggregate.choose_headline(rows, summary)
-    assert choice[["cell_id", "selection", "n_candidates"]].values.tolist() == [["X", aggregate.SELECTION_SPLIT, 2]]
+    choice = stats.choose_headline(rows, summary)
+    assert choice[["cell_id", "selection", "n_candidates"]].values.tolist() == [["X", stats.SELECTION_SPLIT, 2]]
     assert choice["reported_samples"].iloc[0] == half_b
     headline = aggregate.headline_summary(rows, choice)
     look = _record(headline, "lookahead")
     assert look["n_units"] == len(half_b) and look["speedup"] == pytest.approx(1.0)  # X on half B only
-    assert set(aggregate.headline_rows(rows, choice)["sample_id"]) == half_b
+    assert set(stats.headline_rows(rows, choice)["sample_id"]) == half_b
 
 
 def test_selection_never_looks_at_the_reported_samples(tmp_path):
     # Whatever happens on half B, the choice stays: it is made on half A alone.
     for factor in (0.1, 1.0, 50.0):
         rows, _, _ = _two_configs(tmp_path / str(factor), b_factor_y=factor)
-        choice = aggregate.choose_headline(rows, aggregate.summarize(rows, n_boot=10))
+        choice = stats.choose_headline(rows, aggregate.summarize(rows, n_boot=10))
         assert choice["cell_id"].tolist() == ["X"]
 
 
 def test_a_declared_headline_wins_over_any_measurement(tmp_path):
     rows, _, _ = _two_configs(tmp_path)
     summary = aggregate.summarize(rows)
-    declared = aggregate.declared_cells(
+    declared = stats.declared_cells(
         summary, {("unit", "Y"): {"ngram": 5, "window": 1, "guesses": 7, "prompt_as_reference": True}}
     )
     assert declared == {("unit", "Y")}
-    choice = aggregate.choose_headline(rows, summary, declared)
-    assert choice[["cell_id", "selection"]].values.tolist() == [["Y", aggregate.SELECTION_DECLARED]]
+    choice = stats.choose_headline(rows, summary, declared)
+    assert choice[["cell_id", "selection"]].values.tolist() == [["Y", stats.SELECTION_DECLARED]]
     assert choice["reported_samples"].iloc[0] is None
     assert _record(aggregate.headline_summary(rows, choice), "lookahead")["n_units"] == 10
     # a headline the cell does not have is not a declaration of that cell
     wrong = {("unit", "X"): {"ngram": 5, "window": 15, "guesses": 15, "prompt_as_reference": True}}
-    assert aggregate.declared_cells(summary, wrong) == frozenset()
+    assert stats.declared_cells(summary, wrong) == frozenset()
 
 
 def test_a_single_candidate_needs_no_selection(tmp_path):
     rows, _, _ = _two_configs(tmp_path)
     only_x = rows[rows["cell_id"] == "X"]
-    choice = aggregate.choose_headline(only_x, aggregate.summarize(only_x))
-    assert choice[["cell_id", "selection"]].values.tolist() == [["X", aggregate.SELECTION_ONLY]]
+    choice = stats.choose_headline(only_x, aggregate.summarize(only_x))
+    assert choice[["cell_id", "selection"]].values.tolist() == [["X", stats.SELECTION_ONLY]]
 
 
 def test_main_table_has_sweep_and_selection_columns(tmp_path):
@@ -383,7 +327,7 @@ def test_sweep_from_rows_takes_the_declaration_from_the_cells(tmp_path):
     headline = {"ngram": 5, "window": 7, "guesses": 7, "prompt_as_reference": True}
     cells = [CellFiles("unit", c, tmp_path / c, None, None, None, headline) for c in ("X", "Y")]
     assert sweep_from_rows(rows, cells=cells).headline_choice["cell_id"].tolist() == ["X"]
-    assert sweep_from_rows(rows).headline_choice["selection"].tolist() == [aggregate.SELECTION_SPLIT]
+    assert sweep_from_rows(rows).headline_choice["selection"].tolist() == [stats.SELECTION_SPLIT]
 
 
 def test_figures_draw_no_error_bar_where_there_is_no_interval(sweep):
@@ -397,8 +341,6 @@ def test_figures_draw_no_error_bar_where_there_is_no_interval(sweep):
 
     bars, label = error_bars(sweep)  # 2-3 samples per cell: no interval anywhere
     assert bars == [] and "too few samples for an interval" in label
-    lowered = sweep_from_rows(
-        sweep.rows, cells=sweep.cells, intervals=aggregate.IntervalSettings(n_boot=50, min_units=2)
-    )
+    lowered = sweep_from_rows(sweep.rows, cells=sweep.cells, intervals=stats.IntervalSettings(n_boot=50, min_units=2))
     bars, label = error_bars(lowered)
     assert bars and "too few" not in label

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from lade_bench import stats
 from lade_bench.report import aggregate, tables
 
 from .test_report_statistics import _frame, _row
@@ -63,9 +64,9 @@ def test_a_declared_headline_names_its_layout(rows):
     summary = aggregate.summarize(rows, n_boot=10)
     shape = dict(zip(("ngram", "window", "guesses"), SHAPE, strict=True), prompt_as_reference=True)
     headlines = {("unit", cell): shape for cell in ("FLAT", "TRIE", "OLD")}
-    assert aggregate.declared_cells(summary, headlines) == {("unit", "FLAT"), ("unit", "OLD")}
+    assert stats.declared_cells(summary, headlines) == {("unit", "FLAT"), ("unit", "OLD")}
     trie = {key: {**shape, "verification": "trie"} for key in headlines}
-    assert aggregate.declared_cells(summary, trie) == {("unit", "TRIE")}
+    assert stats.declared_cells(summary, trie) == {("unit", "TRIE")}
 
 
 def test_tables_name_the_layout_only_when_a_trie_is_there(rows):

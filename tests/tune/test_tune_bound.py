@@ -13,11 +13,12 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from lade_bench.decoding import LookaheadParams
+from lade_bench.profiling.device_profile import step_cost
 from lade_bench.runner.arms import generate
 from lade_bench.runner.cell import _load_model
 from lade_bench.runner.plan import plan_cell
 from lade_bench.runner.samples import load_samples
-from lade_bench.tune.bound import measured_bound, prior_bound, should_prune, speedup_bound, step_cost
+from lade_bench.tune.bound import measured_bound, prior_bound, should_prune, speedup_bound
 from lade_bench.tune.config import SearchSpace
 from lade_bench.tune.probe import build_units, measure_config, warm_up_arm
 from lade_bench.tune.search import (

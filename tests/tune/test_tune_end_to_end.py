@@ -21,9 +21,9 @@ from hydra import compose, initialize_config_dir
 from optuna.trial import TrialState
 
 from lade_bench.report.build import build_report
+from lade_bench.report.tune_figure import draw_tune_figure
 from lade_bench.results import load_rows
 from lade_bench.runner import run_cell
-from lade_bench.tune.figure import draw_tune_figure
 from lade_bench.tune.search import STUDY_DB, STUDY_NAME, config_key, params_of
 from lade_bench.tune.tuner import run_tune
 

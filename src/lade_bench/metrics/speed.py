@@ -5,7 +5,7 @@ recomputable from rows"). A ratio of sums weights each sample by its cost, so on
 noisy timing cannot dominate the way it can in a mean of per-sample ratios; the per-sample mean is
 still offered because the paper's readers expect to see both.
 
-Two speedups, chosen by the caller (``lade_bench.report.aggregate``) from the decoding mode:
+Two speedups, chosen by the caller (``lade_bench.stats.speedup``) from the decoding mode:
 
 * greedy: :func:`speedup`, the ratio of summed wall times; the arms produce the same tokens, so equal
   work is timed on both sides;
@@ -210,7 +210,7 @@ def bootstrap_ci(
     Pairs (ar_times[i], lade_times[i]) are resampled together, because the two arms of one sample share
     its prompt length and output length; resampling them independently would inflate the interval.
     Whether there are enough samples for the interval to mean anything is the caller's decision (the
-    report prints none below ``aggregate.MIN_CI_UNITS``).
+    report prints none below ``stats.MIN_CI_UNITS``).
 
     Args:
         ar_times: shape (n_samples,), AR wall times, > 0.

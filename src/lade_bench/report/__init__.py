@@ -3,9 +3,10 @@
 Modules, in data-flow order:
 
 * ``sweep``: load sweep folder(s) (rows, cell side files, device profile) -> :class:`Sweep`.
-* ``aggregate``: the one place numbers are computed (paired units, speedup + CI, compression,
-  quality, headline selection, predicted speedup); figures, tables, the HTML report, the W&B sink
-  and the notebooks all call it. Its module docstring states the statistics rules.
+* ``aggregate``: the report's side of the numbers (arm order and labels, predicted speedup, W&B
+  flattening) over ``lade_bench.stats``, which computes every number (paired units, speedup + CI,
+  compression, quality, headline selection; ``docs/statistics.md`` states the rules); figures,
+  tables, the HTML report, the W&B sink and the notebooks all call it.
 * the device profile (forward time vs tokens per pass, ``device_profile.json`` per sweep) is measured
   by ``lade_bench.profiling``; its functions are re-exported here for the report's callers.
 * ``figures``: matplotlib figures (PNG + PDF), each skipped with a reason when its inputs are absent.
@@ -19,11 +20,12 @@ are not imported here so that building a report does not import wandb.
 """
 
 from lade_bench.profiling.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
-from lade_bench.report.aggregate import choose_headline, headline_summary, predicted_speedups, summarize
+from lade_bench.report.aggregate import headline_summary, predicted_speedups, summarize
 from lade_bench.report.build import ReportResult, build_report
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
 from lade_bench.report.sweep import Sweep, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, write_paper_table
+from lade_bench.stats import choose_headline  # re-exported: part of the report's public API before stats existed
 
 __all__ = [
     "FIGURES",

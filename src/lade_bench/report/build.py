@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lade_bench.report import aggregate
+from lade_bench import stats
 from lade_bench.report.figures import FigureOutput, build_figures, build_tune_figure
 from lade_bench.report.html_report import render_html, write_html
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
@@ -57,8 +57,8 @@ def build_report(
     out_dir: str | os.PathLike[str] | None = None,
     *,
     html: bool = True,
-    n_boot: int = aggregate.N_BOOT,
-    min_ci_units: int = aggregate.MIN_CI_UNITS,
+    n_boot: int = stats.N_BOOT,
+    min_ci_units: int = stats.MIN_CI_UNITS,
 ) -> ReportResult:
     """Load the sweep(s), then write figures, tables and (optionally) the HTML report.
 

@@ -17,7 +17,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from lade_bench.report import aggregate
+from lade_bench import stats
 from lade_bench.report.build import build_report
 
 
@@ -32,12 +32,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="output folder (default: <first sweep>/report)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
     parser.add_argument(
-        "--n-boot", type=int, default=aggregate.N_BOOT, help="bootstrap resamples per speedup CI (default: %(default)s)"
+        "--n-boot", type=int, default=stats.N_BOOT, help="bootstrap resamples per speedup CI (default: %(default)s)"
     )
     parser.add_argument(
         "--min-ci-units",
         type=int,
-        default=aggregate.MIN_CI_UNITS,
+        default=stats.MIN_CI_UNITS,
         help="fewest samples a CI is computed from; fewer: the point estimate and the reason (default: %(default)s)",
     )
     parser.add_argument(

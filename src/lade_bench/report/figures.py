@@ -21,8 +21,10 @@ import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
+from lade_bench import stats
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
+from lade_bench.report.tune_figure import draw_tune_figure, load_record
 from lade_bench.results._atomic import atomic_write
 
 logger = logging.getLogger(__name__)
@@ -99,16 +101,16 @@ def _error_bars(
 def speedup_axis_label(summary: pd.DataFrame) -> str:
     """Axis label naming what the speedups in ``summary`` are ratios of (both, if mixed)."""
     bases = set(summary["speedup_basis"].dropna())
-    if bases == {aggregate.BASIS_PER_TOKEN}:
+    if bases == {stats.BASIS_PER_TOKEN}:
         return PER_TOKEN_SPEEDUP_LABEL
-    if bases == {aggregate.BASIS_WALL_TIME} or not bases:
+    if bases == {stats.BASIS_WALL_TIME} or not bases:
         return SPEEDUP_LABEL
     return "speedup over AR (×; wall time greedy, time per token sampled)"
 
 
 def missing_interval_note(summary: pd.DataFrame) -> str:
     """A line saying why some error bars are absent (empty when every non-AR record has an interval)."""
-    methods = summary[summary["arm"] != aggregate.BASELINE_ARM]
+    methods = summary[summary["arm"] != stats.BASELINE_ARM]
     lacking = methods["speedup_ci_note"].fillna("").str.startswith("no interval")
     too_few = sorted({int(n) for n in methods.loc[lacking, "n_units"]})
     if not too_few:
@@ -260,7 +262,7 @@ def _bars_panel(ax, groups: list, arms: list[str], group_keys: list[str], slots:
             ys.append(float(rec["speedup"].iloc[0]))
             lows.append(float(rec["speedup_ci_low"].iloc[0]))
             highs.append(float(rec["speedup_ci_high"].iloc[0]))
-            notes.append("" if arm == aggregate.BASELINE_ARM else str(rec["speedup_ci_note"].iloc[0] or ""))
+            notes.append("" if arm == stats.BASELINE_ARM else str(rec["speedup_ci_note"].iloc[0] or ""))
         bars = ax.bar(xs, np.nan_to_num(ys), width, color=ARM_COLORS.get(arm), label=aggregate.ARM_LABELS.get(arm, arm))
         _error_bars(ax, xs, ys, lows, highs)
         ax.bar_label(
@@ -301,7 +303,7 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
     Raises:
         FigureSkipped: ``rows`` has no error-free non-AR rows.
     """
-    data = aggregate.ok_rows(rows[rows["arm"] != aggregate.BASELINE_ARM])
+    data = stats.ok_rows(rows[rows["arm"] != stats.BASELINE_ARM])
     if data.empty:
         raise FigureSkipped("no non-AR rows")
     arms = aggregate.sorted_arms(data["arm"].unique())
@@ -311,7 +313,7 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
         series = [(str(name), group) for name, group in arm_rows.groupby("dataset", sort=True)]
         width = 0.8 / len(series)
         for i, (dataset, group) in enumerate(series):
-            hist = aggregate.accept_histogram(group)
+            hist = stats.accept_histogram(group)
             lengths = np.array(list(hist), dtype=int)
             counts = np.array(list(hist.values()), dtype=float)
             mean = float((lengths * counts).sum() / counts.sum())
@@ -329,7 +331,7 @@ def accept_length_histogram(sweep: Sweep) -> Figure:
     """Accepted tokens per step of each method, pooled over the headline cells' reported samples."""
     if sweep.headline_choice.empty:
         raise FigureSkipped("no greedy cells")
-    rows = aggregate.headline_rows(sweep.rows, sweep.headline_choice)
+    rows = stats.headline_rows(sweep.rows, sweep.headline_choice)
     return draw_accept_histogram(rows, "Tokens accepted per forward pass (greedy headline cells)", sweep.context_line())
 
 
@@ -341,27 +343,26 @@ def rouge_parity(sweep: Sweep) -> Figure:
     sampled = sampled[sampled["rougeL"].notna()]
     if sampled.empty:
         raise FigureSkipped("the sampling cells have no ROUGE scores (not a summarisation dataset)")
-    cells = list(sampled.groupby(list(aggregate.CELL_KEY), sort=False))
+    cells = list(sampled.groupby(list(stats.CELL_KEY), sort=False))
     fig, axes = _grid(len(cells), panel_w=5.0)
     metrics = ("rouge1", "rouge2", "rougeL")
     for ax, (key, cell) in zip(axes, cells, strict=True):
         notes: set[str] = set()
         cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
         # Every arm on the same paired units, so a failed sample on one arm cannot shift the parity.
-        paired = aggregate.common_rows(cell_rows)
+        paired = stats.common_rows(cell_rows)
         arms = aggregate.sorted_arms(cell["arm"].unique())
         width = 0.8 / len(arms)
         for i, arm in enumerate(arms):
             arm_rows = paired[paired["arm"] == arm]
-            stats = [
-                aggregate.mean_estimate(aggregate.per_key_quality(arm_rows, m), intervals=sweep.intervals)
-                for m in metrics
+            estimates = [
+                stats.mean_estimate(stats.per_key_quality(arm_rows, m), intervals=sweep.intervals) for m in metrics
             ]
-            notes.update(s.note for s in stats if s.note)
-            means = [100 * s.value for s in stats]
+            notes.update(s.note for s in estimates if s.note)
+            means = [100 * s.value for s in estimates]
             xs = np.arange(len(metrics)) + (i - (len(arms) - 1) / 2) * width
             ax.bar(xs, np.nan_to_num(means), width, color=ARM_COLORS.get(arm), label=aggregate.ARM_LABELS.get(arm, arm))
-            _error_bars(ax, xs, means, [100 * s.low for s in stats], [100 * s.high for s in stats])
+            _error_bars(ax, xs, means, [100 * s.low for s in estimates], [100 * s.high for s in estimates])
         rec = cell.iloc[0]
         ax.set_xticks(range(len(metrics)), ["ROUGE-1", "ROUGE-2", "ROUGE-L"])
         ax.set_ylabel("ROUGE F1 (×100, mean, 95% CI over samples)")
@@ -572,9 +573,6 @@ def build_tune_figure(sweep: Sweep, out_dir: str | os.PathLike[str]) -> FigureOu
     Not one of :data:`FIGURES`: an ordinary sweep has no tune, and its report should not list the
     figure as skipped.
     """
-    from lade_bench.tune.figure import draw_tune_figure
-    from lade_bench.tune.outputs import load_record
-
     records = [record for root in sweep.roots if (record := load_record(root)) is not None]
     if not records:
         return None

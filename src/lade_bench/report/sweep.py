@@ -3,7 +3,7 @@
 Only the rows are data; ``summary.json`` and the index are caches written by the runner, shown in
 the report as provenance but never used for a number. From each cell's ``config.yaml`` one setting is
 read: ``report.headline``, the configuration the sweep declared as its headline before it ran (see
-``aggregate.choose_headline``).
+``stats.choose_headline``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from lade_bench import stats
 from lade_bench.profiling.device_profile import load_profile
 from lade_bench.report import aggregate
 from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
@@ -62,7 +63,7 @@ class Sweep:
         index: the sweep indexes concatenated (cell status, failures), with a ``sweep_root`` column.
         intervals: the interval settings ``summary`` was computed with (tables computing more
             intervals use the same).
-        headline_choice: ``aggregate.choose_headline``: the headline cell per (sweep, model, dataset),
+        headline_choice: ``stats.choose_headline``: the headline cell per (sweep, model, dataset),
             how it was chosen and which samples it reports.
         headline: ``aggregate.headline_summary``: those cells' records on their reported samples.
     """
@@ -73,7 +74,7 @@ class Sweep:
     cells: list[CellFiles]
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
     index: pd.DataFrame = field(default_factory=pd.DataFrame)
-    intervals: aggregate.IntervalSettings = field(default_factory=aggregate.IntervalSettings)
+    intervals: stats.IntervalSettings = field(default_factory=stats.IntervalSettings)
     headline_choice: pd.DataFrame = field(default_factory=pd.DataFrame)
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
 
@@ -111,10 +112,10 @@ def as_paths(paths: SweepPaths) -> list[Path]:
 def load_sweep(
     paths: SweepPaths,
     *,
-    n_boot: int = aggregate.N_BOOT,
-    confidence: float = aggregate.CONFIDENCE,
-    seed: int = aggregate.BOOT_SEED,
-    min_ci_units: int = aggregate.MIN_CI_UNITS,
+    n_boot: int = stats.N_BOOT,
+    confidence: float = stats.CONFIDENCE,
+    seed: int = stats.BOOT_SEED,
+    min_ci_units: int = stats.MIN_CI_UNITS,
 ) -> Sweep:
     """Load one sweep folder (or several, reported together) and summarise its rows.
 
@@ -150,7 +151,7 @@ def load_sweep(
             indexes.append(index.assign(sweep_root=str(root)))
     rows = pd.concat(frames, ignore_index=True) if frames else load_rows(roots[0])
     index = pd.concat(indexes, ignore_index=True) if indexes else pd.DataFrame()
-    intervals = aggregate.IntervalSettings(n_boot, confidence, seed, min_ci_units)
+    intervals = stats.IntervalSettings(n_boot, confidence, seed, min_ci_units)
     return sweep_from_rows(rows, roots=roots, cells=cells, profiles=profiles, index=index, intervals=intervals)
 
 
@@ -161,7 +162,7 @@ def sweep_from_rows(
     cells: Sequence[CellFiles] = (),
     profiles: dict[str, dict[str, Any]] | None = None,
     index: pd.DataFrame | None = None,
-    intervals: aggregate.IntervalSettings | None = None,
+    intervals: stats.IntervalSettings | None = None,
 ) -> Sweep:
     """A :class:`Sweep` of already loaded rows: the summary and the headline computed from them.
 
@@ -171,7 +172,7 @@ def sweep_from_rows(
             declared headline.
         intervals: bootstrap settings of every interval (default: ``aggregate``'s defaults).
     """
-    intervals = intervals or aggregate.IntervalSettings()
+    intervals = intervals or stats.IntervalSettings()
     summary = aggregate.summarize(
         rows,
         n_boot=intervals.n_boot,
@@ -180,8 +181,8 @@ def sweep_from_rows(
         min_ci_units=intervals.min_units,
     )
     headlines = {(c.sweep, c.cell_id): c.headline for c in cells}
-    declared = aggregate.declared_cells(summary, headlines) if len(summary) else frozenset()
-    choice = aggregate.choose_headline(rows, summary, declared) if len(summary) else pd.DataFrame()
+    declared = stats.declared_cells(summary, headlines) if len(summary) else frozenset()
+    choice = stats.choose_headline(rows, summary, declared) if len(summary) else pd.DataFrame()
     headline = aggregate.headline_summary(rows, choice, intervals=intervals) if len(choice) else pd.DataFrame()
     return Sweep(
         roots=list(roots),

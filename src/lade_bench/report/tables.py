@@ -3,7 +3,7 @@
 Three tables, each one function of a :class:`~lade_bench.report.sweep.Sweep` (so a notebook, the
 report CLI and a test get the same strings):
 
-* ``main_speedup``: per (sweep, model, dataset), the headline cell's arms (``aggregate.choose_headline``:
+* ``main_speedup``: per (sweep, model, dataset), the headline cell's arms (``stats.choose_headline``:
   declared in advance, the only candidate, or selected on half A of the samples and reported on half
   B, as its Selection column says): speedup with CI, compression, throughput, match rate with AR
   (paper Table 1 / Figure 5 numbers).
@@ -14,7 +14,7 @@ report CLI and a test get the same strings):
 
 Every row carries its n: Samples (independent units of every interval), Pairs (paired (sample, turn,
 repeat) keys behind every number) and Errors (the method's own failed rows). A CI is printed only
-from at least ``aggregate.MIN_CI_UNITS`` samples; otherwise the point estimate is followed by the
+from at least ``stats.MIN_CI_UNITS`` samples; otherwise the point estimate is followed by the
 reason, e.g. ``0.54 (no interval: 3 samples (< 10))``.
 
 Numbers are formatted here once: speedup and compression with 2 decimals, throughput with 1,
@@ -33,6 +33,7 @@ from typing import Any
 
 import pandas as pd
 
+from lade_bench import stats
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING, to_latex, to_markdown
@@ -40,10 +41,10 @@ from lade_bench.results._atomic import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-# Column headers that name what the speedup is a ratio of (``aggregate.speedup_basis``).
+# Column headers that name what the speedup is a ratio of (``stats.speedup_basis``).
 SPEEDUP_HEADER = {
-    aggregate.BASIS_WALL_TIME: "Speedup, wall time (95% CI)",
-    aggregate.BASIS_PER_TOKEN: "Speedup per token (95% CI)",
+    stats.BASIS_WALL_TIME: "Speedup, wall time (95% CI)",
+    stats.BASIS_PER_TOKEN: "Speedup per token (95% CI)",
 }
 # Flat (the paper's G chains) or trie verification; shown only in tables where some cell uses a trie.
 VERIFICATION_HEADER = "Verification"
@@ -90,7 +91,7 @@ def arm_label(arm: str) -> str:
 
 def selection_label(rec: dict[str, Any]) -> str:
     """How a headline cell was chosen, for the Selection column (``"best of 16 on half A"``)."""
-    if rec["selection"] == aggregate.SELECTION_SPLIT:
+    if rec["selection"] == stats.SELECTION_SPLIT:
         return f"best of {int(rec['n_candidates'])} on half A"
     return str(rec["selection"])
 
@@ -134,7 +135,7 @@ def _finite(value: Any) -> bool:
 
 
 def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
-    """Main table: the headline cell per (sweep, model, dataset) (see ``aggregate.choose_headline``), all arms.
+    """Main table: the headline cell per (sweep, model, dataset) (see ``stats.choose_headline``), all arms.
 
     Numbers are those of ``sweep.headline``: for a cell selected on half A, half B's only. N, W and G
     are shown on the lookahead row only: the other arms do not use them.
@@ -153,7 +154,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "G": fmt_int(rec["guesses"]) if shape else "",
                 VERIFICATION_HEADER: rec.get("verification") if shape else "",
                 "Method": arm_label(rec["arm"]),
-                SPEEDUP_HEADER[aggregate.BASIS_WALL_TIME]: speedup_cell(rec),
+                SPEEDUP_HEADER[stats.BASIS_WALL_TIME]: speedup_cell(rec),
                 "Compression": fmt(rec["compression_ratio"]),
                 "Tokens/s": fmt(rec["tokens_per_s"], 1),
                 "Matches AR (%)": "" if rec["arm"] == "ar" else fmt(rec["matches_ar"], 1, 100.0),
@@ -182,7 +183,7 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
             "Tokens/step": (
                 fmt_int(rec["tokens_per_step"]) if rec.get("verification") == "flat" else fmt(rec["tokens_per_step"], 1)
             ),
-            SPEEDUP_HEADER[aggregate.BASIS_WALL_TIME]: speedup_cell(rec),
+            SPEEDUP_HEADER[stats.BASIS_WALL_TIME]: speedup_cell(rec),
             "Compression": fmt(rec["compression_ratio"]),
             **counts(rec),
         }
@@ -200,12 +201,12 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
     summary = sweep.summary
     sampled = summary[summary["do_sample"].astype(bool)]
     rows = []
-    for (sweep_name, cell_id), cell in sampled.groupby(list(aggregate.CELL_KEY), sort=False):
+    for (sweep_name, cell_id), cell in sampled.groupby(list(stats.CELL_KEY), sort=False):
         cell_rows = sweep.rows[(sweep.rows["sweep"] == sweep_name) & (sweep.rows["cell_id"] == cell_id)]
-        paired = aggregate.common_rows(cell_rows)
+        paired = stats.common_rows(cell_rows)
         for rec in cell.to_dict("records"):
-            is_base = rec["arm"] == aggregate.BASELINE_ARM
-            delta = aggregate.quality_delta(paired, rec["arm"], "rougeL", intervals=sweep.intervals)
+            is_base = rec["arm"] == stats.BASELINE_ARM
+            delta = stats.quality_delta(paired, rec["arm"], "rougeL", intervals=sweep.intervals)
             rows.append(
                 {
                     "Sweep": rec["sweep"],
@@ -221,7 +222,7 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
                     "Δ ROUGE-L (95% CI)": ""
                     if is_base
                     else fmt_estimate(delta.value, delta.low, delta.high, delta.note, 2, 100.0),
-                    SPEEDUP_HEADER[aggregate.BASIS_PER_TOKEN]: speedup_cell(rec),
+                    SPEEDUP_HEADER[stats.BASIS_PER_TOKEN]: speedup_cell(rec),
                     **counts(rec),
                 }
             )
@@ -248,7 +249,7 @@ _N_NOTE = (
     "All methods of a cell are measured on the same (sample, turn, repeat) units, those where every "
     "method succeeded; Samples = independent samples (the unit every CI resamples, turns and repeats "
     "kept together), Pairs = paired units, Errors = the method's failed rows. A 95% paired bootstrap "
-    f"CI is shown only from enough samples ({aggregate.MIN_CI_UNITS} unless the report was told "
+    f"CI is shown only from enough samples ({stats.MIN_CI_UNITS} unless the report was told "
     "otherwise); below that the cell gives the point estimate and the reason, e.g. 'no interval: 3 "
     "samples (< 10)'."
 )

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 import wandb
 
+from lade_bench import stats
 from lade_bench.report import aggregate, wandb_run_record
 from lade_bench.report.figures import FigureSkipped, draw_accept_histogram, draw_speedup_bars, save_figure
 from lade_bench.report.tables import sampling_label
@@ -76,7 +77,7 @@ class WandbSettings:
     tags: tuple[str, ...] = ()
     log_table: bool = True
     log_figures: bool = True
-    n_boot: int = aggregate.N_BOOT
+    n_boot: int = stats.N_BOOT
 
     def __post_init__(self) -> None:
         """Reject an unknown mode before any run starts."""
@@ -155,7 +156,7 @@ def attributes_from_config(cell_config: Mapping[str, Any]) -> dict[str, Any]:
         "model": group("model").get("name"),
         "dataset": group("dataset").get("name"),
         **{k: lookahead.get(k) for k in ("ngram", "window", "guesses", "prompt_as_reference")},
-        "verification": lookahead.get("verification", aggregate.DEFAULT_VERIFICATION),
+        "verification": lookahead.get("verification", stats.DEFAULT_VERIFICATION),
         **{k: sampling.get(k) for k in ("do_sample", "temperature", "top_p", "top_k")},
     }
 
@@ -238,7 +239,7 @@ class WandbSink:
         """
         cell_dir = Path(cell_dir)
         failure = failure_message(summary)
-        attributes = aggregate.cell_attributes(rows) if len(rows) else attributes_from_config(cell_config)
+        attributes = stats.cell_attributes(rows) if len(rows) else attributes_from_config(cell_config)
         sweep = str(attributes.get("sweep") or cell_config.get("sweep_name") or cell_dir.parent.name)
         manifest = _read_manifest(cell_dir)
         name = run_name(attributes)
@@ -309,7 +310,7 @@ class WandbSink:
         sweep: str,
     ) -> list[Path]:
         """Draw, save (PNG and PDF into ``<cell_dir>/figures``) and log the cell's figures; return the files."""
-        attributes = aggregate.cell_attributes(rows)
+        attributes = stats.cell_attributes(rows)
         device = (manifest or {}).get("device", "unknown device")
         context = f"model: {attributes['model']} | device: {device} | sweep: {sweep} | cell: {run_name(attributes)}"
         drawings = {

@@ -240,7 +240,7 @@ class ReportConfig:
     Attributes:
         headline: the configuration the main table reports for this sweep (per model and dataset),
             declared in advance so it is not picked on the samples it reports; null: none declared
-            (``lade_bench.report.aggregate.choose_headline`` then selects on half of the samples).
+            (``lade_bench.stats.choose_headline`` then selects on half of the samples).
     """
 
     headline: HeadlineConfig | None = None

@@ -1,9 +1,9 @@
 """Per-cell summary for ``summary.json`` and the console, recomputed from the rows table alone.
 
-The numbers come from ``lade_bench.report.aggregate`` (the one place that computes speedup, its
-bootstrap CI, compression, throughput and quality, all on the units every arm completed), so the
-console, ``summary.json``, W&B and the report always agree. This module only reshapes them per arm
-and adds two per-cell extras: the per-sample mean speedup and the accepted-tokens-per-step histogram.
+The numbers come from ``lade_bench.stats`` (the one place that computes speedup, its bootstrap CI,
+compression, throughput and quality, all on the units every arm completed), so the console,
+``summary.json``, W&B and the report always agree. This module only reshapes them per arm and adds
+two per-cell extras: the per-sample mean speedup and the accepted-tokens-per-step histogram.
 """
 
 from __future__ import annotations
@@ -14,20 +14,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lade_bench.metrics.speed import per_sample_speedup_mean
-from lade_bench.report import aggregate
+from lade_bench import stats
 
 # Quality metrics appear only where the dataset has them (NaN from the aggregate means "absent").
-_OPTIONAL = ("rouge1", "rouge2", "rougeL", "rougeLsum", "pass@1", "accuracy", "matches_ar", *aggregate.MISMATCH_SUMMARY)
+_OPTIONAL = ("rouge1", "rouge2", "rougeL", "rougeLsum", "pass@1", "accuracy", "matches_ar", *stats.MISMATCH_SUMMARY)
 _SPEEDUP = ("speedup", "speedup_ci_low", "speedup_ci_high")
 
 
 def summarize_cell(
     rows: pd.DataFrame,
     *,
-    n_boot: int = aggregate.N_BOOT,
-    seed: int = aggregate.BOOT_SEED,
-    min_ci_units: int = aggregate.MIN_CI_UNITS,
+    n_boot: int = stats.N_BOOT,
+    seed: int = stats.BOOT_SEED,
+    min_ci_units: int = stats.MIN_CI_UNITS,
 ) -> dict[str, Any]:
     """Summary of one cell's rows (as ``lade_bench.results.load_rows`` returns them).
 
@@ -42,7 +41,7 @@ def summarize_cell(
         saying why there is none (fewer than ``min_ci_units`` samples), ``speedup_per_sample_mean``,
         ``paired_samples`` and, for greedy cells, ``matches_ar`` (the match rate) with ``mismatches``,
         ``engine_errors`` and, where mismatches have them, ``ar_margin_median`` and ``arm_margin_max``
-        (see ``aggregate.mismatch_summary``). A number that cannot be computed is None.
+        (see ``stats.mismatch_summary``). A number that cannot be computed is None.
     """
     summary: dict[str, Any] = {
         "n_samples": int(rows["sample_id"].nunique()),
@@ -50,11 +49,12 @@ def summarize_cell(
         "n_errors": int(rows["error"].notna().sum()),
         "arms": {},
     }
-    paired = aggregate.common_rows(rows)
-    records = aggregate.summarize_cell(rows, n_boot=n_boot, seed=seed, min_ci_units=min_ci_units)
+    paired = stats.common_rows(rows)
+    intervals = stats.IntervalSettings(n_boot=n_boot, seed=seed, min_units=min_ci_units)
+    records = stats.summarize_cell(rows, intervals=intervals)
     for record in records:
         arm = record["arm"]
-        stats: dict[str, Any] = {
+        arm_stats: dict[str, Any] = {
             "rows": record["n_rows"],
             "errors": record["n_errors"],
             "samples": record["n_units"],
@@ -66,36 +66,19 @@ def summarize_cell(
             "step_tokens_mean": _number(record["step_tokens_mean"]),
             # JSON object keys are strings; the values are step counts per accepted length.
             "accept_length_histogram": {
-                str(k): v for k, v in aggregate.accept_histogram(paired[paired["arm"] == arm]).items()
+                str(k): v for k, v in stats.accept_histogram(paired[paired["arm"] == arm]).items()
             },
         }
-        stats.update({name: _plain(record[name]) for name in _OPTIONAL if not _is_nan(record[name])})
-        if arm != aggregate.BASELINE_ARM:
-            stats.update({name: _number(record[name]) for name in _SPEEDUP})
-            stats["speedup_basis"] = record["speedup_basis"]
-            stats["speedup_ci_note"] = record["speedup_ci_note"] or None
-            pairs = aggregate.per_sample_totals(paired, arm)
-            stats["paired_samples"] = len(pairs)
-            stats["speedup_per_sample_mean"] = per_sample_mean(pairs, sampled=bool(record["do_sample"]))
-        summary["arms"][arm] = stats
+        arm_stats.update({name: _plain(record[name]) for name in _OPTIONAL if not _is_nan(record[name])})
+        if arm != stats.BASELINE_ARM:
+            arm_stats.update({name: _number(record[name]) for name in _SPEEDUP})
+            arm_stats["speedup_basis"] = record["speedup_basis"]
+            arm_stats["speedup_ci_note"] = record["speedup_ci_note"] or None
+            pairs = stats.per_sample_totals(paired, arm)
+            arm_stats["paired_samples"] = len(pairs)
+            arm_stats["speedup_per_sample_mean"] = stats.per_sample_mean(pairs, sampled=bool(record["do_sample"]))
+        summary["arms"][arm] = arm_stats
     return summary
-
-
-def per_sample_mean(pairs: pd.DataFrame, *, sampled: bool) -> float | None:
-    """Mean over samples of the per-sample speedup, on the same basis as the cell's speedup.
-
-    Greedy: ``t_ar / t_arm`` per sample. Sampling: the ratio of time per token per sample, over the
-    samples where both arms generated at least one token. None when no sample qualifies.
-    """
-    if sampled:
-        pairs = pairs[(pairs["tok_ar"] > 0) & (pairs["tok_arm"] > 0)]
-    if pairs.empty:
-        return None
-    t_ar, t_arm = pairs["t_ar"].to_numpy(np.float64), pairs["t_arm"].to_numpy(np.float64)
-    if sampled:
-        t_ar = t_ar / pairs["tok_ar"].to_numpy(np.float64)
-        t_arm = t_arm / pairs["tok_arm"].to_numpy(np.float64)
-    return per_sample_speedup_mean(t_ar, t_arm)
 
 
 def _is_nan(value: Any) -> bool:

@@ -32,25 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lade_bench.decoding import LookaheadParams
-from lade_bench.profiling.device_profile import forward_time_at
-
-
-def step_cost(profile: Mapping[str, Any], tokens: float, token_time_s: float | None = None) -> float:
-    """Forward time of a step with ``tokens`` input tokens in units of one AR token, ``t(k) / tau``.
-
-    Args:
-        profile: the device profile.
-        tokens: input tokens of the step.
-        token_time_s: ``tau``, AR's measured time per token; None: ``t(1)`` from the profile.
-
-    Raises:
-        ValueError: ``tokens`` is outside the profile's measured range, or ``token_time_s`` <= 0.
-    """
-    if token_time_s is None:
-        token_time_s = forward_time_at(profile, 1)
-    if not (math.isfinite(token_time_s) and token_time_s > 0):
-        raise ValueError(f"token_time_s={token_time_s!r} must be a finite number of seconds > 0")
-    return forward_time_at(profile, tokens) / token_time_s
+from lade_bench.profiling.device_profile import step_cost
 
 
 def speedup_bound(

@@ -8,9 +8,7 @@ and prompt lookup on the held-out samples.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,11 +16,11 @@ from typing import Any
 import pandas as pd
 
 from lade_bench.report.table_format import to_markdown
+from lade_bench.report.tune_figure import TUNE_RECORD
 from lade_bench.results._atomic import atomic_write_json, atomic_write_text
 from lade_bench.tune.config import PRESET_SUBDIR, TuneConfigError
 from lade_bench.tune.validate import HeldoutResult
 
-TUNE_RECORD = "tune_record.json"
 HELDOUT_MD = "heldout.md"
 HELDOUT_CSV = "heldout.csv"
 RECORD_VERSION = 1
@@ -144,12 +142,6 @@ def write_heldout_table(tune_dir: Path, records: Sequence[Mapping[str, Any]], pr
     csv = tune_dir / HELDOUT_CSV
     atomic_write_text(csv, pd.DataFrame(flat).to_csv(index=False))
     return md, csv
-
-
-def load_record(tune_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The tune record in ``tune_dir``, or None when the folder has none."""
-    path = Path(tune_dir) / TUNE_RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def write_record(tune_dir: Path, record: Mapping[str, Any]) -> Path:

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from lade_bench.decoding import LookaheadParams
-from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug
-from lade_bench.report.aggregate import MIN_CI_UNITS
+from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug, step_cost
 from lade_bench.report.figures import TUNE_FIGURE, save_figure
+from lade_bench.report.tune_figure import draw_tune_figure
 from lade_bench.results._atomic import remove_temp_files
 from lade_bench.runner.cell import _load_model  # the runner's own loading and checks, not a copy
 from lade_bench.runner.console import progress_bar
@@ -31,9 +31,8 @@ from lade_bench.runner.locks import LockSettings, claim
 from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity, current_run
 from lade_bench.runner.samples import fit_samples, load_samples
-from lade_bench.tune.bound import step_cost
+from lade_bench.stats import MIN_CI_UNITS
 from lade_bench.tune.config import TuneConfigError, TuneSettings, default_conf_dir, tune_settings
-from lade_bench.tune.figure import draw_tune_figure
 from lade_bench.tune.outputs import (
     check_preset_writable,
     heldout_records,

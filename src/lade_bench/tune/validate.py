@@ -22,11 +22,10 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from lade_bench import stats
 from lade_bench.datasets import Sample
 from lade_bench.decoding import LookaheadParams
-from lade_bench.metrics.speed import bootstrap_ci, bootstrap_per_token_ci, per_token_speedup, speedup
 from lade_bench.models.loading import describe_device
-from lade_bench.report import aggregate
 from lade_bench.results import MANIFEST_JSON, CellWriter, build_manifest, load_rows
 from lade_bench.runner.execute import CellModel, run_samples
 from lade_bench.runner.plan import CellPlan, plan_cell
@@ -72,7 +71,7 @@ class HeldoutResult:
         rank: its rank in the search (1 = best probe speedup); None for a reference preset.
         probe_speedup: its probe speedup (NaN for a reference preset the search did not measure).
         cell_dir: the cell folder holding its rows.
-        arms: ``aggregate.summarize_cell`` records per arm (speedup, interval or the reason there is
+        arms: ``stats.summarize_cell`` records per arm (speedup, interval or the reason there is
             none, n, compression ...), keyed by arm.
         vs_prompt_lookup: lookahead's speedup over prompt lookup on the same samples (a paired
             ratio; NaN without that baseline), with its interval or the reason there is none.
@@ -124,7 +123,7 @@ def validate_config(
     run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
     writer.finalize()
     rows = load_rows(plan.cell_dir)
-    records = {rec["arm"]: rec for rec in aggregate.summarize_cell(rows)}
+    records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
     return HeldoutResult(
         params=params,
         rank=rank,
@@ -149,28 +148,18 @@ def choose_winner(results: Sequence[HeldoutResult]) -> HeldoutResult:
 
 
 def _versus(rows: pd.DataFrame, arm: str, baseline: str, *, sampled: bool) -> dict[str, Any]:
-    """``arm``'s speedup over ``baseline`` on the samples where AR, both of them succeeded."""
-    empty = {"speedup": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n_units": 0, "note": f"no {baseline} arm"}
-    if baseline not in set(rows["arm"]):
-        return empty
-    paired = aggregate.common_rows(rows)
-    mine = aggregate.per_sample_totals(paired, arm)
-    theirs = aggregate.per_sample_totals(paired, baseline)
-    both = mine.merge(theirs, on="sample_id", suffixes=("", "_base"))
-    if both.empty:
-        return {**empty, "note": aggregate.NOTE_NO_PAIRS}
-    t_base, t_arm = both["t_arm_base"].to_numpy(float), both["t_arm"].to_numpy(float)
-    tok_base, tok_arm = both["tok_arm_base"].to_numpy(float), both["tok_arm"].to_numpy(float)
-    value = per_token_speedup(t_base, tok_base, t_arm, tok_arm) if sampled else speedup(t_base, t_arm)
-    n = len(both)
-    note = aggregate.interval_note(n)
-    if note:
-        return {"speedup": value, "ci_low": math.nan, "ci_high": math.nan, "n_units": n, "note": note}
-    if sampled:
-        low, high = bootstrap_per_token_ci(t_base, tok_base, t_arm, tok_arm, seed=aggregate.BOOT_SEED)
+    """``arm``'s speedup over ``baseline`` on the samples where every arm of the cell succeeded."""
+    if baseline in set(rows["arm"]):
+        estimate = stats.speedup_estimate(stats.common_rows(rows), arm, sampled=sampled, baseline=baseline)
     else:
-        low, high = bootstrap_ci(t_base, t_arm, seed=aggregate.BOOT_SEED)
-    return {"speedup": value, "ci_low": low, "ci_high": high, "n_units": n, "note": ""}
+        estimate = stats.Estimate(math.nan, math.nan, math.nan, 0, 0, f"no {baseline} arm")
+    return {
+        "speedup": estimate.value,
+        "ci_low": estimate.low,
+        "ci_high": estimate.high,
+        "n_units": estimate.n_units,
+        "note": estimate.note,
+    }
 
 
 def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dict[str, Any]:

@@ -15,17 +15,28 @@ box, since the top-k sit too close together for labels beside them), reference p
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from lade_bench.tune.bound import step_cost
+from lade_bench.profiling.device_profile import step_cost
 
+# The tune record the tuner writes in its folder (``tune.outputs.write_record``); the figure is drawn from it.
+TUNE_RECORD = "tune_record.json"
 ISO_SPEEDUPS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 VERIFICATION_COLORS = {"flat": "#1f77b4", "trie": "#d62728"}
+
+
+def load_record(tune_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The tune record in ``tune_dir``, or None when the folder has none."""
+    path = Path(tune_dir) / TUNE_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def draw_tune_figure(record: Mapping[str, Any]) -> Figure:

@@ -1,0 +1,147 @@
+"""Statistics of the per-sample rows: paired units, estimators, bootstrap intervals, the n rules.
+
+One place computes every number the report, ``summary.json``, the console, W&B and the tuner show, so
+a number cannot be computed two different ways. It reads row frames and imports no presentation,
+runner or tuner code; the baseline arm is a parameter everywhere (``baseline=``, default
+:data:`BASELINE_ARM`). ``docs/statistics.md`` states the conventions and where each is implemented.
+
+Modules, one job each:
+
+* ``units``: pairing rows into units (the keys every arm completed, summed per sample).
+* ``rules``: bootstrap settings, the n rules (``MIN_CI_UNITS``, ``interval_note``), ``Estimate``.
+* ``speedup``: ratio-of-sums speedup with its interval, per-sample-mean speedup.
+* ``quality``: quality means, paired quality deltas with cluster intervals, greedy mismatches.
+* ``efficiency``: compression, throughput, tokens per step, accepted-tokens histogram.
+* ``summary``: one record per (cell, arm) with every number and its n.
+* ``headline``: the headline cell, chosen without the samples it is reported on.
+"""
+
+from lade_bench.stats.efficiency import (
+    DEFAULT_VERIFICATION,
+    accept_histogram,
+    arm_efficiency,
+    lookahead_step_tokens,
+    mean_decode_step_tokens,
+    tokens_per_step,
+)
+from lade_bench.stats.headline import (
+    HEADLINE_COLUMNS,
+    HEADLINE_KEYS,
+    SELECTION_DECLARED,
+    SELECTION_ONLY,
+    SELECTION_SPLIT,
+    choose_headline,
+    declared_cells,
+    headline_rows,
+    headline_summary,
+    sample_halves,
+)
+from lade_bench.stats.quality import (
+    MEAN_METRICS,
+    MISMATCH_SUMMARY,
+    ROUGE_COLUMNS,
+    mean_estimate,
+    mismatch_summary,
+    per_key_quality,
+    quality_delta,
+    quality_means,
+)
+from lade_bench.stats.rules import (
+    BOOT_SEED,
+    CONFIDENCE,
+    MIN_CI_UNITS,
+    N_BOOT,
+    NOTE_BASELINE,
+    NOTE_NO_PAIRS,
+    Estimate,
+    IntervalSettings,
+    interval_note,
+)
+from lade_bench.stats.speedup import (
+    BASIS_PER_TOKEN,
+    BASIS_WALL_TIME,
+    per_sample_mean,
+    speedup_basis,
+    speedup_estimate,
+)
+from lade_bench.stats.summary import (
+    CELL_ATTRIBUTES,
+    CELL_KEY,
+    SUMMARY_COLUMNS,
+    cell_attributes,
+    plain_value,
+    sort_summary,
+    sorted_arms,
+    summarize,
+    summarize_cell,
+)
+from lade_bench.stats.units import (
+    BASELINE_ARM,
+    PAIR_KEY,
+    SAMPLE_KEY,
+    TOTALS_COLUMNS,
+    UNIT_COLUMN,
+    common_keys,
+    common_rows,
+    ok_rows,
+    per_sample_totals,
+)
+
+__all__ = [
+    "BASELINE_ARM",
+    "BASIS_PER_TOKEN",
+    "BASIS_WALL_TIME",
+    "BOOT_SEED",
+    "CELL_ATTRIBUTES",
+    "CELL_KEY",
+    "CONFIDENCE",
+    "DEFAULT_VERIFICATION",
+    "HEADLINE_COLUMNS",
+    "HEADLINE_KEYS",
+    "MEAN_METRICS",
+    "MIN_CI_UNITS",
+    "MISMATCH_SUMMARY",
+    "NOTE_BASELINE",
+    "NOTE_NO_PAIRS",
+    "N_BOOT",
+    "PAIR_KEY",
+    "ROUGE_COLUMNS",
+    "SAMPLE_KEY",
+    "SELECTION_DECLARED",
+    "SELECTION_ONLY",
+    "SELECTION_SPLIT",
+    "SUMMARY_COLUMNS",
+    "TOTALS_COLUMNS",
+    "UNIT_COLUMN",
+    "Estimate",
+    "IntervalSettings",
+    "accept_histogram",
+    "arm_efficiency",
+    "cell_attributes",
+    "choose_headline",
+    "common_keys",
+    "common_rows",
+    "declared_cells",
+    "headline_rows",
+    "headline_summary",
+    "interval_note",
+    "lookahead_step_tokens",
+    "mean_decode_step_tokens",
+    "mean_estimate",
+    "mismatch_summary",
+    "ok_rows",
+    "per_key_quality",
+    "per_sample_mean",
+    "per_sample_totals",
+    "plain_value",
+    "quality_delta",
+    "quality_means",
+    "sample_halves",
+    "sort_summary",
+    "sorted_arms",
+    "speedup_basis",
+    "speedup_estimate",
+    "summarize",
+    "summarize_cell",
+    "tokens_per_step",
+]

@@ -1,0 +1,78 @@
+"""Pairing rows into units: the keys every arm of a cell completed, summed per sample.
+
+Every number of a cell is computed on the same units: the (sample, turn, repeat) keys at which
+*every* arm of the cell has an error-free row (:func:`common_rows`). A sample that failed on one arm
+is left out for all arms, so it cannot shift a comparison. The resampling unit of every interval is
+the sample (an MT-Bench question with both its turns): :func:`per_sample_totals` sums its turns and
+repeats so that they move together.
+
+Array shapes: every per-sample input is a column of the rows frame (one entry per row).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+# The arm every comparison is against unless the caller names another (``baseline=``).
+BASELINE_ARM = "ar"
+# (sample, turn, repeat): what pairs a baseline row with a method row of the same cell.
+PAIR_KEY: tuple[str, ...] = ("sample_id", "turn", "repeat")
+SAMPLE_KEY: tuple[str, ...] = ("sample_id", "turn")
+# The resampling unit of every interval: a sample (an MT-Bench question with both its turns).
+UNIT_COLUMN = "sample_id"
+TOTALS_COLUMNS: tuple[str, ...] = ("sample_id", "t_base", "t_arm", "tok_base", "tok_arm", "n_pairs")
+
+
+def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows without an ``error`` (errored rows carry no timing and never enter an aggregate)."""
+    return rows[rows["error"].isna()]
+
+
+def common_keys(cell_rows: pd.DataFrame) -> pd.DataFrame:
+    """The (sample, turn, repeat) keys at which every arm of one cell has an error-free row.
+
+    Returns:
+        Frame with the ``PAIR_KEY`` columns, one row per key, sorted.
+    """
+    n_arms = cell_rows["arm"].nunique()
+    good = ok_rows(cell_rows)
+    if good.empty:
+        return good[list(PAIR_KEY)].iloc[0:0]
+    arms_per_key = good.groupby(list(PAIR_KEY), sort=True)["arm"].nunique()
+    return arms_per_key[arms_per_key == n_arms].index.to_frame(index=False)
+
+
+def common_rows(cell_rows: pd.DataFrame) -> pd.DataFrame:
+    """Error-free rows of one cell at its :func:`common_keys`: the paired units every number uses."""
+    keys = common_keys(cell_rows)
+    good = ok_rows(cell_rows)
+    return good.merge(keys, on=list(PAIR_KEY), how="inner")
+
+
+def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_ARM) -> pd.DataFrame:
+    """Times and tokens of ``arm`` and ``baseline`` on paired rows, summed per sample over turns and repeats.
+
+    Args:
+        paired: a cell's :func:`common_rows`.
+        arm: the arm compared with the baseline.
+        baseline: the arm it is compared with.
+
+    Returns:
+        Frame with ``TOTALS_COLUMNS`` (``sample_id, t_base, t_arm, tok_base, tok_arm, n_pairs``, the
+        last the paired keys of the sample), one row per sample, sorted by sample id; empty when
+        nothing pairs.
+    """
+    columns = [*PAIR_KEY, "wall_time_s", "new_tokens"]
+    base = paired[paired["arm"] == baseline][columns]
+    other = paired[paired["arm"] == arm][columns]
+    merged = base.merge(other, on=list(PAIR_KEY), suffixes=("_base", "_arm"), validate="one_to_one")
+    if merged.empty:
+        return pd.DataFrame({c: [] for c in TOTALS_COLUMNS})
+    out = merged.groupby("sample_id", sort=True).agg(
+        t_base=("wall_time_s_base", "sum"),
+        t_arm=("wall_time_s_arm", "sum"),
+        tok_base=("new_tokens_base", "sum"),
+        tok_arm=("new_tokens_arm", "sum"),
+        n_pairs=("repeat", "size"),
+    )
+    return out.reset_index()
