@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from lade_bench.decoding.params import LookaheadParams
+from lade_bench.methods import REFERENCE, method_rank, sort_methods
 from lade_bench.metrics.passk import pass_at_k_from_results
 from lade_bench.metrics.registry import get_metric
 from lade_bench.metrics.speed import (
@@ -88,15 +89,7 @@ SAMPLE_KEY: tuple[str, ...] = ("sample_id", "turn")
 # The resampling unit of every interval: a sample (an MT-Bench question with both its turns).
 UNIT_COLUMN = "sample_id"
 
-BASELINE_ARM = "ar"
-ARM_ORDER: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp")
-ARM_LABELS: dict[str, str] = {
-    "ar": "AR",
-    "lookahead": "Lookahead",
-    "prompt_lookup": "Prompt lookup",
-    "jacobi": "Jacobi",
-    "ar_tp": "AR, tensor parallel",
-}
+BASELINE_ARM = REFERENCE
 ROUGE_COLUMNS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 # Per-key means of these columns are averaged with the registry's aggregation (metric name -> column).
 MEAN_METRICS: dict[str, str] = {
@@ -517,7 +510,7 @@ def summarize_cell(
     seed: int = BOOT_SEED,
     min_ci_units: int = MIN_CI_UNITS,
 ) -> list[dict[str, Any]]:
-    """One summary record per arm of one cell (AR first, then the other arms in ``ARM_ORDER``).
+    """One summary record per arm of one cell (AR first, then the other arms in registry order).
 
     Every number is computed on the cell's paired units (:func:`common_rows`); ``n_errors`` counts
     the arm's own errored rows. The AR record has speedup 1.0 by the same computation as every other
@@ -587,9 +580,8 @@ def summarize(
 
 
 def sort_summary(summary: pd.DataFrame) -> pd.DataFrame:
-    """Sort summary records in the reading order of tables (nulls last, arms in ``ARM_ORDER``)."""
-    order = {arm: i for i, arm in enumerate(ARM_ORDER)}
-    keyed = summary.assign(_arm_order=summary["arm"].map(lambda a: order.get(a, len(order))))
+    """Sort summary records in the reading order of tables (nulls last, arms in registry order)."""
+    keyed = summary.assign(_arm_order=summary["arm"].map(method_rank))
     by = [
         "sweep",
         "model",
@@ -613,9 +605,8 @@ def sort_summary(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def sorted_arms(arms: Sequence[str] | np.ndarray) -> list[str]:
-    """Arms in ``ARM_ORDER`` (unknown arms last, alphabetically)."""
-    order = {arm: i for i, arm in enumerate(ARM_ORDER)}
-    return sorted((str(a) for a in arms), key=lambda a: (order.get(a, len(order)), a))
+    """Arms in registry order (``lade_bench.methods``; unknown arms last, alphabetically)."""
+    return sort_methods(str(a) for a in arms)
 
 
 def accept_histogram(rows: pd.DataFrame) -> dict[int, int]:
