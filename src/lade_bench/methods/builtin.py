@@ -7,6 +7,7 @@ row schema, which must not wait for torch (a typo on the command line is reporte
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lade_bench.methods.registry import (
@@ -19,70 +20,51 @@ from lade_bench.methods.registry import (
 )
 
 
-def _engine_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """What every engine call takes besides the model, prompt and budget."""
-    return {"eos_token_id": list(request.stop_ids), "seed": request.seed}
+def _decode(
+    engine: Callable[..., Any], request: GenerationRequest, *params: Any, model: Any = None, **kwargs: Any
+) -> Any:
+    """``engine(model, prompt_ids, *params, max_new_tokens, ...)`` plus the stop ids and seed every engine takes."""
+    model = request.model if model is None else model
+    stops = list(request.stop_ids)
+    return engine(
+        model, request.prompt_ids, *params, request.max_new_tokens, eos_token_id=stops, seed=request.seed, **kwargs
+    )
 
 
 def generate_ar(request: GenerationRequest) -> Any:
     """Plain autoregressive decoding (transformers' ``generate``): the reference of every speedup."""
     from lade_bench.decoding import autoregressive_generate
 
-    return autoregressive_generate(
-        request.model, request.prompt_ids, request.max_new_tokens, sampling=request.sampling, **_engine_kwargs(request)
-    )
+    return _decode(autoregressive_generate, request, sampling=request.sampling)
 
 
 def generate_lookahead(request: GenerationRequest) -> Any:
     """Lookahead decoding with the cell's N, W, G (``settings["lookahead"]``, a ``LookaheadParams``)."""
     from lade_bench.decoding import lookahead_generate
 
-    return lookahead_generate(
-        request.model,
-        request.prompt_ids,
-        request.settings["lookahead"],
-        request.max_new_tokens,
-        sampling=request.sampling,
-        parallel=request.parallel,
-        **_engine_kwargs(request),
-    )
+    params = request.settings["lookahead"]
+    return _decode(lookahead_generate, request, params, sampling=request.sampling, parallel=request.parallel)
 
 
 def generate_prompt_lookup(request: GenerationRequest) -> Any:
     """transformers' prompt lookup decoding (``settings["prompt_lookup"]``: num_tokens, max_ngram_size)."""
     from lade_bench.decoding import prompt_lookup_generate
 
-    return prompt_lookup_generate(
-        request.model,
-        request.prompt_ids,
-        request.max_new_tokens,
-        sampling=request.sampling,
-        **request.section("prompt_lookup"),
-        **_engine_kwargs(request),
-    )
+    return _decode(prompt_lookup_generate, request, sampling=request.sampling, **request.section("prompt_lookup"))
 
 
 def generate_jacobi(request: GenerationRequest) -> Any:
     """Jacobi decoding without an n-gram pool, greedy (``settings["jacobi"]``: block_size)."""
     from lade_bench.decoding import jacobi_generate
 
-    return jacobi_generate(
-        request.model,
-        request.prompt_ids,
-        request.max_new_tokens,
-        **request.section("jacobi"),
-        **_engine_kwargs(request),
-    )
+    return _decode(jacobi_generate, request, **request.section("jacobi"))
 
 
 def generate_ar_tp(request: GenerationRequest) -> Any:
     """Autoregressive decoding of the tensor-parallel shard (every rank runs it)."""
     from lade_bench.decoding import autoregressive_generate
 
-    model = request.models[TENSOR_PARALLEL]
-    return autoregressive_generate(
-        model, request.prompt_ids, request.max_new_tokens, sampling=request.sampling, **_engine_kwargs(request)
-    )
+    return _decode(autoregressive_generate, request, model=request.models[TENSOR_PARALLEL], sampling=request.sampling)
 
 
 def _lookahead_reach(settings: Settings) -> Any:
@@ -153,7 +135,6 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         label="Prompt lookup",
         color="#ff7f0e",
         sections=("prompt_lookup",),
-        headroom=lambda s: s["prompt_lookup"].num_tokens + 1,
         reach=_prompt_lookup_reach,
         tuner_baseline=True,
     ),
@@ -165,7 +146,6 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         custom_mask=True,
         supports_sampling=False,
         sections=("jacobi",),
-        headroom=lambda s: s["jacobi"].block_size + 1,
         reach=_jacobi_reach,
         tuner_baseline=True,
     ),

@@ -73,10 +73,6 @@ class GenerationRequest:
         return dict(value.items()) if isinstance(value, Mapping) else dict(vars(value))
 
 
-def _no_headroom(_: Settings) -> int:
-    return 0
-
-
 @dataclass(frozen=True)
 class Method:
     """One decoding method and what it needs.
@@ -94,7 +90,8 @@ class Method:
         sections: config sections it reads (``cfg.<section>``): passed in ``settings`` and hashed
             into the cell id when the method is among a cell's arms.
         headroom: settings -> positions past the prompt and new tokens one forward may reach (the
-            context budget of a prompt keeps that much room).
+            context budget of a prompt keeps that much room); None: the tokens one forward feeds
+            (``reach(settings).inputs``), or 0 without a reach.
         reach: settings -> ``ForwardReach`` for the position-limit checks (None: plain decoding).
         models: model roles it runs (``REPLICA``, ``TENSOR_PARALLEL``); the cell loads each.
         tuner_baseline: ``tune.baselines`` may name it (validated on the tuner's held-out samples).
@@ -110,7 +107,7 @@ class Method:
     every_rank: bool = False
     supports_sampling: bool = True
     sections: tuple[str, ...] = ()
-    headroom: Callable[[Settings], int] = _no_headroom
+    headroom: Callable[[Settings], int] | None = None
     reach: Callable[[Settings], Any] | None = None
     models: tuple[str, ...] = (REPLICA,)
     tuner_baseline: bool = False
@@ -121,6 +118,12 @@ class Method:
     def greedy_only(self) -> bool:
         """True when the method cannot sample."""
         return not self.supports_sampling
+
+    def context_headroom(self, settings: Settings) -> int:
+        """Positions past the prompt and the new tokens that the method's forwards may take up."""
+        if self.headroom is not None:
+            return self.headroom(settings)
+        return self.reach(settings).inputs if self.reach is not None else 0
 
 
 _REGISTRY: dict[str, Method] = {}

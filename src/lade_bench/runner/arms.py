@@ -55,8 +55,7 @@ def method_settings(plan: CellPlan, method: Method) -> dict[str, Any]:
     as composed (read by attribute, e.g. ``settings["jacobi"].block_size``).
     """
     return {
-        section: plan.lookahead if section == "lookahead" else getattr(plan.cfg, section)
-        for section in method.sections
+        section: plan.lookahead if section == "lookahead" else getattr(plan.cfg, section) for section in method.sections
     }
 
 

@@ -92,7 +92,7 @@ def _context_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> i
         return None
     cfg = plan.cfg
     methods = [get_method(arm) for arm in plan.arms]
-    headroom = max(m.headroom(method_settings(plan, m)) for m in methods)
+    headroom = max(m.context_headroom(method_settings(plan, m)) for m in methods)
     budget = context - max_turns * cfg.max_new_tokens - headroom
     if budget < 1:
         raise CellConfigError(
