@@ -1,10 +1,12 @@
 """Engine benchmark: AR vs lookahead (several N, W, G) vs prompt lookup on the embedded model.
 
     python -m lade_bench.bench [--prompts 4] [--max-new-tokens 96] [--lookahead 5,7,7 5,7,7,trie] ...
+    python -m lade_bench.bench --methods ar jacobi       # any registered method that runs on one model
 
-Arms are alternated per prompt (rotating order) in one process after a warm-up, so drift and noise
-hit every arm alike. Speed is reported as ratios between arms, never as absolute thresholds.
-Prints a table and writes the per-generation records plus the table as JSON under --output.
+Arms are timed by the one timing harness (``runner.timing``: order flipped per prompt, warm-up,
+pairing) in one process, so drift and noise hit every arm alike. The lookahead method runs once per
+``--lookahead`` configuration. Speed is reported as ratios between arms, never as absolute
+thresholds. Prints a table and writes the per-generation records plus the table as JSON under --output.
 """
 
 from __future__ import annotations
@@ -22,19 +24,20 @@ from rich.table import Table
 from tqdm import tqdm
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
-from lade_bench.decoding import (
-    VERIFICATION_LAYOUTS,
-    DecodeResult,
-    LookaheadParams,
-    autoregressive_generate,
-    jacobi_generate,
-    lookahead_generate,
-    prompt_lookup_generate,
+from lade_bench.decoding import VERIFICATION_LAYOUTS, DecodeResult, LookaheadParams
+from lade_bench.methods import (
+    REFERENCE,
+    UnknownMethodError,
+    bind_method,
+    get_method,
+    methods_where,
+    runs_on_one_model,
 )
 from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
 from lade_bench.metrics.task_accuracy import match_rate
 from lade_bench.models.embedded import load_embedded_smollm2
 from lade_bench.results._atomic import atomic_write_json
+from lade_bench.runner.timing import run_paired
 
 Arm = Callable[[list[int]], DecodeResult]
 
@@ -50,6 +53,18 @@ class ArmSummary:
     outside_forward_share: float
     matches_ar: float
     tokens_per_step: float
+
+
+def _bench_method(name: str) -> str:
+    """A registered method that runs on one model (the bench loads nothing else)."""
+    try:
+        method = get_method(name)
+    except UnknownMethodError as err:  # argparse shows an ArgumentTypeError's own message, with the "did you mean"
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if not runs_on_one_model(method):
+        allowed = list(methods_where(runs_on_one_model))
+        raise argparse.ArgumentTypeError(f"{name!r} needs more than one model on one device; use one of {allowed}")
+    return name
 
 
 def parse_lookahead(text: str) -> LookaheadParams:
@@ -68,34 +83,37 @@ def parse_lookahead(text: str) -> LookaheadParams:
 
 
 def build_arms(
-    model, eos: int | None, max_new_tokens: int, configs: list[LookaheadParams], jacobi: bool
+    model, eos: int | None, max_new_tokens: int, configs: list[LookaheadParams], methods: list[str]
 ) -> dict[str, Arm]:
-    """Name -> function(prompt ids) for every arm of the benchmark; "ar" first (the reference)."""
-    arms: dict[str, Arm] = {
-        "ar": lambda ids: autoregressive_generate(model, ids, max_new_tokens, eos_token_id=eos),
-        "prompt_lookup": lambda ids: prompt_lookup_generate(model, ids, max_new_tokens, eos_token_id=eos),
-    }
-    for params in configs:
-        name = f"lookahead N={params.ngram} W={params.window} G={params.guesses}"
-        name += "" if params.verification == "flat" else f" {params.verification}"
-        arms[name] = lambda ids, p=params: lookahead_generate(model, ids, p, max_new_tokens, eos_token_id=eos)
-    if jacobi:
-        arms["jacobi (no pool) W=7"] = lambda ids: jacobi_generate(model, ids, max_new_tokens, eos_token_id=eos)
+    """Name -> function(prompt ids) for every arm of the benchmark; "ar" first (the reference).
+
+    Args:
+        model: the model every arm runs.
+        eos: the id that ends a generation (None: none).
+        max_new_tokens: budget of every generation.
+        configs: the lookahead configurations (one arm each, named by N, W, G and the layout).
+        methods: registered methods, each run with the engine's default settings; "ar" is added first.
+    """
+    stop_ids = [eos] if eos is not None else []
+    arms: dict[str, Arm] = {}
+    for method in [REFERENCE, *[m for m in methods if m != REFERENCE]]:
+        if method != "lookahead":
+            arms[method] = bind_method(method, model, max_new_tokens, stop_ids)
+            continue
+        for params in configs:
+            name = f"lookahead N={params.ngram} W={params.window} G={params.guesses}"
+            name += "" if params.verification == "flat" else f" {params.verification}"
+            arms[name] = bind_method(method, model, max_new_tokens, stop_ids, {"lookahead": params})
     return arms
 
 
 def run_benchmark(arms: dict[str, Arm], prompts: list[list[int]], warmup: int) -> dict[str, list[DecodeResult]]:
-    """Run every arm on every prompt, rotating the arm order per prompt; returns results per arm."""
-    names = list(arms)
-    for name in names:
-        for _ in range(warmup):
-            arms[name](prompts[0])
-    results: dict[str, list[DecodeResult]] = {name: [] for name in names}
-    for index, prompt in enumerate(tqdm(prompts, desc="prompts", unit="prompt")):
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
-            results[name].append(arms[name](prompt))
-    return results
+    """Run every arm on every prompt with the timing harness (``runner.timing``); returns results per arm."""
+
+    def progress(units):
+        return tqdm(units, desc="prompts", unit="prompt")
+
+    return run_paired(arms, prompts, warmup=warmup, progress=progress).results
 
 
 def summarise(results: dict[str, list[DecodeResult]]) -> list[ArmSummary]:
@@ -167,6 +185,14 @@ def main(argv: list[str] | None = None) -> Path:
         metavar="N,W,G[,trie]",
         help="lookahead configurations, optionally with trie verification (default: 5,7,7 4,3,3 3,2,2 2,4,4)",
     )
+    parser.add_argument(
+        "--methods",
+        type=_bench_method,
+        nargs="+",
+        default=["ar", "prompt_lookup", "lookahead"],
+        metavar="NAME",
+        help="registered methods to run, ar always first (default: ar prompt_lookup lookahead)",
+    )
     parser.add_argument("--jacobi", action="store_true", help="also run Jacobi decoding without the pool")
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
     parser.add_argument("--device", default="cpu")
@@ -177,6 +203,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--output", default="runs/bench", help="folder for the JSON report (default runs/bench)")
     args = parser.parse_args(argv)
     configs = args.lookahead or [parse_lookahead(c) for c in ("5,7,7", "4,3,3", "3,2,2", "2,4,4")]
+    methods = [*args.methods, *(["jacobi"] if args.jacobi and "jacobi" not in args.methods else [])]
 
     console = Console()
     if not console.is_terminal:
@@ -186,7 +213,7 @@ def main(argv: list[str] | None = None) -> Path:
     model, tokenizer = load_embedded_smollm2(args.cache_dir, dtype=getattr(torch, args.dtype), device=args.device)
     samples = load_dataset_samples("mt_bench", limit=args.prompts)
     prompts = [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
-    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, args.jacobi)
+    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, methods)
     started = time.time()
     results = run_benchmark(arms, prompts, args.warmup)
     rows = summarise(results)

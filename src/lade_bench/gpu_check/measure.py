@@ -1,36 +1,21 @@
-"""Run decoding arms over prompts (arms alternated per prompt, within a deadline) and judge mismatches.
+"""Run decoding arms over prompts (the one timing harness, within a deadline) and judge mismatches.
 
-Every arm decodes every prompt before the next prompt starts, so a deadline never leaves a prompt that
-some arms have and others lack. Mismatch margins are computed after all timing, one forward each.
+Order, warm-up, pairing and the deadline are ``runner.timing``'s, as in the runner and ``bench``.
+Mismatch margins are computed after all timing, one forward each.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from lade_bench.decoding import DecodeResult
 from lade_bench.decoding.divergence import divergence_margins
+from lade_bench.runner.timing import PairedRuns, run_paired
 
 Arm = Callable[[list[int]], DecodeResult]
-
-
-@dataclass
-class ArmRuns:
-    """What the arms produced on the prompts they all completed.
-
-    Attributes:
-        results: arm name -> one DecodeResult per completed prompt, in prompt order.
-        prompts_done: how many prompts every arm completed.
-        stopped_early: True when the deadline stopped the loop before the last prompt.
-    """
-
-    results: dict[str, list[DecodeResult]] = field(default_factory=dict)
-    prompts_done: int = 0
-    stopped_early: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,8 +34,10 @@ class Mismatch:
     engine_error: bool
 
 
-def run_arms(arms: dict[str, Arm], prompts: Sequence[list[int]], *, warmup: int, deadline: float) -> ArmRuns:
-    """Every arm on every prompt, the arm order rotated per prompt, until ``deadline`` (time.monotonic).
+def run_arms(
+    arms: dict[str, Arm], prompts: Sequence[list[int]], *, warmup: int, deadline: float
+) -> PairedRuns[DecodeResult]:
+    """Every arm on every prompt (``runner.timing.run_paired``) until ``deadline`` (time.monotonic).
 
     Args:
         arms: name -> generation function; must contain "ar".
@@ -58,24 +45,11 @@ def run_arms(arms: dict[str, Arm], prompts: Sequence[list[int]], *, warmup: int,
         warmup: untimed generations of every arm on the first prompt first.
         deadline: no new prompt starts after this ``time.monotonic()`` value (the first always runs).
     """
-    names = list(arms)
-    for name in names:
-        for _ in range(warmup):
-            arms[name](prompts[0])
-    runs = ArmRuns(results={name: [] for name in names})
-    for index, prompt in enumerate(prompts):
-        if index > 0 and time.monotonic() > deadline:
-            runs.stopped_early = True
-            break
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
-            runs.results[name].append(arms[name](prompt))
-        runs.prompts_done = index + 1
-    return runs
+    return run_paired(arms, prompts, warmup=warmup, deadline=deadline)
 
 
 def find_mismatches(
-    model: torch.nn.Module, prompts: Sequence[list[int]], runs: ArmRuns, tolerance: float
+    model: torch.nn.Module, prompts: Sequence[list[int]], runs: PairedRuns[DecodeResult], tolerance: float
 ) -> list[Mismatch]:
     """Every non-AR generation that differs from AR's on its prompt, with its margins (untimed)."""
     found = []

@@ -16,17 +16,14 @@ from typing import Any
 import torch
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
-from lade_bench.decoding import (
-    LookaheadParams,
-    autoregressive_generate,
-    lookahead_generate,
-    prompt_lookup_generate,
-)
-from lade_bench.gpu_check.measure import Arm, ArmRuns, Mismatch, find_mismatches, logits_are_finite, run_arms
+from lade_bench.decoding import LookaheadParams
+from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
 from lade_bench.gpu_check.table import summary_records
+from lade_bench.methods import REFERENCE, bind_method
 from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids
 from lade_bench.profiling.device_profile import sweep_profile
 from lade_bench.results._atomic import atomic_write_json
+from lade_bench.runner.timing import PairedRuns
 
 # The lookahead presets of conf/lookahead/ (a test keeps them equal): the paper's 7B and 13B MT-Bench
 # settings and the small step for compute-bound hardware.
@@ -44,15 +41,13 @@ CHAT = {"smollm2": True, "gemma3_270m": False}
 def build_arms(
     model, stop_ids: list[int], max_new_tokens: int, presets: dict[str, LookaheadParams], *, prompt_lookup: bool
 ) -> dict[str, Arm]:
-    """Name -> greedy generation function; "ar" first (the reference), then prompt lookup, then lookahead."""
-    arms: dict[str, Arm] = {
-        "ar": lambda ids: autoregressive_generate(model, ids, max_new_tokens, eos_token_id=stop_ids),
-    }
+    """Name -> greedy generation function (registered methods); "ar" first, then prompt lookup, then lookahead."""
+    arms: dict[str, Arm] = {REFERENCE: bind_method(REFERENCE, model, max_new_tokens, stop_ids)}
     if prompt_lookup:
-        arms["prompt_lookup"] = lambda ids: prompt_lookup_generate(model, ids, max_new_tokens, eos_token_id=stop_ids)
+        arms["prompt_lookup"] = bind_method("prompt_lookup", model, max_new_tokens, stop_ids)
     for name, params in presets.items():
         label = f"lookahead {name} ({params.ngram},{params.window},{params.guesses})"
-        arms[label] = lambda ids, p=params: lookahead_generate(model, ids, p, max_new_tokens, eos_token_id=stop_ids)
+        arms[label] = bind_method("lookahead", model, max_new_tokens, stop_ids, {"lookahead": params})
     return arms
 
 
@@ -109,10 +104,10 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
     return {"records": records, "details": details}
 
 
-def _run_details(runs: ArmRuns, max_new_tokens: int, mismatches: list[Mismatch]) -> dict[str, Any]:
+def _run_details(runs: PairedRuns, max_new_tokens: int, mismatches: list[Mismatch]) -> dict[str, Any]:
     return {
         "max_new_tokens": max_new_tokens,
-        "prompts_done": runs.prompts_done,
+        "prompts_done": runs.units_done,
         "stopped_early": runs.stopped_early,
         "generations": {
             arm: [

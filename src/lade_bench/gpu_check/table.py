@@ -9,8 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
-from lade_bench.gpu_check.measure import ArmRuns, Mismatch
+from lade_bench.gpu_check.measure import Mismatch
 from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
+from lade_bench.runner.timing import PairedRuns
 
 COLUMNS = (
     ("model", "model"),
@@ -28,7 +29,7 @@ COLUMNS = (
 )
 
 
-def summary_records(model: str, dtype: str, runs: ArmRuns, mismatches: Sequence[Mismatch]) -> list[dict[str, Any]]:
+def summary_records(model: str, dtype: str, runs: PairedRuns, mismatches: Sequence[Mismatch]) -> list[dict[str, Any]]:
     """Per arm: ratios of sums against AR (speed), the match rate and the margins of the mismatches."""
     ar_times = [r.wall_time_s for r in runs.results["ar"]]
     records = []

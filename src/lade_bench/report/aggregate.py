@@ -1,9 +1,10 @@
-"""The report's side of the numbers: arm order and labels, and what only presentation needs.
+"""The report's side of the numbers: what only presentation needs.
 
 Every number is computed by ``lade_bench.stats`` (paired units, speedup and its interval,
 compression, quality, the n rules, headline selection; ``docs/statistics.md`` states the rules and
-where each is implemented). This module fixes the report's arm order (:data:`ARM_ORDER`) for the
-summaries it asks for, states the rules in a reader's words (:func:`statistics_rules`), predicts
+where each is implemented; arm order and labels are the method registry's, ``lade_bench.methods``).
+This module asks for the summaries against AR, states the rules in a reader's words
+(:func:`statistics_rules`), predicts
 speedups from the device profile and flattens summaries for W&B; the report's modules read every
 other statistic from ``lade_bench.stats`` directly.
 
@@ -33,15 +34,6 @@ from lade_bench.stats import (
     plain_value,
 )
 
-ARM_ORDER: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp")
-ARM_LABELS: dict[str, str] = {
-    "ar": "AR",
-    "lookahead": "Lookahead",
-    "prompt_lookup": "Prompt lookup",
-    "jacobi": "Jacobi",
-    "ar_tp": "AR, tensor parallel",
-}
-
 
 def statistics_rules(min_units: int = MIN_CI_UNITS) -> tuple[str, ...]:
     """The rules of ``docs/statistics.md`` in a reader's words (the HTML report lists them)."""
@@ -62,8 +54,8 @@ def statistics_rules(min_units: int = MIN_CI_UNITS) -> tuple[str, ...]:
 
 
 def sorted_arms(arms: Sequence[str] | np.ndarray) -> list[str]:
-    """Arms in ``ARM_ORDER`` (unknown arms last, alphabetically)."""
-    return stats.sorted_arms(arms, ARM_ORDER)
+    """Arms in registry order (unknown arms last, alphabetically)."""
+    return stats.sorted_arms(arms)
 
 
 def summarize_cell(
@@ -74,9 +66,9 @@ def summarize_cell(
     seed: int = BOOT_SEED,
     min_ci_units: int = MIN_CI_UNITS,
 ) -> list[dict[str, Any]]:
-    """``stats.summarize_cell`` against AR, records in ``ARM_ORDER`` (AR first)."""
+    """``stats.summarize_cell`` against AR, records in registry order (AR first)."""
     intervals = IntervalSettings(n_boot, confidence, seed, min_ci_units)
-    return stats.summarize_cell(cell_rows, arm_order=ARM_ORDER, intervals=intervals)
+    return stats.summarize_cell(cell_rows, intervals=intervals)
 
 
 def summarize(
@@ -87,7 +79,7 @@ def summarize(
     seed: int = BOOT_SEED,
     min_ci_units: int = MIN_CI_UNITS,
 ) -> pd.DataFrame:
-    """Summary of every (cell, arm) in ``rows`` against AR, in ``ARM_ORDER``: the table every report draws from.
+    """Summary of every (cell, arm) in ``rows`` against AR, in registry order: the table every report draws from.
 
     Args:
         rows: per-sample rows as returned by ``lade_bench.results.load_rows`` (one or more sweeps).
@@ -98,14 +90,14 @@ def summarize(
         ``stats.summarize``'s frame (``SUMMARY_COLUMNS``).
     """
     intervals = IntervalSettings(n_boot, confidence, seed, min_ci_units)
-    return stats.summarize(rows, arm_order=ARM_ORDER, intervals=intervals)
+    return stats.summarize(rows, intervals=intervals)
 
 
 def headline_summary(
     rows: pd.DataFrame, choice: pd.DataFrame, *, intervals: IntervalSettings = IntervalSettings()
 ) -> pd.DataFrame:
-    """``stats.headline_summary`` against AR, records in ``ARM_ORDER``."""
-    return stats.headline_summary(rows, choice, arm_order=ARM_ORDER, intervals=intervals)
+    """``stats.headline_summary`` against AR, records in registry order."""
+    return stats.headline_summary(rows, choice, intervals=intervals)
 
 
 def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:

@@ -22,6 +22,7 @@ from matplotlib.colors import TwoSlopeNorm
 from matplotlib.figure import Figure
 
 from lade_bench import stats
+from lade_bench.methods import REFERENCE, method_color, method_label, registered_methods
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tune_figure import draw_tune_figure, load_record
@@ -32,14 +33,6 @@ logger = logging.getLogger(__name__)
 SPEEDUP_LABEL = "speedup over AR (×, wall time)"
 PER_TOKEN_SPEEDUP_LABEL = "speedup over AR (×, time per token)"
 COMPRESSION_LABEL = "compression (tokens / forward pass)"
-# Colours per arm, fixed so an arm looks the same in every figure.
-ARM_COLORS = {
-    "ar": "#7f7f7f",
-    "lookahead": "#1f77b4",
-    "prompt_lookup": "#ff7f0e",
-    "jacobi": "#2ca02c",
-    "ar_tp": "#d62728",
-}
 DPI = 150
 
 
@@ -263,7 +256,7 @@ def _bars_panel(ax, groups: list, arms: list[str], group_keys: list[str], slots:
             lows.append(float(rec["speedup_ci_low"].iloc[0]))
             highs.append(float(rec["speedup_ci_high"].iloc[0]))
             notes.append("" if arm == stats.BASELINE_ARM else str(rec["speedup_ci_note"].iloc[0] or ""))
-        bars = ax.bar(xs, np.nan_to_num(ys), width, color=ARM_COLORS.get(arm), label=aggregate.ARM_LABELS.get(arm, arm))
+        bars = ax.bar(xs, np.nan_to_num(ys), width, color=method_color(arm), label=method_label(arm))
         _error_bars(ax, xs, ys, lows, highs)
         ax.bar_label(
             bars, labels=[_bar_text(y, note) for y, note in zip(ys, notes, strict=True)], fontsize=7, padding=2
@@ -322,7 +315,7 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
         ax.set_xlabel("tokens emitted per forward pass (prefill included)")
         ax.set_ylabel("fraction of forward passes")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(aggregate.ARM_LABELS.get(arm, arm), fontsize=9)
+        ax.set_title(method_label(arm), fontsize=9)
         ax.legend(fontsize=7)
     return _titled(fig, title, context)
 
@@ -361,7 +354,7 @@ def rouge_parity(sweep: Sweep) -> Figure:
             notes.update(s.note for s in estimates if s.note)
             means = [100 * s.value for s in estimates]
             xs = np.arange(len(metrics)) + (i - (len(arms) - 1) / 2) * width
-            ax.bar(xs, np.nan_to_num(means), width, color=ARM_COLORS.get(arm), label=aggregate.ARM_LABELS.get(arm, arm))
+            ax.bar(xs, np.nan_to_num(means), width, color=method_color(arm), label=method_label(arm))
             _error_bars(ax, xs, means, [100 * s.low for s in estimates], [100 * s.high for s in estimates])
         rec = cell.iloc[0]
         ax.set_xticks(range(len(metrics)), ["ROUGE-1", "ROUGE-2", "ROUGE-L"])
@@ -401,7 +394,7 @@ def device_profile(sweep: Sweep) -> Figure:
     if predicted.empty:
         ax_pred.text(0.5, 0.5, "no lookahead cells to predict", ha="center", va="center", transform=ax_pred.transAxes)
     else:
-        ax_pred.scatter(predicted["predicted_speedup"], predicted["speedup"], color=ARM_COLORS["lookahead"])
+        ax_pred.scatter(predicted["predicted_speedup"], predicted["speedup"], color=method_color("lookahead"))
         several_datasets = predicted["dataset"].nunique() > 1
         for rec in predicted.to_dict("records"):
             label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
@@ -433,8 +426,8 @@ def cell_world_sizes(sweep: Sweep) -> dict[tuple[str, str], int]:
     return sizes
 
 
-# The multi-device arms and how the scaling figure names them.
-_SCALING_ARMS = {"lookahead": "LP: lookahead parallelism", "ar_tp": "TP: tensor-parallel AR"}
+# Vertical offsets (points) of the n= labels of successive lines, so that labels of close points do not overlap.
+_ANNOTATION_OFFSETS = (4, -11)
 
 
 def speedup_vs_devices(sweep: Sweep) -> Figure:
@@ -448,7 +441,8 @@ def speedup_vs_devices(sweep: Sweep) -> Figure:
     """
     sizes = cell_world_sizes(sweep)
     summary = sweep.summary
-    greedy = summary[~summary["do_sample"].astype(bool) & summary["arm"].isin(list(_SCALING_ARMS))]
+    scaling = {m.name: m.scaling_label for m in registered_methods() if m.scaling_label is not None}
+    greedy = summary[~summary["do_sample"].astype(bool) & summary["arm"].isin(list(scaling))]
     devices = [sizes.get((str(s), str(c)), 1) for s, c in zip(greedy["sweep"], greedy["cell_id"], strict=True)]
     frame = greedy.assign(devices=devices)
     if frame.empty or frame["devices"].max() <= 1:
@@ -458,16 +452,17 @@ def speedup_vs_devices(sweep: Sweep) -> Figure:
     missing = missing_interval_note(frame)
     fig, axes = _grid(len(groups), panel_w=5.2, panel_h=4.0)
     for ax, (key, group) in zip(axes, groups, strict=True):
-        for (arm, label), offset in zip(_SCALING_ARMS.items(), (4, -11), strict=True):
+        for index, (arm, label) in enumerate(scaling.items()):
+            offset = _ANNOTATION_OFFSETS[index % len(_ANNOTATION_OFFSETS)]
             rec = group[group["arm"] == arm].sort_values("devices")
             if rec.empty:
                 continue
             xs, ys = rec["devices"].tolist(), rec["speedup"].tolist()
-            ax.plot(xs, ys, marker="o", color=ARM_COLORS[arm], label=label)
+            ax.plot(xs, ys, marker="o", color=method_color(arm), label=label)
             _error_bars(ax, xs, ys, rec["speedup_ci_low"].tolist(), rec["speedup_ci_high"].tolist())
             for x, y, n in zip(xs, ys, rec["n_units"], strict=True):
                 ax.annotate(f"n={int(n)}", (x, y), textcoords="offset points", xytext=(4, offset), fontsize=7)
-        ax.axhline(1.0, color=ARM_COLORS["ar"], lw=0.8, ls="--", label="AR, 1 device")
+        ax.axhline(1.0, color=method_color(REFERENCE), lw=0.8, ls="--", label="AR, 1 device")
         ax.set_xticks(sorted(group["devices"].unique()))
         ax.set_xlabel("devices (ranks)" + (f"\n{missing}" if missing else ""), fontsize=9)
         ax.set_ylabel(SPEEDUP_LABEL + ", 95% CI")

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from lade_bench import stats
-from lade_bench.report import aggregate
+from lade_bench.methods import method_label
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING, to_latex, to_markdown
 from lade_bench.results._atomic import atomic_write_text
@@ -86,7 +86,7 @@ def fmt_int(value: Any) -> str:
 
 def arm_label(arm: str) -> str:
     """Display name of an arm (``"prompt_lookup"`` -> ``"Prompt lookup"``)."""
-    return aggregate.ARM_LABELS.get(arm, arm)
+    return method_label(arm)
 
 
 def selection_label(rec: dict[str, Any]) -> str:

@@ -33,11 +33,11 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 import pyarrow as pa
 
+from lade_bench.methods import is_registered, unknown_method_message
+
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
 SCHEMA_VERSION = 4
-
-ARMS: tuple[str, ...] = ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp")
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
@@ -91,7 +91,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("dataset", "str", "never", "identity", "dataset name"),
     Column("sample_id", "str", "never", "identity", "dataset sample id (string even if numeric)"),
     Column("turn", "int", "never", "identity", "0-based turn of a multi-turn sample"),
-    Column("arm", "str", "never", "identity", f"decoding method, one of {ARMS}"),
+    Column("arm", "str", "never", "identity", "decoding method, a name in lade_bench.methods"),
     Column("repeat", "int", "never", "identity", "0-based timing repeat"),
     Column("ngram", "int", "always", "identity", "lookahead N (n-gram size) of the cell"),
     Column("window", "int", "always", "identity", "lookahead W (window width) of the cell"),
@@ -217,8 +217,8 @@ def validate_row(row: Mapping[str, Any]) -> dict[str, Any]:
             continue
         out[col.name] = _coerce(col, value)
 
-    if out["arm"] not in ARMS:
-        raise ValueError(f"column 'arm': {out['arm']!r} is not one of {ARMS}")
+    if not is_registered(out["arm"]):
+        raise ValueError(f"column 'arm': {unknown_method_message(out['arm'])}")
     for name in ("matches_ar", *MISMATCH_COLUMNS):
         if out[name] is not None and (out["arm"] == "ar" or out["do_sample"]):
             raise ValueError(

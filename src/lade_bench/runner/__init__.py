@@ -6,11 +6,12 @@ Typical use (what ``python -m lade_bench.run`` does for each cell of a sweep)::
     outcome = run_cell(cfg, default_sinks(cfg))
 
 Modules: ``config_schema`` (Hydra schema), ``plan`` (validation, cell id, folder), ``samples``
-(dataset and prompt-length filter), ``execute`` (the timed loop), ``arms`` (engine dispatch),
-``rows`` and ``scoring`` (row building and the dataset's declared scorer), ``summary`` (per-cell
-numbers), ``console`` (progress and table), ``sinks`` (where results are handed on), ``cell`` (one
-cell end to end), ``ranks`` (multi-device cells under torchrun: rank 0 leads, the others serve its
-requests) and ``job`` (the Hydra job wrapper).
+(dataset and prompt-length filter), ``execute`` (the timed loop), ``timing`` (the one timing
+harness, shared with the tuner, ``bench`` and ``gpu_check``), ``arms`` (dispatch to the method
+registry, ``lade_bench.methods``), ``rows`` and ``scoring`` (row building and the dataset's declared
+scorer), ``summary`` (per-cell numbers), ``console`` (progress and table), ``sinks`` (where results
+are handed on), ``cell`` (one cell end to end), ``ranks`` (multi-device cells under torchrun: rank 0
+leads, the others serve its requests) and ``job`` (the Hydra job wrapper).
 
 The names below are imported on first use: the entry point imports ``config_schema`` before Hydra
 composes, and a typo on the command line should be reported in a second, not after torch and

@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
 from lade_bench.decoding import check_custom_mask_support
+from lade_bench.methods import REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.models.loading import (
     TensorParallelError,
     describe_device,
@@ -89,8 +90,6 @@ FIGURES_DIR = "figures"
 # Summary fields the sweep index already has (as its own status or as semantic-config columns).
 _IDENTITY_FIELDS = ("status", "cell_id", "sweep", "model", "dataset")
 _IDENTITY_FIELDS += ("ngram", "window", "guesses", "prompt_as_reference", "verification")
-# Arms that run the model under lookahead's custom 4D mask and position ids.
-_CUSTOM_MASK_ARMS = ("lookahead", "jacobi")
 
 
 @dataclass(frozen=True)
@@ -388,14 +387,20 @@ def _load_model(plan: CellPlan, ranks: Ranks | None = None) -> CellModel:
 
 def load_cell_model(plan: CellPlan, ranks: Ranks | None) -> CellModel:
     """The model(s) this rank needs: the full replica unless it only serves ar_tp, and the TP shard."""
-    if ranks is None or ranks.is_leader or "lookahead" in plan.arms:
+    if ranks is None or ranks.is_leader or REPLICA in models_needed(plan, followers=True):
         return _with_tensor_parallel(plan, ranks, _load_replica(plan))
     return _with_tensor_parallel(plan, ranks, CellModel(None, None, []))
 
 
+def models_needed(plan: CellPlan, followers: bool = False) -> set[str]:
+    """Model roles the plan's arms run; ``followers``: only those of arms that run on every rank."""
+    methods = [get_method(arm) for arm in plan.arms]
+    return {role for m in methods if m.every_rank or not followers for role in m.models}
+
+
 def _with_tensor_parallel(plan: CellPlan, ranks: Ranks | None, cell_model: CellModel) -> CellModel:
     cell_model.ranks = ranks
-    if ranks is not None and "ar_tp" in plan.arms:
+    if ranks is not None and TENSOR_PARALLEL in models_needed(plan):
         cfg = plan.cfg
         log.info(
             "loading the tensor-parallel shard of %s (rank %d of %d)", cfg.model.name, ranks.rank, ranks.world_size
@@ -421,7 +426,7 @@ def _load_replica(plan: CellPlan) -> CellModel:
             f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
             "local copy, or use the embedded model: model=smollm2"
         ) from err
-    if set(_CUSTOM_MASK_ARMS) & set(plan.arms):
+    if any(get_method(arm).custom_mask for arm in plan.arms):
         # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention) now, not after the
         # device profile and the first AR generations.
         check_custom_mask_support(model)

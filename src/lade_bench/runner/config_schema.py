@@ -7,11 +7,14 @@ fails with "Key 'windw' not in 'LookaheadConfig'" and ``lookahead.window=abc`` w
 could not be converted to Integer", before anything runs. The group schemas are not stored inside
 their groups because Hydra would then list them as selectable options (``model=ModelConfig``).
 
-Closed vocabularies (model source, device, dtype, attention, arms) are Enums so a wrong word fails
-at composition too, listing the allowed words. Range checks (N >= 2, temperature > 0, ...) are the
-decoding package's own (``LookaheadParams``/``SamplingParams``) and run at the start of a cell,
-before any model loads. The YAML files under ``conf/`` carry the comments that say what each value
-means and why it is the default; the docstrings here say what each field is.
+Closed vocabularies (model source, device, dtype, attention) are Enums so a wrong word fails
+at composition too, listing the allowed words. Arms are the exception: they are the names of the
+method registry (``lade_bench.methods``), which grows at run time (a test's toy method, a new arm),
+so ``arms`` is a list of strings that the plan checks against the registry before any model loads.
+Range checks (N >= 2, temperature > 0, ...) are the decoding package's own
+(``LookaheadParams``/``SamplingParams``) and run at the start of a cell, before any model loads.
+The YAML files under ``conf/`` carry the comments that say what each value means and why it is
+the default; the docstrings here say what each field is.
 """
 
 from __future__ import annotations
@@ -57,16 +60,6 @@ class AttnImplementation(Enum):
     sdpa = "sdpa"
     eager = "eager"
     flash_attention_2 = "flash_attention_2"
-
-
-class Arm(Enum):
-    """Decoding methods a cell can run (``ar`` is the baseline every speedup is measured against)."""
-
-    ar = "ar"
-    lookahead = "lookahead"
-    prompt_lookup = "prompt_lookup"
-    jacobi = "jacobi"
-    ar_tp = "ar_tp"
 
 
 @dataclass
@@ -292,7 +285,8 @@ class LadeBenchConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     cell_lock: CellLockConfig = field(default_factory=CellLockConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
-    arms: list[Arm] = field(default_factory=lambda: [Arm.ar, Arm.lookahead])
+    # Names in lade_bench.methods; checked by the plan (an Enum could not grow with the registry).
+    arms: list[str] = field(default_factory=lambda: ["ar", "lookahead"])
     seed: int = 0
     max_new_tokens: int = 64
     warmup: int = 1

@@ -19,13 +19,12 @@ from omegaconf import DictConfig, OmegaConf
 from lade_bench.datasets import DatasetSpec, get_spec
 from lade_bench.decoding import MASK_CAPABLE_ATTENTION, DecodingConfigError, LookaheadParams, SamplingParams
 from lade_bench.decoding.params import validate_max_new_tokens
+from lade_bench.methods import REFERENCE, get_method, is_registered, methods_where, unknown_method_message
 from lade_bench.models.loading import EMBEDDED_MODELS, embedded_name, resolve_device, resolve_dtype
 from lade_bench.models.tiny import TINY_ARCHITECTURES
 from lade_bench.results import cell_id
-from lade_bench.runner.ranks import PARALLEL_ARMS, rank_device
+from lade_bench.runner.ranks import rank_device
 
-# Arms that run lookahead's custom-mask forward passes (they need a mask-capable attention backend).
-_MASK_ARMS = ("lookahead", "jacobi")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -160,10 +159,11 @@ def semantic_config(
     }
     if cfg.lookahead.devices > 1:
         semantic["devices"] = cfg.lookahead.devices
-    if "prompt_lookup" in arms:
-        semantic["prompt_lookup"] = OmegaConf.to_container(cfg.prompt_lookup)
-    if "jacobi" in arms:
-        semantic["jacobi"] = OmegaConf.to_container(cfg.jacobi)
+    # The sections an arm reads change its rows; a section no arm reads is left out, so that
+    # changing it does not split one cell into two.
+    for arm in arms:
+        for section in get_method(arm).sections:
+            semantic.setdefault(section, OmegaConf.to_container(cfg[section]))
     return semantic
 
 
@@ -198,15 +198,21 @@ def readable_cell_name(cfg: DictConfig) -> str:
 
 def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]:
     arms = tuple(_enum_value(a) for a in cfg.arms)
+    unknown = [a for a in arms if not is_registered(a)]
+    if unknown:
+        raise CellConfigError(f"arms={list(arms)}: {unknown_method_message(unknown[0])}")
     if len(set(arms)) != len(arms):
         raise CellConfigError(f"arms={list(arms)} lists an arm twice; list each once")
-    if "ar" not in arms:
-        raise CellConfigError(f"arms={list(arms)} lacks 'ar': every speedup is measured against it; add ar")
-    arms = ("ar", *[a for a in arms if a != "ar"])
-    if "jacobi" in arms and sampling.do_sample:
-        raise CellConfigError("the jacobi arm is greedy-only; drop it from arms or use sampling=greedy")
+    if REFERENCE not in arms:
+        raise CellConfigError(
+            f"arms={list(arms)} lacks {REFERENCE!r}: every speedup is measured against it; add {REFERENCE}"
+        )
+    arms = (REFERENCE, *[a for a in arms if a != REFERENCE])
+    greedy_only = [a for a in arms if get_method(a).greedy_only]
+    if greedy_only and sampling.do_sample:
+        raise CellConfigError(f"the {greedy_only[0]} arm is greedy-only; drop it from arms or use sampling=greedy")
     attention = _enum_value(cfg.attn_implementation)
-    needs_mask = [a for a in arms if a in _MASK_ARMS]
+    needs_mask = [a for a in arms if get_method(a).custom_mask]
     if needs_mask and attention not in MASK_CAPABLE_ATTENTION:
         raise CellConfigError(
             f"attn_implementation={attention!r} cannot take the custom attention mask the {needs_mask} arm(s) "
@@ -229,28 +235,17 @@ def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
         raise CellConfigError(
             f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)"
         )
-    parallel = [a for a in arms if a in PARALLEL_ARMS]
-    if devices > 1 and not parallel:
+    every_rank = methods_where(lambda m: m.every_rank)
+    if devices > 1 and not set(every_rank) & set(arms):
         raise CellConfigError(
-            f"lookahead.devices={devices} is used only by the arms {list(PARALLEL_ARMS)}, and arms={list(arms)} "
-            "has neither; add one, or set lookahead.devices=1"
+            f"lookahead.devices={devices} is used only by the arms {list(every_rank)}, and arms={list(arms)} "
+            "has none of them; add one, or set lookahead.devices=1"
         )
-    if devices > 1 and "lookahead" in arms and cfg.lookahead.get("verification", "flat") != "flat":
-        raise CellConfigError(
-            f"lookahead.verification={cfg.lookahead.verification!r} is not supported with lookahead.devices={devices} "
-            "(candidates are split over ranks as flat chains); allowed: 'flat'"
-        )
-    if "ar_tp" in arms:
-        if devices < 2:
-            raise CellConfigError(
-                "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2 ranks under torchrun; "
-                "with one device it is the ar arm"
-            )
-        if _enum_value(cfg.model.source) == "tiny":
-            raise CellConfigError(
-                "the ar_tp arm loads a checkpoint with transformers' tp_plan='auto', which a tiny random "
-                "model has not; use model=smollm2 or a model.source=hf model"
-            )
+    for arm in arms:
+        refuse = get_method(arm).refuse
+        why = refuse(cfg) if refuse is not None else None
+        if why:
+            raise CellConfigError(why)
 
 
 def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:

@@ -1,8 +1,9 @@
 """The ranks of a multi-device cell (torchrun): joining them, and rank 0 telling the others what to run.
 
 Only rank 0 runs the cell (plan, samples, resume, rows, sinks); the other ranks ("followers") only
-take part in the generations that need every rank: the lookahead arm when ``lookahead.devices`` > 1
-(lookahead parallelism) and the tensor-parallel ``ar_tp`` arm. Before each such generation rank 0
+take part in the generations that need every rank: those of the arms whose method runs on every
+rank (``Method.every_rank`` in ``lade_bench.methods``: lookahead parallelism when
+``lookahead.devices`` > 1, tensor-parallel AR). Before each such generation rank 0
 broadcasts a request (arm, prompt ids, seed, budget) on a gloo control group, so every rank runs the
 same generations in the same order; "stop" ends a follower's cell. Requests go over gloo even when
 the generations use NCCL, so a follower waiting between generations holds no GPU collective.
@@ -23,9 +24,6 @@ import torch.distributed as dist
 from lade_bench.decoding.parallel import LookaheadGroup
 
 log = logging.getLogger(__name__)
-
-# Arms whose generations run on every rank when lookahead.devices > 1.
-PARALLEL_ARMS: tuple[str, ...] = ("lookahead", "ar_tp")
 
 # torchrun's environment (the launcher protocol, not a switch of ours).
 _WORLD_SIZE, _RANK, _LOCAL_RANK = "WORLD_SIZE", "RANK", "LOCAL_RANK"

@@ -7,15 +7,10 @@ from dataclasses import dataclass
 import torch
 
 from lade_bench.datasets import Sample, filter_by_prompt_length, load_dataset_samples
-from lade_bench.decoding.position_limits import (
-    ForwardReach,
-    check_position_limits,
-    jacobi_reach,
-    longest_allowed_prompt,
-    lookahead_reach,
-    prompt_lookup_reach,
-)
+from lade_bench.decoding.position_limits import check_position_limits, longest_allowed_prompt
+from lade_bench.methods import get_method
 from lade_bench.models.loading import model_context_length
+from lade_bench.runner.arms import method_settings
 from lade_bench.runner.plan import CellConfigError, CellPlan
 
 
@@ -75,22 +70,18 @@ def exact_prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) 
         UnsupportedModelError: not even a one-token prompt fits (the message names the feature, the
             numbers and what to change).
     """
-    cfg = plan.cfg
-    reaches: dict[str, ForwardReach] = {
-        "lookahead": lookahead_reach(plan.lookahead),
-        "jacobi": jacobi_reach(cfg.jacobi.block_size),
-        "prompt_lookup": prompt_lookup_reach(cfg.prompt_lookup.num_tokens),
-    }
-    new_tokens = max_turns * cfg.max_new_tokens
+    new_tokens = max_turns * plan.cfg.max_new_tokens
     budget = None
     for arm in plan.arms:
-        if arm not in reaches:
+        method = get_method(arm)
+        if method.reach is None:  # plain decoding: its forwards reach no farther than the committed tokens
             continue
-        longest = longest_allowed_prompt(model, new_tokens, reaches[arm])
+        reach = method.reach(method_settings(plan, method))
+        longest = longest_allowed_prompt(model, new_tokens, reach)
         if longest is None:
             continue
         if longest < 1:
-            check_position_limits(model, 1, new_tokens, reaches[arm])
+            check_position_limits(model, 1, new_tokens, reach)
         budget = longest if budget is None else min(budget, longest)
     return budget
 
@@ -100,10 +91,9 @@ def _context_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> i
     if context is None:
         return None
     cfg = plan.cfg
-    headroom = {"ar": 0, "ar_tp": 0, "lookahead": plan.lookahead.ngram + plan.lookahead.window}
-    headroom["prompt_lookup"] = cfg.prompt_lookup.num_tokens + 1
-    headroom["jacobi"] = cfg.jacobi.block_size + 1
-    budget = context - max_turns * cfg.max_new_tokens - max(headroom[a] for a in plan.arms)
+    methods = [get_method(arm) for arm in plan.arms]
+    headroom = max(m.context_headroom(method_settings(plan, m)) for m in methods)
+    budget = context - max_turns * cfg.max_new_tokens - headroom
     if budget < 1:
         raise CellConfigError(
             f"max_new_tokens={cfg.max_new_tokens} x {max_turns} turn(s) leaves no room for a prompt in the "

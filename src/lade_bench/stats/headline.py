@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from lade_bench.metrics.speed import speedup
-from lade_bench.results.schema import ARMS
 from lade_bench.stats.efficiency import DEFAULT_VERIFICATION
 from lade_bench.stats.rules import IntervalSettings
 from lade_bench.stats.summary import CELL_KEY, SUMMARY_COLUMNS, plain_value, summarize
@@ -179,7 +178,7 @@ def headline_summary(
     choice: pd.DataFrame,
     *,
     baseline: str = BASELINE_ARM,
-    arm_order: Sequence[str] = ARMS,
+    arm_order: Sequence[str] | None = None,
     intervals: IntervalSettings = IntervalSettings(),
 ) -> pd.DataFrame:
     """Summary records (all arms) of the headline cells on their reported samples.

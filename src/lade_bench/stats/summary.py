@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lade_bench.results.schema import ARMS
+from lade_bench.methods import method_names
 from lade_bench.stats.efficiency import DEFAULT_VERIFICATION, arm_efficiency, lookahead_step_tokens
 from lade_bench.stats.quality import MISMATCH_SUMMARY, ROUGE_COLUMNS, mismatch_summary, quality_means
 from lade_bench.stats.rules import IntervalSettings
@@ -102,9 +102,9 @@ def cell_attributes(cell_rows: pd.DataFrame) -> dict[str, Any]:
     return attributes
 
 
-def sorted_arms(arms: Sequence[str] | np.ndarray, arm_order: Sequence[str] = ARMS) -> list[str]:
-    """Arms in ``arm_order`` (unknown arms last, alphabetically); the row schema's order by default."""
-    order = {arm: i for i, arm in enumerate(arm_order)}
+def sorted_arms(arms: Sequence[str] | np.ndarray, arm_order: Sequence[str] | None = None) -> list[str]:
+    """Arms in ``arm_order`` (unknown arms last, alphabetically); the method registry's order by default."""
+    order = {arm: i for i, arm in enumerate(method_names() if arm_order is None else arm_order)}
     return sorted((str(a) for a in arms), key=lambda a: (order.get(a, len(order)), a))
 
 
@@ -112,7 +112,7 @@ def summarize_cell(
     cell_rows: pd.DataFrame,
     *,
     baseline: str = BASELINE_ARM,
-    arm_order: Sequence[str] = ARMS,
+    arm_order: Sequence[str] | None = None,
     intervals: IntervalSettings = IntervalSettings(),
 ) -> list[dict[str, Any]]:
     """One summary record per arm of one cell, in ``arm_order``.
@@ -166,7 +166,7 @@ def summarize(
     rows: pd.DataFrame,
     *,
     baseline: str = BASELINE_ARM,
-    arm_order: Sequence[str] = ARMS,
+    arm_order: Sequence[str] | None = None,
     intervals: IntervalSettings = IntervalSettings(),
 ) -> pd.DataFrame:
     """Summary of every (cell, arm) in ``rows``: the table every report draws from.
@@ -190,9 +190,9 @@ def summarize(
     return sort_summary(frame, arm_order)
 
 
-def sort_summary(summary: pd.DataFrame, arm_order: Sequence[str] = ARMS) -> pd.DataFrame:
-    """Sort summary records in the reading order of tables (nulls last, arms in ``arm_order``)."""
-    order = {arm: i for i, arm in enumerate(arm_order)}
+def sort_summary(summary: pd.DataFrame, arm_order: Sequence[str] | None = None) -> pd.DataFrame:
+    """Sort summary records in the reading order of tables (nulls last; arms in ``arm_order``, else the registry's)."""
+    order = {arm: i for i, arm in enumerate(method_names() if arm_order is None else arm_order)}
     keyed = summary.assign(_arm_order=summary["arm"].map(lambda a: order.get(a, len(order))))
     by = [*SORT_COLUMNS, "_arm_order"]
     ascending = [True] * len(by)

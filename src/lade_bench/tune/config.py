@@ -20,11 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.decoding import DecodingConfigError, LookaheadParams
 from lade_bench.decoding.params import VERIFICATION_LAYOUTS
+from lade_bench.methods import methods_where
 from lade_bench.runner.config_schema import LadeBenchConfig, register_configs
 
 TUNE_SCHEMA_NAME = "lade_bench_tune_schema"
-# Arms the held-out validation may compare besides AR and the tuned lookahead.
-BASELINE_ARMS = ("prompt_lookup", "jacobi")
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -198,9 +197,11 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
             f"tune.top_k={tune.top_k} exceeds the {space.size()} configuration(s) of tune.space; lower top_k"
         )
     baselines = tuple(str(arm) for arm in tune.baselines)
+    # Arms the held-out validation may compare besides AR and the tuned lookahead (Method.tuner_baseline).
+    allowed = methods_where(lambda m: m.tuner_baseline)
     for arm in baselines:
-        if arm not in BASELINE_ARMS:
-            raise TuneConfigError(f"tune.baselines: {arm!r} is not allowed; use any of {list(BASELINE_ARMS)} (or [])")
+        if arm not in allowed:
+            raise TuneConfigError(f"tune.baselines: {arm!r} is not allowed; use any of {list(allowed)} (or [])")
     if len(set(baselines)) != len(baselines):
         raise TuneConfigError(f"tune.baselines={list(baselines)} lists an arm twice")
     for key in ("name", "preset_name"):

@@ -1,0 +1,59 @@
+"""The method (arm) registry: one entry per decoding method; everything else reads it.
+
+Importing the package registers the built-in methods (``builtin``). A new method is one
+:class:`Method` entry and its generate function (``docs/adding_a_method.md``)::
+
+    from lade_bench.methods import Method, register
+    register(Method("my_method", my_generate, label="My method", color="#9467bd"))
+"""
+
+from lade_bench.methods.builtin import register_builtin_methods
+from lade_bench.methods.registry import (
+    REFERENCE,
+    REPLICA,
+    TENSOR_PARALLEL,
+    GenerationRequest,
+    Method,
+    Settings,
+    UnknownMethodError,
+    bind_method,
+    get_method,
+    is_registered,
+    method_color,
+    method_label,
+    method_names,
+    method_rank,
+    methods_where,
+    register,
+    registered_methods,
+    runs_on_one_model,
+    sort_methods,
+    unknown_method_message,
+    unregister,
+)
+
+register_builtin_methods()
+
+__all__ = [
+    "REFERENCE",
+    "REPLICA",
+    "TENSOR_PARALLEL",
+    "GenerationRequest",
+    "Method",
+    "Settings",
+    "UnknownMethodError",
+    "bind_method",
+    "get_method",
+    "is_registered",
+    "method_color",
+    "method_label",
+    "method_names",
+    "method_rank",
+    "methods_where",
+    "register",
+    "registered_methods",
+    "runs_on_one_model",
+    "sort_methods",
+    "unknown_method_message",
+    "unregister",
+]

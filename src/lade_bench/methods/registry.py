@@ -1,0 +1,249 @@
+"""The method registry: one entry per decoding method ("arm"), and the lookups everything else uses.
+
+A method is what ``arms=[...]`` names and what the ``arm`` column of a row holds. Its entry says how
+to run it (``generate``) and what it needs (capabilities). The runner's plan checks and dispatch,
+the row schema, the report's order, labels and colours, the tuner's baselines, ``bench`` and
+``gpu_check`` all read the entries here; none of them lists methods itself. Registration order is
+the reading order of tables and figures. ``docs/adding_a_method.md`` is the step-by-step guide.
+
+No torch here: the plan checks and the row schema read the registry, and a tool that only reads
+rows should not pay for the engine's imports.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Model roles a method can run (``Method.models``); the runner loads each role a cell's arms need.
+REPLICA = "replica"  # the full model on this rank's device
+TENSOR_PARALLEL = "tensor_parallel"  # a tensor-parallel shard over every rank (transformers' tp_plan)
+
+# The baseline every speedup is measured against and every greedy output is compared with.
+REFERENCE = "ar"
+
+Settings = Mapping[str, Any]
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+class UnknownMethodError(ValueError):
+    """A method name that is not registered (the message lists the registered ones)."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One generation, as a method's ``generate`` receives it.
+
+    Attributes:
+        models: model role -> model (``REPLICA`` always when the method runs it; see ``Method.models``).
+        prompt_ids: the rendered prompt, ``[prompt_len]`` token ids.
+        max_new_tokens: most tokens to generate.
+        stop_ids: ids that end the generation (emitted, then stop).
+        seed: the (sample, turn) seed, the same for every arm of a unit.
+        sampling: the cell's ``SamplingParams`` (None: greedy).
+        settings: config section -> value for the sections the method reads (``Method.sections``):
+            ``cfg.<section>`` as composed (read by attribute), ``lookahead`` as ``LookaheadParams``. A
+            section absent here means the engine's defaults (``bench`` and ``gpu_check`` give only
+            ``lookahead``).
+        parallel: the rank group of a multi-device cell (lookahead parallelism); None on one device.
+    """
+
+    models: Mapping[str, Any]
+    prompt_ids: Sequence[int]
+    max_new_tokens: int
+    stop_ids: Sequence[int] = ()
+    seed: int = 0
+    sampling: Any = None
+    settings: Settings = field(default_factory=dict)
+    parallel: Any = None
+
+    @property
+    def model(self) -> Any:
+        """The full model (role ``REPLICA``)."""
+        return self.models[REPLICA]
+
+    def section(self, name: str) -> dict[str, Any]:
+        """A config section as keyword arguments for the engine (empty: the engine's defaults)."""
+        value = self.settings.get(name)
+        if value is None:
+            return {}
+        return dict(value.items()) if isinstance(value, Mapping) else dict(vars(value))
+
+
+@dataclass(frozen=True)
+class Method:
+    """One decoding method and what it needs.
+
+    Attributes:
+        name: the ``arms=[...]`` value and the ``arm`` column (lowercase, digits, ``_``).
+        generate: ``generate(GenerationRequest) -> DecodeResult``; times itself (device-synchronised
+            ``wall_time_s``) and counts every forward pass (see the guide for the contract).
+        label: display name in tables and figure legends.
+        color: matplotlib colour, the same in every figure.
+        custom_mask: runs forwards under a custom 4D attention mask and position ids (needs an
+            attention backend that takes one, and a model that supports it).
+        every_rank: with ``lookahead.devices`` > 1 its generations run on every rank (rank 0 asks).
+        supports_sampling: False for a greedy-only method (refused by a sampling cell).
+        sections: config sections it reads (``cfg.<section>``): passed in ``settings`` and hashed
+            into the cell id when the method is among a cell's arms.
+        headroom: settings -> positions past the prompt and new tokens one forward may reach (the
+            context budget of a prompt keeps that much room); None: the tokens one forward feeds
+            (``reach(settings).inputs``), or 0 without a reach.
+        reach: settings -> ``ForwardReach`` for the position-limit checks (None: plain decoding).
+        models: model roles it runs (``REPLICA``, ``TENSOR_PARALLEL``); the cell loads each.
+        tuner_baseline: ``tune.baselines`` may name it (validated on the tuner's held-out samples).
+        refuse: cfg -> why a cell config cannot run the method (None: it can); checked in the plan.
+        scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).
+    """
+
+    name: str
+    generate: Callable[[GenerationRequest], Any]
+    label: str
+    color: str
+    custom_mask: bool = False
+    every_rank: bool = False
+    supports_sampling: bool = True
+    sections: tuple[str, ...] = ()
+    headroom: Callable[[Settings], int] | None = None
+    reach: Callable[[Settings], Any] | None = None
+    models: tuple[str, ...] = (REPLICA,)
+    tuner_baseline: bool = False
+    refuse: Callable[[Any], str | None] | None = None
+    scaling_label: str | None = None
+
+    @property
+    def greedy_only(self) -> bool:
+        """True when the method cannot sample."""
+        return not self.supports_sampling
+
+    def context_headroom(self, settings: Settings) -> int:
+        """Positions past the prompt and the new tokens that the method's forwards may take up."""
+        if self.headroom is not None:
+            return self.headroom(settings)
+        return self.reach(settings).inputs if self.reach is not None else 0
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def register(method: Method, *, replace: bool = False) -> Method:
+    """Add ``method`` to the registry (after the others: the reading order) and return it.
+
+    Raises:
+        ValueError: a malformed name, or a name already registered (unless ``replace``).
+    """
+    if not _NAME.fullmatch(method.name):
+        raise ValueError(f"method name {method.name!r}: use lowercase letters, digits and '_', a letter first")
+    if method.name in _REGISTRY and not replace:
+        raise ValueError(f"method {method.name!r} is already registered; pass replace=True to redefine it")
+    _REGISTRY[method.name] = method
+    return method
+
+
+def unregister(name: str) -> None:
+    """Remove a method (a test's toy method); unknown names are ignored."""
+    _REGISTRY.pop(name, None)
+
+
+def method_names() -> tuple[str, ...]:
+    """Registered names in registration order (AR first): the order of every table and figure."""
+    return tuple(_REGISTRY)
+
+
+def registered_methods() -> tuple[Method, ...]:
+    """Registered entries in registration order."""
+    return tuple(_REGISTRY.values())
+
+
+def is_registered(name: str) -> bool:
+    """True when ``name`` is a registered method."""
+    return name in _REGISTRY
+
+
+def get_method(name: str) -> Method:
+    """The entry of ``name``.
+
+    Raises:
+        UnknownMethodError: listing the registered names and, when one is close, a "did you mean".
+    """
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise UnknownMethodError(unknown_method_message(name)) from None
+
+
+def unknown_method_message(name: Any, allowed: Iterable[str] | None = None) -> str:
+    """``'<name>' is not a decoding method; expected one of [...]`` plus a "did you mean" when one is close."""
+    names = list(method_names() if allowed is None else allowed)
+    close = difflib.get_close_matches(str(name), names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{name!r} is not a decoding method{hint}; expected one of [{', '.join(names)}]"
+
+
+def methods_where(predicate: Callable[[Method], bool]) -> tuple[str, ...]:
+    """Names of the registered methods for which ``predicate`` holds, in registration order."""
+    return tuple(m.name for m in _REGISTRY.values() if predicate(m))
+
+
+def method_label(name: str) -> str:
+    """Display name of a method; the name itself for one not registered (rows of another version)."""
+    method = _REGISTRY.get(name)
+    return method.label if method is not None else name
+
+
+def method_color(name: str) -> str | None:
+    """Colour of a method; None (matplotlib's next colour) for one not registered."""
+    method = _REGISTRY.get(name)
+    return method.color if method is not None else None
+
+
+def method_rank(name: str) -> int:
+    """Position of ``name`` in registration order; one past the last for an unregistered name."""
+    names = list(_REGISTRY)
+    return names.index(name) if name in _REGISTRY else len(names)
+
+
+def sort_methods(names: Iterable[str]) -> list[str]:
+    """``names`` in registration order; unregistered names last, alphabetically."""
+    return sorted(names, key=lambda name: (method_rank(name), name))
+
+
+def runs_on_one_model(method: Method) -> bool:
+    """True when the method needs nothing but the full model on one device (what bench and gpu_check load)."""
+    return method.models == (REPLICA,)
+
+
+def bind_method(
+    name: str, model: Any, max_new_tokens: int, stop_ids: Sequence[int] = (), settings: Settings | None = None
+) -> Callable[[Sequence[int]], Any]:
+    """``run(prompt_ids) -> DecodeResult``: method ``name``, greedy, on ``model`` alone (bench, gpu_check).
+
+    Args:
+        name: a registered method that needs only the full model (:func:`runs_on_one_model`).
+        model: the model.
+        max_new_tokens: budget of every generation.
+        stop_ids: ids that end a generation.
+        settings: the config sections it reads (absent ones: the engine's defaults).
+
+    Raises:
+        UnknownMethodError: ``name`` is not registered.
+        ValueError: the method needs more than one model on one device (e.g. tensor-parallel AR).
+    """
+    method = get_method(name)
+    if not runs_on_one_model(method):
+        allowed = methods_where(runs_on_one_model)
+        raise ValueError(
+            f"method {name!r} runs the model roles {list(method.models)}, not one model on one device; "
+            f"here use one of [{', '.join(allowed)}]"
+        )
+    fixed = dict(settings or {})
+    stops = list(stop_ids)
+
+    def run(prompt_ids: Sequence[int]) -> Any:
+        request = GenerationRequest({REPLICA: model}, prompt_ids, max_new_tokens, stops, settings=fixed)
+        return method.generate(request)
+
+    return run

@@ -1,0 +1,73 @@
+"""The registry's lookups and errors, and the built-in entries (their names, labels and colours are
+what the committed tables and figures show, so they are pinned here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from lade_bench.methods import (
+    TENSOR_PARALLEL,
+    Method,
+    UnknownMethodError,
+    bind_method,
+    get_method,
+    method_color,
+    method_label,
+    method_names,
+    methods_where,
+    register,
+    sort_methods,
+    unregister,
+)
+
+
+def test_builtin_methods_keep_the_published_names_labels_colours_and_order():
+    entries = [(m, method_label(m), method_color(m)) for m in method_names()]
+    assert entries == [
+        ("ar", "AR", "#7f7f7f"),
+        ("lookahead", "Lookahead", "#1f77b4"),
+        ("prompt_lookup", "Prompt lookup", "#ff7f0e"),
+        ("jacobi", "Jacobi", "#2ca02c"),
+        ("ar_tp", "AR, tensor parallel", "#d62728"),
+    ]
+
+
+def test_builtin_capabilities():
+    assert methods_where(lambda m: m.custom_mask) == ("lookahead", "jacobi")
+    assert methods_where(lambda m: m.every_rank) == ("lookahead", "ar_tp")
+    assert methods_where(lambda m: m.greedy_only) == ("jacobi",)
+    assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi")
+    assert get_method("ar_tp").models == (TENSOR_PARALLEL,)
+
+
+def test_unknown_names_list_the_registered_ones_and_the_closest():
+    with pytest.raises(UnknownMethodError) as info:
+        get_method("lookahed")
+    assert "did you mean 'lookahead'?" in str(info.value)
+    assert "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp]" in str(info.value)
+
+
+def test_register_refuses_bad_and_duplicate_names():
+    def generate(request):
+        raise AssertionError("never run")
+
+    with pytest.raises(ValueError, match="lowercase"):
+        register(Method("My-Method", generate, label="x", color="#000000"))
+    with pytest.raises(ValueError, match="already registered"):
+        register(Method("ar", generate, label="x", color="#000000"))
+    register(Method("zz_toy", generate, label="Toy", color="#000000"))
+    try:
+        assert method_names()[-1] == "zz_toy"
+        assert sort_methods(["zz_toy", "unknown", "jacobi", "ar"]) == ["ar", "jacobi", "zz_toy", "unknown"]
+    finally:
+        unregister("zz_toy")
+    assert "zz_toy" not in method_names()
+
+
+def test_unregistered_arms_of_old_rows_keep_their_name_and_get_no_colour():
+    assert method_label("retired_arm") == "retired_arm" and method_color("retired_arm") is None
+
+
+def test_bind_refuses_a_method_that_needs_more_than_one_model():
+    with pytest.raises(ValueError, match="tensor_parallel"):
+        bind_method("ar_tp", model=None, max_new_tokens=4)
