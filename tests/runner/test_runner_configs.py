@@ -178,7 +178,7 @@ def test_bad_values_fail_in_the_plan(compose_cfg, override, error, message):
 
 def test_flash_attention_is_fine_for_an_ar_only_cell(compose_cfg):
     plan = plan_cell(compose_cfg(["attn_implementation=flash_attention_2", "arms=[ar]"]))
-    assert plan.cfg.attn_implementation == "flash_attention_2" and list(plan.cfg.arms) == ["ar"]
+    assert plan.cfg.attn_implementation.name == "flash_attention_2" and list(plan.cfg.arms) == ["ar"]
 
 
 def test_cell_id_ignores_paths_and_sweep_but_not_parameters(compose_cfg):
