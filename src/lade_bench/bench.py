@@ -36,7 +36,7 @@ from lade_bench.methods import (
 from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
 from lade_bench.metrics.task_accuracy import match_rate
 from lade_bench.models.embedded import load_embedded_smollm2
-from lade_bench.results._atomic import atomic_write_json
+from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import run_paired
 
 Arm = Callable[[list[int]], DecodeResult]

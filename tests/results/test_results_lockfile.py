@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from lade_bench.results._lockfile import (
+from lade_bench.results.lockfile import (
     break_lock,
     exclusive,
     owner_state,

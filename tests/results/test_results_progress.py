@@ -10,7 +10,7 @@ from rich.console import Console
 
 from lade_bench import status
 from lade_bench.results import COLUMN_NAMES, CellWriter, update_index
-from lade_bench.results._lockfile import try_acquire
+from lade_bench.results.lockfile import try_acquire
 from lade_bench.results.progress import sweep_progress, unfinished_planned_cells
 from lade_bench.results.sweep_layout import cell_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job, write_launch

@@ -116,7 +116,7 @@ def test_an_update_repairs_a_parquet_left_behind_and_removes_temp_leftovers(tmp_
 
 
 def test_remove_temp_files_takes_only_atomic_write_leftovers(tmp_path):
-    from lade_bench.results._atomic import atomic_write_text, remove_temp_files
+    from lade_bench.results.atomic import atomic_write_text, remove_temp_files
 
     atomic_write_text(tmp_path / "summary.json", "{}")
     ours = [tmp_path / ".summary.json.0123456789ab.tmp", tmp_path / ".rows.parquet.abcdef012345.tmp"]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import lade_bench.results._atomic as atomic_module
+import lade_bench.results.atomic as atomic_module
 import lade_bench.results.writer as writer_module
 from lade_bench.results import load_rows, read_index
 from lade_bench.results.cell_check import DamagedCellError

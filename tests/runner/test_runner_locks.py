@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lade_bench.results._lockfile import read_lock, this_host, try_acquire
+from lade_bench.results.lockfile import read_lock, this_host, try_acquire
 from lade_bench.runner import CellConfigError, run_cell
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, claim
 from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job
@@ -121,7 +121,7 @@ def test_slurm_job_is_relabelled_with_the_cell_name(tmp_path, monkeypatch):
 def test_a_lock_without_owner_record_is_an_orphan_never_a_live_owner(tmp_path, monkeypatch):
     import errno
 
-    import lade_bench.results._lockfile as lockfile
+    import lade_bench.results.lockfile as lockfile
 
     path = tmp_path / "cell.lock"
     path.write_bytes(b"")  # killed between creating the lock and writing its owner

@@ -15,7 +15,7 @@ from optuna.trial import TrialState, create_trial
 from lade_bench.decoding import LookaheadParams
 from lade_bench.profiling.device_profile import step_cost
 from lade_bench.runner.arms import generate
-from lade_bench.runner.cell import _load_model
+from lade_bench.runner.cell import load_cell_model
 from lade_bench.runner.plan import plan_cell
 from lade_bench.runner.samples import load_samples
 from lade_bench.tune.bound import measured_bound, prior_bound, should_prune, speedup_bound
@@ -86,7 +86,7 @@ def tiny_measure(tmp_path_factory):
     root = tmp_path_factory.mktemp("bound")
     cfg = compose_tune([*TINY_TUNE, *tmp_outputs(root)])
     plan = prepare(cfg).base_plan
-    cell_model = _load_model(plan)
+    cell_model = load_cell_model(plan, None)
     units = build_units(plan, cell_model, load_samples(plan)[:1], [0])
     calls: list[str] = []
 

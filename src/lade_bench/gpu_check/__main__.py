@@ -31,7 +31,7 @@ from lade_bench.gpu_check.stages import CHAT, check_model, notes
 from lade_bench.gpu_check.table import markdown_table, rich_table
 from lade_bench.models.loading import DTYPES, resolve_device
 from lade_bench.profiling import describe_device
-from lade_bench.results._atomic import atomic_write_json, atomic_write_text
+from lade_bench.results.atomic import atomic_write_json, atomic_write_text
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -22,7 +22,7 @@ from lade_bench.gpu_check.table import summary_records
 from lade_bench.methods import REFERENCE, bind_method
 from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids
 from lade_bench.profiling.device_profile import sweep_profile
-from lade_bench.results._atomic import atomic_write_json
+from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import PairedRuns
 
 # The lookahead presets of conf/lookahead/ (a test keeps them equal): the paper's 7B and 13B MT-Bench

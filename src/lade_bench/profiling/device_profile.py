@@ -34,7 +34,7 @@ import torch
 from transformers import DynamicCache
 
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
-from lade_bench.results._atomic import atomic_write_json, fsync_dir, temp_name
+from lade_bench.results.atomic import atomic_write_json, fsync_dir, temp_name
 
 PROFILE_JSON = "device_profile.json"
 # One profile per device kind, for sweeps whose jobs ran on several kinds of device.

@@ -21,7 +21,7 @@ from lade_bench.report.figures import FigureOutput, build_figures, build_tune_fi
 from lade_bench.report.html_report import render_html, write_html
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
-from lade_bench.results._atomic import atomic_write_text
+from lade_bench.results.atomic import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

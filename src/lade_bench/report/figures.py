@@ -26,7 +26,7 @@ from lade_bench.methods import REFERENCE, method_color, method_label, registered
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tune_figure import draw_tune_figure, load_record
-from lade_bench.results._atomic import atomic_write
+from lade_bench.results.atomic import atomic_write
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from lade_bench.report import aggregate
 from lade_bench.report.figures import FigureOutput
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import to_html
-from lade_bench.results._atomic import atomic_write_text
+from lade_bench.results.atomic import atomic_write_text
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; padding: 0 1em; color: #222; }

@@ -37,7 +37,7 @@ from lade_bench import stats
 from lade_bench.methods import method_label
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING, to_latex, to_markdown
-from lade_bench.results._atomic import atomic_write_text
+from lade_bench.results.atomic import atomic_write_text
 
 logger = logging.getLogger(__name__)
 

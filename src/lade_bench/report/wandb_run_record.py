@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lade_bench.results._atomic import atomic_write_json
+from lade_bench.results.atomic import atomic_write_json
 
 logger = logging.getLogger(__name__)
 

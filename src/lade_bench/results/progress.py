@@ -35,8 +35,8 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from lade_bench.results._lockfile import owner_state, read_lock
 from lade_bench.results.cell_check import check_cell
+from lade_bench.results.lockfile import owner_state, read_lock
 from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path
 from lade_bench.results.sweep_plan import read_jobs, read_launch

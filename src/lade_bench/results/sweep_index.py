@@ -5,7 +5,7 @@ rewritten after it. The parquet records the SHA-256 of the jsonl it was built fr
 between the two (parquet one update behind) is noticed and repaired by the next update, even one
 that changes nothing; the same next update deletes temp files a crash left mid-write.
 Every update is a read-modify-write of the whole (small) file under the lock file
-``_locks/index.lock``, created atomically (``O_EXCL``, see ``_lockfile``): unlike ``flock`` it also
+``_locks/index.lock``, created atomically (``O_EXCL``, see ``lockfile``): unlike ``flock`` it also
 holds between the nodes of a cluster writing one sweep over NFS, so parallel cells (Slurm array jobs,
 Ray workers, two terminals) do not lose each other's updates. A holder killed mid-update is taken
 over at once on its own host, after :data:`INDEX_LOCK_STALE_S` from another. The file is replaced
@@ -32,8 +32,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lade_bench.results._atomic import atomic_write, remove_temp_files
-from lade_bench.results._lockfile import exclusive
+from lade_bench.results.atomic import atomic_write, remove_temp_files
+from lade_bench.results.lockfile import exclusive
 from lade_bench.results.sweep_layout import index_lock_path
 from lade_bench.results.writer import SUMMARY_JSON
 

@@ -9,7 +9,7 @@
       _plan/launch.json                   the cells the latest multirun launch planned
       _plan/jobs/<job key>.json           which cell each planned job turned out to be
 
-Locks are files created atomically (see ``lade_bench.results._lockfile``), so they hold across the
+Locks are files created atomically (see ``lade_bench.results.lockfile``), so they hold across the
 nodes of a cluster sharing the sweep folder over NFS.
 """
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from lade_bench.results._atomic import atomic_write_json
+from lade_bench.results.atomic import atomic_write_json
 from lade_bench.results.sweep_layout import plan_dir
 
 LAUNCH_JSON = "launch.json"

@@ -22,7 +22,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lade_bench.results._atomic import (
+from lade_bench.results.atomic import (
     WriteFailed,
     atomic_write,
     atomic_write_json,

@@ -65,7 +65,7 @@ from lade_bench.results import (
     load_rows,
     update_index,
 )
-from lade_bench.results._atomic import remove_temp_files
+from lade_bench.results.atomic import remove_temp_files
 from lade_bench.results.cell_check import Damage, check_cell, read_json_object
 from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path

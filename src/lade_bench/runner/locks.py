@@ -1,7 +1,7 @@
 """One job per cell: ownership locks with a heartbeat, for sweeps that many jobs write at once.
 
 A job owns a cell while it runs it: it holds ``<sweep>/_locks/cell-<cell id>.lock`` (an atomic lock
-file recording the run id, host, pid and scheduler job, see ``lade_bench.results._lockfile``) and a
+file recording the run id, host, pid and scheduler job, see ``lade_bench.results.lockfile``) and a
 background thread refreshes the file's heartbeat every ``cell_lock.heartbeat_s``. Another job that
 reaches the cell while the owner lives skips it (``cell_lock.when_owned: skip``) or waits for it
 (``wait``); it takes the lock over once the owner is dead (same host: the process is gone), silent
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lade_bench.results._lockfile import (
+from lade_bench.results.lockfile import (
     LockHandle,
     LockInfo,
     break_lock,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from lade_bench.results._lockfile import this_host
+from lade_bench.results.lockfile import this_host
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from lade_bench.profiling.device_profile import PROFILES_DIR, repair_profile
-from lade_bench.results._atomic import remove_temp_files
-from lade_bench.results._lockfile import ORPHAN_GRACE_S, break_lock, owner_state, read_lock, remove_lock_leftovers
+from lade_bench.results.atomic import remove_temp_files
+from lade_bench.results.lockfile import ORPHAN_GRACE_S, break_lock, owner_state, read_lock, remove_lock_leftovers
 from lade_bench.results.sweep_layout import locks_dir, plan_dir
 from lade_bench.results.sweep_plan import JOBS_DIR
 

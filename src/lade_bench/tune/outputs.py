@@ -1,6 +1,6 @@
 """What a tune leaves behind: the preset, the JSON record of every configuration, the held-out table.
 
-Every file is written atomically (``results._atomic``): a kill never leaves half a preset or record.
+Every file is written atomically (``results.atomic``): a kill never leaves half a preset or record.
 The preset is a plain ``lookahead`` group file, so ``python -m lade_bench.run lookahead=tuned/<name>``
 loads it; its comment header says where it came from, on which samples, and how it did against AR
 and prompt lookup on the held-out samples.
@@ -17,7 +17,7 @@ import pandas as pd
 
 from lade_bench.report.table_format import to_markdown
 from lade_bench.report.tune_figure import TUNE_RECORD
-from lade_bench.results._atomic import atomic_write_json, atomic_write_text
+from lade_bench.results.atomic import atomic_write_json, atomic_write_text
 from lade_bench.tune.config import PRESET_SUBDIR, TuneConfigError
 from lade_bench.tune.validate import HeldoutResult
 

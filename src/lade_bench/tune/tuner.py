@@ -23,8 +23,8 @@ from lade_bench.decoding import LookaheadParams
 from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug, step_cost
 from lade_bench.report.figures import TUNE_FIGURE, save_figure
 from lade_bench.report.tune_figure import draw_tune_figure
-from lade_bench.results._atomic import remove_temp_files
-from lade_bench.runner.cell import _load_model  # the runner's own loading and checks, not a copy
+from lade_bench.results.atomic import remove_temp_files
+from lade_bench.runner.cell import load_cell_model  # the runner's own loading and checks, not a copy
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_units
 from lade_bench.runner.locks import LockSettings, claim
@@ -156,7 +156,7 @@ def run_tune(cfg: DictConfig, console: Console | None = None) -> TuneOutcome:
 def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity, console: Console) -> TuneOutcome:
     settings, plan, tune_dir = prep.settings, prep.base_plan, prep.tune_dir
     console.print(f"tune folder: {tune_dir} (run {me.run_id})", markup=False, highlight=False)
-    cell_model = _load_model(plan)
+    cell_model = load_cell_model(plan, None)
     kept = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer).samples
     needed = settings.probe_samples + settings.heldout_samples
     if len(kept) < needed:

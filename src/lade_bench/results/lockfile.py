@@ -47,7 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from lade_bench.results._atomic import fsync_dir, temp_name
+from lade_bench.results.atomic import fsync_dir, temp_name
 
 OwnerState = Literal["alive", "dead", "silent", "orphaned"]
 # Keys the lock file always has; callers add their own beside them.
