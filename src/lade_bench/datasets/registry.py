@@ -29,13 +29,15 @@ def config_file(spec: DatasetSpec, conf_dir: Path = DEFAULT_CONF_DIR) -> Path:
     return conf_dir / "dataset" / f"{spec.config}.yaml"
 
 
-def register_dataset(spec: DatasetSpec, *, conf_dir: Path = DEFAULT_CONF_DIR) -> DatasetSpec:
+def register_dataset(spec: DatasetSpec, *, conf_dir: Path | None = DEFAULT_CONF_DIR) -> DatasetSpec:
     """Add ``spec`` to the registry, after checking that ``dataset=<spec.config>`` can be composed.
 
     Args:
         spec: a complete spec (``DatasetSpec`` checks its own fields: scorer or ``Unscored``, ...).
         conf_dir: the Hydra config folder holding ``dataset/<spec.config>.yaml``; a dataset defined
-            outside the package passes the folder it adds to ``hydra.searchpath``.
+            outside the package passes the folder it adds to ``hydra.searchpath``. None: no check
+            (the built-ins, whose config files a test checks: the package must import where no
+            ``conf/`` lies beside it, e.g. a copy of ``src/`` made by the mutation check).
 
     Returns:
         ``spec``, so a module can register and keep it in one line.
@@ -48,8 +50,8 @@ def register_dataset(spec: DatasetSpec, *, conf_dir: Path = DEFAULT_CONF_DIR) ->
         raise TypeError(f"register_dataset takes a DatasetSpec, got {type(spec).__name__}")
     if spec.name in _REGISTRY:
         raise DatasetSpecError(f"dataset {spec.name!r} is already registered; pick another name")
-    config = config_file(spec, conf_dir)
-    if not config.is_file():
+    config = None if conf_dir is None else config_file(spec, conf_dir)
+    if config is not None and not config.is_file():
         raise DatasetSpecError(
             f"dataset {spec.name!r}: its config file {config} is missing; write it (see docs/adding_a_dataset.md)"
         )
@@ -92,7 +94,7 @@ def _register_builtins() -> None:
     # An explicit list rather than import-time self-registration: the whole set is visible in one
     # place and no import order can leave a dataset out. Each module declares its own spec.
     for module in (mt_bench, humaneval, xsum, gsm8k, classeval, mbpp, cnn_dailymail):
-        register_dataset(module.SPEC)
+        register_dataset(module.SPEC, conf_dir=None)
 
 
 _register_builtins()
