@@ -16,10 +16,23 @@ guarantee, so that the loop stays exact, is stated on :class:`StepExecutor`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import torch
+
+
+@dataclass
+class ForwardRecord:
+    """What an executor's forwards cost so far, as ``DecodeResult`` reports it.
+
+    Attributes:
+        step_tokens: input tokens of each forward, prefill first (``DecodeResult.step_tokens``).
+        forward_time_s: device-synchronised seconds spent inside model forwards.
+    """
+
+    step_tokens: list[int] = field(default_factory=list)
+    forward_time_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,22 +92,14 @@ class StepExecutor(Protocol[StepT]):
       executor orders, pads, shards or compiles the inputs;
     * after :meth:`commit`, the cache holds exactly the accepted tokens' entries, in order, and
       nothing else (cur, then the winning candidate's first ``matched`` tokens);
-    * ``step_tokens`` gets one entry per forward, its input token count (prefill first), and
-      ``forward_time_s`` the device-synchronised time spent inside model forwards.
+    * ``record`` gets one ``step_tokens`` entry per forward, its input token count (prefill first),
+      and ``forward_time_s`` the device-synchronised time spent inside model forwards.
 
     An executor with a fixed input shape (e.g. a compiled one) may pad a step's inputs, as long as
     the padding rows are masked out for every real row and ``commit`` drops their entries.
     """
 
-    @property
-    def step_tokens(self) -> list[int]:
-        """Input tokens of each forward so far (prefill first), as ``DecodeResult.step_tokens``."""
-        ...
-
-    @property
-    def forward_time_s(self) -> float:
-        """Device-synchronised seconds spent inside model forwards so far."""
-        ...
+    record: ForwardRecord
 
     def prefill(self, ids: list[int], guesses: int) -> torch.Tensor:
         """One causal forward of the prompt followed by ``guesses`` window guesses.

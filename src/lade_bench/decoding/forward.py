@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from lade_bench.decoding.executor import ForwardRecord
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device
 
 
 class CachedForward:
-    """One model and its committed KV cache; records each forward's input size and forward time."""
+    """One model and its committed KV cache; ``record`` keeps each forward's input size and forward time."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         """Forwards of ``model`` on a fresh, empty cache."""
@@ -20,20 +21,16 @@ class CachedForward:
         self.cache = DynamicCache()
         self._cache_argument = cache_argument_name(model)
         self._clock = Stopwatch(self.device)
-        self.step_tokens: list[int] = []
-
-    @property
-    def forward_time_s(self) -> float:
-        """Device-synchronised seconds spent inside model forwards so far."""
-        return self._clock.total
+        self.record = ForwardRecord()
 
     def __call__(self, ids: list[int], **kwargs) -> torch.Tensor:
         """One model forward on top of the cache; returns the kept logits, shape (rows, V)."""
         input_tensor = torch.tensor([ids], device=self.device)
-        self.step_tokens.append(len(ids))
+        self.record.step_tokens.append(len(ids))
         self._clock.start()
         output = self.model(input_ids=input_tensor, **{self._cache_argument: self.cache}, use_cache=True, **kwargs)
         self._clock.stop()
+        self.record.forward_time_s = self._clock.total
         return output.logits[0]
 
     def prefill(self, ids: list[int], guesses: int) -> torch.Tensor:

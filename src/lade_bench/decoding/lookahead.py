@@ -74,7 +74,7 @@ def lookahead_generate(
     check_position_limits(model, len(prompt), max_new_tokens, lookahead_reach(params))
     stop_ids = eos_set(eos_token_id)
     executor = choose_executor(model, params, sampling, parallel)
-    return _LookaheadRun(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, model_device(model)).run()
+    return _DecodingLoop(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, model_device(model)).run()
 
 
 def choose_executor(
@@ -83,15 +83,17 @@ def choose_executor(
     sampling: SamplingParams,
     parallel: LookaheadGroup | None,
 ) -> StepExecutor[Any]:
-    """The executor ``lookahead_generate`` runs on: lookahead-parallel over a group of more than one
-    rank, otherwise the single-device one; both return logits only when sampling verification reads them.
+    """The executor ``lookahead_generate`` runs on, from its arguments.
+
+    Lookahead-parallel over a group of more than one rank, otherwise single-device; either returns
+    logits only when sampling verification reads them.
     """
     if parallel is not None and parallel.world_size > 1:
         return ParallelExecutor(model, params.ngram, params.verification, sampling.do_sample, parallel)
     return SingleDeviceExecutor(model, params.verification, sampling.do_sample)
 
 
-class _LookaheadRun:
+class _DecodingLoop:
     """State of one lookahead generation (kept out of module scope: one object per call).
 
     The window, the pool, verification and stopping live here, whatever the executor; the
@@ -145,16 +147,16 @@ class _LookaheadRun:
             steps=len(self.accept_lengths),
             accept_lengths=self.accept_lengths,
             wall_time_s=wall,
-            forward_time_s=self.executor.forward_time_s,
+            forward_time_s=self.executor.record.forward_time_s,
             method="lookahead_sampling" if self.sampling.do_sample else "lookahead",
             stats={
                 "pool_hit_rate": self.steps_with_hit / decode_steps,
                 "steps_with_candidates": float(self.steps_with_candidates),
                 "steps_with_hit": float(self.steps_with_hit),
                 # Input tokens of the lookahead steps (prefill excluded): what the step cost grows with.
-                "decode_step_tokens": float(sum(self.executor.step_tokens[1:])),
+                "decode_step_tokens": float(sum(self.executor.record.step_tokens[1:])),
             },
-            step_tokens=self.executor.step_tokens,
+            step_tokens=self.executor.record.step_tokens,
         )
 
     def _prefill(self, window: LookaheadWindow) -> bool:

@@ -1,5 +1,8 @@
 """Lookahead parallelism (LP): one lookahead generation spread over the ranks of a process group.
 
+:class:`ParallelExecutor` is this rank's executor on the engine's seam (``executor.py``); the
+decoding loop (``lookahead.py``) is the same as on one device.
+
 Every rank holds a full model replica and the same committed KV cache. Each step, rank k runs only
 its share of the window columns and of the pool candidates (``shards.py``), so a step of many
 tokens costs about one rank's share of the compute in wall time. Then:
@@ -97,6 +100,8 @@ class ParallelExecutor:
                 "parallelism (lookahead.devices > 1); allowed: 'flat'"
             )
         self._forward = CachedForward(model)
+        # This rank's own forwards: its shares' input sizes and times.
+        self.record = self._forward.record
         self._device = self._forward.device
         self._masks = StepMasks(layer_attention_of(model), self._device)
         self._length = ngram - 1
@@ -107,16 +112,6 @@ class ParallelExecutor:
         # Tokens emitted so far, for error messages only (known from cur's position once prefilled).
         self._emitted = 0
         self._prompt_length = 0
-
-    @property
-    def step_tokens(self) -> list[int]:
-        """Input tokens of each of this rank's forwards so far (prefill first)."""
-        return self._forward.step_tokens
-
-    @property
-    def forward_time_s(self) -> float:
-        """Device-synchronised seconds this rank spent inside model forwards so far."""
-        return self._forward.forward_time_s
 
     def prefill(self, ids: list[int], guesses: int) -> torch.Tensor:
         """The single-device prefill on every rank, then rank 0's logits and prompt entries everywhere."""

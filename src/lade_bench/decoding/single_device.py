@@ -38,21 +38,12 @@ class SingleDeviceExecutor:
         ``with_logits``: return each step's logits too (sampling verification reads them).
         """
         self._forward = CachedForward(model)
+        self.record = self._forward.record
         device = self._forward.device
         self._layouts = LayoutCache(model_dtype(model), device)
         self._masks = StepMasks(layer_attention_of(model), device)
         self._branch_of = BRANCH_BUILDERS[verification]
         self._with_logits = with_logits
-
-    @property
-    def step_tokens(self) -> list[int]:
-        """Input tokens of each forward so far (prefill first)."""
-        return self._forward.step_tokens
-
-    @property
-    def forward_time_s(self) -> float:
-        """Device-synchronised seconds spent inside model forwards so far."""
-        return self._forward.forward_time_s
 
     def prefill(self, ids: list[int], guesses: int) -> torch.Tensor:
         """The prompt and ``guesses`` window guesses in one causal forward; only the prompt stays cached."""
