@@ -1,0 +1,45 @@
+"""Model forwards on one growing KV cache, counted and timed: what every lookahead executor runs on."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+
+from lade_bench.decoding.executor import ForwardRecord
+from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device
+
+
+class CachedForward:
+    """One model and its committed KV cache; ``record`` keeps each forward's input size and forward time."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        """Forwards of ``model`` on a fresh, empty cache."""
+        self.model = model
+        self.device = model_device(model)
+        # No config: every layer keeps every entry (no sliding-window trimming), so all layers have one
+        # length and a step's commit is the same for full and sliding layers (see masks.py).
+        self.cache = DynamicCache()
+        self._cache_argument = cache_argument_name(model)
+        self._clock = Stopwatch(self.device)
+        self.record = ForwardRecord()
+
+    def __call__(self, ids: list[int], **kwargs) -> torch.Tensor:
+        """One model forward on top of the cache; returns the kept logits, shape (rows, V)."""
+        input_tensor = torch.tensor([ids], device=self.device)
+        self.record.step_tokens.append(len(ids))
+        self._clock.start()
+        output = self.model(input_ids=input_tensor, **{self._cache_argument: self.cache}, use_cache=True, **kwargs)
+        self._clock.stop()
+        self.record.forward_time_s = self._clock.total
+        return output.logits[0]
+
+    def prefill(self, ids: list[int], guesses: int) -> torch.Tensor:
+        """Logits of the prefill's last ``guesses + 1`` rows; the cache keeps only the prompt's entries.
+
+        The model builds its own (causal, and for local layers sliding-window) masks here: the
+        prompt rows never see the guesses after them, so the prompt's entries are a plain prefill's.
+        """
+        logits = self(ids, logits_to_keep=guesses + 1)
+        if guesses:
+            self.cache.crop(-guesses)
+        return logits
