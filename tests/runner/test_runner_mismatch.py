@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+import lade_bench.decoding
 from lade_bench.decoding import lookahead_generate
 from lade_bench.results import load_rows
-from lade_bench.runner import arms as runner_arms
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.console import mismatch_lines
 from lade_bench.runner.mismatch import mismatch_columns
@@ -36,7 +36,8 @@ def test_forced_wrong_token_is_flagged_as_an_engine_error(compose_cfg, tmp_path,
         result.tokens[3] = (result.tokens[3] + 7) % 100 + 3
         return result
 
-    monkeypatch.setattr(runner_arms, "lookahead_generate", broken)
+    # The built-in method looks the engine up when it runs (lade_bench.methods.builtin).
+    monkeypatch.setattr(lade_bench.decoding, "lookahead_generate", broken)
     cfg = compose_cfg([*TINY, "mismatch.margin_tolerance=0.5", f"output_root={tmp_path}"])
     outcome = run_cell(cfg)
     rows = load_rows(outcome.cell_dir)
