@@ -11,6 +11,7 @@ import multiprocessing
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -98,6 +99,7 @@ def test_shards_partition_the_step_and_see_what_one_device_sees(levels, columns,
     assert seen_candidates == list(range(candidates))
 
 
+@pytest.mark.slow
 def test_two_ranks_emit_single_device_tokens_in_the_same_steps(tmp_path):
     """Greedy: tokens equal single-device lookahead's and AR's, step counts and accept lengths equal
     single-device lookahead's, on tiny Llama, a sliding-window family and SmolLM2; sampling: both
@@ -131,6 +133,7 @@ def test_two_ranks_emit_single_device_tokens_in_the_same_steps(tmp_path):
     assert multi_token_steps["greedy"] > 20 and multi_token_steps["sampling"] > 2
 
 
+@pytest.mark.slow
 def test_a_failing_rank_ends_the_generation_on_the_other_with_a_clear_error(tmp_path):
     """Rank 1 raises, exits or hangs mid-generation (three process groups at once); rank 0 fails with
     LookaheadParallelError, at once or after the collective timeout, instead of waiting forever."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,6 +27,7 @@ def prompts(draw) -> list[int]:
     return [motif[i % len(motif)] for i in range(length)] if use_motif else noise
 
 
+@pytest.mark.slow
 @settings(
     max_examples=45,
     deadline=None,

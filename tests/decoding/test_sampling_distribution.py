@@ -88,6 +88,7 @@ def test_ar_sampling_matches_the_exact_distribution(setting):
     assert goodness_of_fit(draws, sequences, exact) > ALPHA
 
 
+@pytest.mark.slow
 def test_lookahead_sampling_matches_the_exact_distribution(setting):
     model, prompt, sequences, exact = setting
     draws, multi_token_steps = lookahead_draws(model, prompt, 2000)
@@ -104,6 +105,7 @@ def _verifier_without_residual(distribution, drafts, generator):
     return None
 
 
+@pytest.mark.slow
 def test_the_goodness_of_fit_test_catches_a_broken_verifier(setting, monkeypatch):
     model, prompt, sequences, exact = setting
     monkeypatch.setattr(verify, "_accept_one_draft", _verifier_without_residual)

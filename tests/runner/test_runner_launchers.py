@@ -63,6 +63,7 @@ def test_the_launch_plan_lists_every_cell_of_the_sweep(tmp_path):
     assert len({job["key"] for _, job in jobs}) == 16
 
 
+@pytest.mark.slow
 def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
     """The documented Slurm command, against stand-ins for sbatch/srun/sacct that record the job script."""
     bin_dir = tmp_path / "bin"

@@ -67,6 +67,7 @@ def test_mbpp_answer_passes_in_the_sandbox(mbpp_sample):
     assert score_output("mbpp", answer, mbpp_sample, chat=True) == {"passed": True}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code",
     [

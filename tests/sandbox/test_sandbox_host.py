@@ -308,6 +308,7 @@ def huge():
 """
 
 
+@pytest.mark.slow
 def test_a_huge_returned_value_is_bounded_in_time():
     result = run_tests_in_sandbox(
         HUGE_FRACTION,

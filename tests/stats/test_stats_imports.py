@@ -25,6 +25,7 @@ def _present(modules: list[str], packages: tuple[str, ...]) -> list[str]:
     return [m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)]
 
 
+@pytest.mark.slow
 def test_importing_stats_imports_no_report_runner_tuner_or_plotting_code():
     modules = _imported_after("import lade_bench.stats")
     assert "lade_bench.stats.summary" in modules
@@ -33,6 +34,7 @@ def test_importing_stats_imports_no_report_runner_tuner_or_plotting_code():
 
 # The runner's per-cell summary and the tuner's held-out validation read the statistics, not the
 # report (which would pull in matplotlib and the HTML report).
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["lade_bench.runner.summary", "lade_bench.tune.validate"])
 def test_statistics_clients_do_not_import_the_report(module):
     modules = _imported_after(f"import {module}")

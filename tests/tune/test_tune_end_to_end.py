@@ -55,6 +55,7 @@ def tune(tmp_path_factory):
     return {"root": root, "tune_dir": tune_dir, "before": before, "after": _study_trials(tune_dir), "outcome": outcome}
 
 
+@pytest.mark.slow
 def test_resume_reuses_finished_trials_and_measures_the_interrupted_one_again(tune):
     before, after = tune["before"], tune["after"]
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
