@@ -142,9 +142,10 @@ def summarise(results: dict[str, list[DecodeResult]]) -> list[ArmSummary]:
 
 def mean_decode_step_tokens(runs: list[DecodeResult]) -> float:
     """Input tokens per forward after the prefill, over all runs (NaN when an arm does not count them)."""
-    if any(r.step_tokens is None for r in runs):
+    step_tokens = [r.step_tokens for r in runs]
+    if any(counts is None for counts in step_tokens):
         return float("nan")
-    decode = [tokens for r in runs for tokens in r.step_tokens[1:]]
+    decode = [tokens for counts in step_tokens if counts is not None for tokens in counts[1:]]
     return sum(decode) / len(decode) if decode else float("nan")
 
 

@@ -290,7 +290,7 @@ def sweep_profile(
     return measure_forward_curve(model, default_token_counts(shapes, largest=largest), **measure_kwargs)
 
 
-def forward_time_at(profile: Mapping[str, Any], tokens: int) -> float:
+def forward_time_at(profile: Mapping[str, Any], tokens: float) -> float:
     """Forward time (s) at ``tokens`` new tokens: measured, or linear between measured neighbours.
 
     Raises:

@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsInt, cast
 
 import numpy as np
 import pandas as pd
@@ -75,7 +76,11 @@ def _grid(n_panels: int, panel_w: float = 4.4, panel_h: float = 3.6, max_cols: i
 
 
 def _error_bars(
-    ax, xs: Sequence[float], values: Sequence[float], lows: Sequence[float], highs: Sequence[float]
+    ax,
+    xs: Sequence[float] | np.ndarray,
+    values: Sequence[float],
+    lows: Sequence[float],
+    highs: Sequence[float],
 ) -> None:
     """Draw asymmetric CI error bars only where the CI exists.
 
@@ -127,7 +132,8 @@ def _panel_name(keys: Sequence[str], values: object) -> str:
 
     def name(key: str, value: object) -> str:
         if key in _SHAPE_NAMES:
-            return f"{_SHAPE_NAMES[key]}={int(value)}"
+            # Shape parameters (N, W, G) are numeric columns.
+            return f"{_SHAPE_NAMES[key]}={int(cast(SupportsInt, value))}"
         if key == "prompt_as_reference":
             return f"prompt ref {'on' if value else 'off'}"
         if key == "verification":
@@ -173,6 +179,7 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
         ax.set_xlabel("window W (lookahead columns)")
         ax.set_ylabel("guesses G (n-grams verified / step)")
         ax.set_title(_panel_name(panel_keys, key), fontsize=9)
+    assert image is not None  # data is not empty, so there is at least one panel
     fig.colorbar(image, ax=axes, label=SPEEDUP_LABEL, shrink=0.9)
     return _titled(fig, "Lookahead speedup over W × G (greedy; < 1 means slower than AR)", sweep.context_line())
 

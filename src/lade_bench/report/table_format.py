@@ -71,7 +71,7 @@ def to_latex(table: pd.DataFrame, *, caption: str, label: str, comment: str = ""
         comment: a ``%`` comment line put first (provenance), plain text.
     """
     spec = "".join("r" if num else "l" for num in _numeric_columns(table))
-    lines = []
+    lines: list[str] = []
     if comment:
         lines.extend(f"% {line}" for line in comment.splitlines())
     lines += [

@@ -108,13 +108,15 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
 
 
 def _plot_configs(ax, record, profile, tau, verification: str, color: str, xs: list, ys: list) -> None:
-    measured, stopped, unmeasured = [], [], []
+    measured: list[tuple[float, float]] = []
+    stopped: list[tuple[float, float]] = []
+    unmeasured: list[tuple[float, float]] = []
     for conf in record.get("configurations", []):
         if conf["verification"] != verification:
             continue
         probe = conf.get("probe") or {}
         a, k, own_tau = probe.get("accepted_per_step"), probe.get("mean_step_tokens"), probe.get("ar_time_per_token")
-        if all(v is not None and math.isfinite(v) for v in (a, k, own_tau)):
+        if a is not None and k is not None and own_tau is not None and all(map(math.isfinite, (a, k, own_tau))):
             point = (a, step_cost(profile, k, own_tau))
             (stopped if conf["pruned"] else measured).append(point)
         elif conf["pruned"]:

@@ -15,7 +15,7 @@ Saving needs network and a logged-in account, so it is not exercised by the offl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wandb
 import wandb_workspaces.reports.v2 as wr
@@ -23,6 +23,9 @@ import wandb_workspaces.reports.v2 as wr
 from lade_bench.report.build import ReportResult
 from lade_bench.report.tables import PAPER_TABLES
 from lade_bench.report.wandb_sink import FIGURE_KEY_PREFIX, WandbSettings
+
+if TYPE_CHECKING:
+    from wandb_workspaces.reports.v2.interface import PanelTypes
 
 TABLE_KEY_PREFIX = "tables/"
 SUMMARY_BAR_METRICS: tuple[str, ...] = ("lookahead/speedup", "lookahead/compression_ratio", "lookahead/tokens_per_s")
@@ -47,11 +50,12 @@ def build_wandb_report(
         description: shown under the title.
     """
     runset = wr.Runset(entity=entity, project=project, name=group, filters=f"Group = '{group}'")
-    figure_panels = [
+    # Annotated as the panel union: PanelGrid.panels is a (invariant) list of it.
+    figure_panels: list[PanelTypes] = [
         wr.MediaBrowser(title=name, media_keys=[f"{FIGURE_KEY_PREFIX}{name}"], layout=wr.Layout(w=24, h=12))
         for name in figure_names
     ]
-    table_panels = [
+    table_panels: list[PanelTypes] = [
         wr.WeavePanelSummaryTable(table_name=f"{TABLE_KEY_PREFIX}{name}", layout=wr.Layout(w=24, h=10))
         for name in table_names
     ]
@@ -85,6 +89,8 @@ def publish_wandb_report(result: ReportResult, settings: WandbSettings) -> str:
     sweep = result.sweep
     group = sweep.label
     entity = settings.entity or wandb.Api().default_entity
+    if entity is None:
+        raise ValueError("no W&B entity: set wandb.entity or log in to W&B (a Report is saved under an entity)")
     run = wandb.init(
         project=settings.project,
         entity=entity,

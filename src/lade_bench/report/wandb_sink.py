@@ -35,7 +35,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,8 @@ from lade_bench.results import MANIFEST_JSON
 
 logger = logging.getLogger(__name__)
 
-MODES: tuple[str, ...] = ("offline", "online", "disabled")
+WandbMode = Literal["offline", "online", "disabled"]
+MODES: tuple[WandbMode, ...] = ("offline", "online", "disabled")
 SAMPLES_TABLE_KEY = "samples"
 FIGURE_KEY_PREFIX = "figures/"
 
@@ -70,7 +71,7 @@ class WandbSettings:
         n_boot: bootstrap resamples of the speedup CIs.
     """
 
-    mode: str = "offline"
+    mode: WandbMode = "offline"
     project: str = "lade-bench"
     entity: str | None = None
     dir: str | None = None

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -88,7 +88,7 @@ log = logging.getLogger(__name__)
 CONFIG_YAML = "config.yaml"
 FIGURES_DIR = "figures"
 # Summary fields the sweep index already has (as its own status or as semantic-config columns).
-_IDENTITY_FIELDS = ("status", "cell_id", "sweep", "model", "dataset")
+_IDENTITY_FIELDS: tuple[str, ...] = ("status", "cell_id", "sweep", "model", "dataset")
 _IDENTITY_FIELDS += ("ngram", "window", "guesses", "prompt_as_reference", "verification")
 
 
@@ -181,11 +181,18 @@ def _run_owned_cell(
     log.info("cell %s: results go to %s (run %s)", plan.cell_id, plan.cell_dir, me.run_id)
     writer = CellWriter(plan.cell_dir, guard=ownership.ensure_held)
     writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
-    entry = dict(cell_dir=plan.cell_dir, config=plan.semantic, run=me.as_record())
-    update_index(plan.sweep_root, plan.cell_id, status="running", **entry)
+    update_index(
+        plan.sweep_root,
+        plan.cell_id,
+        status="running",
+        cell_dir=plan.cell_dir,
+        config=plan.semantic,
+        run=me.as_record(),
+    )
     try:
         cell_model = _load_model(plan, ranks)
         _profile_device_once(plan, cell_model, me, settings)
+        assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
         writer.write_json(MANIFEST_JSON, _manifest(plan, sample_set, len(samples), me, ranks))
         appended = _generate(plan, cell_model, sample_set, writer, me)
@@ -335,13 +342,19 @@ def _mark_failed(plan: CellPlan, message: str) -> None:
 
 
 def _mark_done(plan: CellPlan, summary: dict[str, Any]) -> None:
-    entry = dict(cell_dir=plan.cell_dir, status="done", config=plan.semantic, summary=index_summary(summary))
-    update_index(plan.sweep_root, plan.cell_id, **entry)
+    update_index(
+        plan.sweep_root,
+        plan.cell_id,
+        cell_dir=plan.cell_dir,
+        status="done",
+        config=plan.semantic,
+        summary=index_summary(summary),
+    )
 
 
 def sink_config(plan: CellPlan) -> dict[str, Any]:
     """The cell config as sinks get it: plain, resolved, enums as strings, plus the cell id."""
-    config = OmegaConf.to_container(plan.cfg, resolve=True, enum_to_str=True)
+    config = cast(dict[str, Any], OmegaConf.to_container(plan.cfg, resolve=True, enum_to_str=True))
     return {**config, "cell_id": plan.cell_id}
 
 
@@ -464,6 +477,7 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity,
             return
         shape = (plan.lookahead.ngram, plan.lookahead.window, plan.lookahead.guesses)
         log.info("measuring forward time vs new tokens on %s (once per sweep and device kind)", kind)
+        assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         profile = sweep_profile(
             cell_model.model,
             [shape],

@@ -50,6 +50,8 @@ def run_job(cfg: DictConfig) -> None:
             return
         plan = plan_cell(cfg)  # every rank checks the config before joining the others
         ranks = join_ranks(cfg.lookahead.devices, plan.device, cfg.distributed.timeout_s)
+        # join_ranks raises unless devices == world size, and the single-device case returned above.
+        assert ranks is not None
         if ranks.is_leader:
             _lead(cfg, ranks)
         else:
@@ -92,7 +94,7 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
-def _size(count: int) -> str:
+def _size(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -126,6 +128,10 @@ def serve_requests(plan: CellPlan, ranks: Ranks) -> None:
             cell_model = load_cell_model(plan, ranks)
         elif kind == "generate":
             _, arm, prompt_ids, seed, budget, stop_ids = message
+            if cell_model is None:
+                raise RanksError(
+                    f"rank {ranks.rank}: asked to generate before loading the model (ranks run different code?)"
+                )
             generate(arm, dataclasses.replace(cell_model, stop_ids=stop_ids), prompt_ids, plan, seed, budget)
         else:
             raise RanksError(f"rank {ranks.rank}: unknown request {kind!r} from rank 0 (ranks run different code?)")

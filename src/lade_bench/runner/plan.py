@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -174,7 +174,7 @@ def lookahead_semantic(lookahead: DictConfig) -> dict[str, Any]:
     existed (all flat) hashed without the key, and must keep their ids to resume. ``devices`` is
     left out for the same reason; the caller adds it at the top level when it is above 1.
     """
-    keys = OmegaConf.to_container(lookahead)
+    keys = cast(dict[str, Any], OmegaConf.to_container(lookahead))
     keys.pop("devices", None)
     if keys.get("verification", "flat") == "flat":
         keys.pop("verification", None)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeGuard, cast
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
@@ -32,7 +32,19 @@ from lade_bench.runner.console import console_summary_sink
 Sink = Callable[[dict[str, Any], dict[str, Any], pd.DataFrame, Path], None]
 
 
-def is_durable(sink: Sink) -> bool:
+class DurableSink(Protocol):
+    """A sink that also says whether its per-cell output in ``cell_dir`` is complete."""
+
+    def __call__(
+        self, cell_config: dict[str, Any], attributes: dict[str, Any], rows: pd.DataFrame, cell_dir: Path, /
+    ) -> None:
+        """Take one finished (or failed) cell, as every sink does."""
+
+    def is_complete(self, cell_dir: Path) -> bool:
+        """True when the sink's output for the cell in ``cell_dir`` is all there."""
+
+
+def is_durable(sink: Sink) -> TypeGuard[DurableSink]:
     """True for a sink that leaves per-cell files and can say whether they are complete."""
     return callable(getattr(sink, "is_complete", None))
 
@@ -45,7 +57,7 @@ def incomplete_sinks(sinks: Sequence[Sink], cell_dir: Path) -> list[Sink]:
 def default_sinks(cfg: DictConfig) -> list[Sink]:
     """The sinks a job hands each cell to: the console summary, then W&B unless disabled."""
     sinks: list[Sink] = [console_summary_sink]
-    settings = OmegaConf.to_container(cfg.wandb, resolve=True, enum_to_str=True)
+    settings = cast(dict[str, Any], OmegaConf.to_container(cfg.wandb, resolve=True, enum_to_str=True))
     if settings["mode"] != "disabled":
         # Imported here: wandb is slow to import and unit runs with W&B disabled never need it.
         from lade_bench.report.wandb_sink import WandbSettings, WandbSink

@@ -75,11 +75,13 @@ def speedup_estimate(
     note = NOTE_BASELINE if arm == baseline else interval_note(n_units, intervals.min_units)
     if note:
         return Estimate(value, math.nan, math.nan, n_units, n_pairs, note)
-    boot = {"n_boot": intervals.n_boot, "confidence": intervals.confidence, "seed": intervals.seed}
+    n_boot, confidence, seed = intervals.n_boot, intervals.confidence, intervals.seed
     if sampled:
-        low, high = bootstrap_per_token_ci(t_base, tok_base, t_arm, tok_arm, **boot)
+        low, high = bootstrap_per_token_ci(
+            t_base, tok_base, t_arm, tok_arm, n_boot=n_boot, confidence=confidence, seed=seed
+        )
     else:
-        low, high = bootstrap_ci(t_base, t_arm, **boot)
+        low, high = bootstrap_ci(t_base, t_arm, n_boot=n_boot, confidence=confidence, seed=seed)
     return Estimate(value, low, high, n_units, n_pairs, "")
 
 

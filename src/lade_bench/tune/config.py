@@ -14,6 +14,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -245,7 +246,8 @@ def _reference_presets(names: list[str]) -> dict[str, LookaheadParams]:
         path = folder / f"{name}.yaml"
         if not path.is_file():
             raise TuneConfigError(f"tune.reference_presets: {name!r} is not a lookahead preset; use any of {available}")
-        values = OmegaConf.to_container(OmegaConf.load(path))
+        # A preset file is a mapping of lookahead settings (configs/lookahead/*.yaml).
+        values = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.load(path)))
         # The tuner measures one device: a preset's rank count is a launch setting, not a search input.
         if values.pop("devices", 1) != 1:
             raise TuneConfigError(f"tune.reference_presets: {path} sets devices != 1; the tuner runs on one device")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from lade_bench.decoding import LookaheadParams
@@ -70,7 +70,7 @@ def params_of(values: Mapping[str, Any]) -> LookaheadParams:
     )
 
 
-def distributions(space: SearchSpace) -> dict[str, CategoricalDistribution]:
+def distributions(space: SearchSpace) -> dict[str, BaseDistribution]:
     """Optuna's distributions of the space: categorical over the listed values of each setting."""
     return {name: CategoricalDistribution(list(values)) for name, values in space.choices().items()}
 
@@ -139,7 +139,11 @@ class Evaluated:
     @property
     def speedup(self) -> float:
         """Measured probe speedup (NaN when pruned)."""
-        return float(self.trial.value) if self.trial.state == TrialState.COMPLETE else math.nan
+        if self.trial.state != TrialState.COMPLETE:
+            return math.nan
+        value = self.trial.value
+        assert value is not None  # a complete single-objective trial has its value
+        return float(value)
 
 
 def evaluated(study: optuna.Study) -> list[Evaluated]:

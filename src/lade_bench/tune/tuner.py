@@ -157,6 +157,7 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
     settings, plan, tune_dir = prep.settings, prep.base_plan, prep.tune_dir
     console.print(f"tune folder: {tune_dir} (run {me.run_id})", markup=False, highlight=False)
     cell_model = load_cell_model(plan, None)
+    assert cell_model.model is not None  # single device (ranks None): the full replica is loaded
     kept = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer).samples
     needed = settings.probe_samples + settings.heldout_samples
     if len(kept) < needed:
@@ -266,7 +267,7 @@ def _top_k(study, k: int) -> list[tuple[LookaheadParams, float]]:
 
 def _validate(cfg, prep: _Prepared, top, cell_model: CellModel, heldout: list, me: RunIdentity) -> list[HeldoutResult]:
     units = count_units(heldout, cfg.repeats) * (len(top) + len(prep.settings.references))
-    results = []
+    results: list[HeldoutResult] = []
     with progress_bar(units, f"held-out (top-{len(top)}, {len(heldout)} samples)") as advance:
         for rank, (params, probe_speedup) in enumerate(top, start=1):
             key = config_key(params)
@@ -277,8 +278,12 @@ def _validate(cfg, prep: _Prepared, top, cell_model: CellModel, heldout: list, m
             cell = (cfg, params, rank, probe_speedup, cell_model, heldout, prep.arms, prep.tune_dir, me)
             results.append(validate_config(*cell, step))
         for name, params in prep.settings.references.items():
-            cell = (cfg, params, None, math.nan, cell_model, heldout, prep.arms, prep.tune_dir, me)
-            results.append(validate_config(*cell, lambda what, name=name: advance(f"{name} {what}"), reference=name))
+
+            def reference_step(what: str, name: str = name) -> None:
+                advance(f"{name} {what}")
+
+            reference_cell = (cfg, params, None, math.nan, cell_model, heldout, prep.arms, prep.tune_dir, me)
+            results.append(validate_config(*reference_cell, reference_step, reference=name))
     return results
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -44,7 +44,7 @@ def cell_config(cfg: DictConfig, params: LookaheadParams, arms: Sequence[str], s
         arms: the cell's arms (``ar`` first).
         sweep_root: the tune folder; cells land inside it as in a sweep folder.
     """
-    cell = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    cell = OmegaConf.create(cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)))
     with open_dict(cell):
         cell.pop("tune", None)
         cell.pop("hydra", None)
@@ -141,10 +141,10 @@ def choose_winner(results: Sequence[HeldoutResult]) -> HeldoutResult:
 
     Reference presets are never chosen: they were not among the search's declared candidates.
     """
-    finite = [r for r in results if r.rank is not None and math.isfinite(r.speedup)]
-    if not finite:
+    ranked = [(r, r.rank) for r in results if r.rank is not None and math.isfinite(r.speedup)]
+    if not ranked:
         raise RuntimeError("no top-k configuration has a held-out speedup (every held-out row failed?)")
-    return max(finite, key=lambda r: (r.speedup, -r.rank))
+    return max(ranked, key=lambda pair: (pair[0].speedup, -pair[1]))[0]
 
 
 def _versus(rows: pd.DataFrame, arm: str, baseline: str, *, sampled: bool) -> dict[str, Any]:
