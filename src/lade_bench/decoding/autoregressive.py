@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from transformers import GenerationConfig
@@ -101,7 +102,7 @@ def _generate(
     with counter, _checkpoint_generation_config_hidden(model):
         sync()
         started = time.perf_counter()
-        output = model.generate(
+        output = model.generate(  # type: ignore[operator]  # a PreTrainedModel (nn.Module attributes type as tensors)
             prompt_tensor,
             attention_mask=torch.ones_like(prompt_tensor),
             generation_config=config,
@@ -130,7 +131,7 @@ def _checkpoint_generation_config_hidden(model: torch.nn.Module) -> Iterator[Non
     only our explicit settings and transformers' neutral global defaults.
     """
     saved = model.generation_config
-    model.generation_config = GenerationConfig()
+    model.generation_config = GenerationConfig()  # type: ignore[assignment]  # an attribute of the model
     try:
         yield
     finally:
@@ -150,7 +151,7 @@ class _ForwardCounter:
         self._cache_key = cache_argument_name(model)
         self._cache_lengths: list[int] = []
         self.input_lengths: list[int] = []
-        self._handle = None
+        self._handle: Any = None  # the forward pre-hook's handle, while inside the ``with`` block
 
     @property
     def calls(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import PreTrainedModel
@@ -74,7 +75,7 @@ def eos_set(eos_token_id: int | Iterable[int] | None) -> frozenset[int]:
 
 def check_custom_mask_support(model: torch.nn.Module) -> None:
     """Raise UnsupportedModelError unless ``model`` can take lookahead's custom 4D mask exactly."""
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     if getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModelError(
             f"{type(model).__name__} is an encoder-decoder model: lookahead decoding supports decoder-only models"
@@ -131,7 +132,7 @@ def layer_attention_of(model: torch.nn.Module) -> LayerAttention:
     ``config.layer_types`` (Gemma 2/3, Qwen2/3 with ``use_sliding_window``). Composite models (Gemma 3
     with vision, say) are judged by their text decoder's config, where their layer types live.
     """
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     if hasattr(config, "get_text_config"):
         config = config.get_text_config(decoder=True)
     if getattr(config, "use_bidirectional_attention", False) or getattr(config, "is_causal", True) is False:
@@ -155,7 +156,7 @@ def layer_attention_of(model: torch.nn.Module) -> LayerAttention:
     return LayerAttention(_window_size(config), None)
 
 
-def _window_size(config: object) -> int:
+def _window_size(config: Any) -> int:
     window = getattr(config, "sliding_window", None)
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise UnsupportedModelError(
@@ -165,7 +166,7 @@ def _window_size(config: object) -> int:
     return window
 
 
-def sliding_window_of(config: object) -> int | None:
+def sliding_window_of(config: Any) -> int | None:
     """The sliding window a config actually applies, or None when attention is global."""
     layer_types = getattr(config, "layer_types", None) or ()
     window = getattr(config, "sliding_window", None)
@@ -183,7 +184,7 @@ def recurrent_layers_of(model: torch.nn.Module) -> str | None:
     Falcon-H1, Zamba, GraniteMoeHybrid, LFM2, Qwen3-Next, MiniMax, RecurrentGemma, ...) and, for
     families that list none, from the model type (RWKV, xLSTM).
     """
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     if hasattr(config, "get_text_config"):
         config = config.get_text_config(decoder=True)
     model_type = getattr(config, "model_type", None)
@@ -205,7 +206,7 @@ def position_bias_of(model: torch.nn.Module) -> str | None:
     first). Wrappers that are not a ``PreTrainedModel`` (e.g. a
     PEFT model) are judged by their config only, since their ``forward`` hides the argument list.
     """
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     model_type = getattr(config, "model_type", None)
     attn_config = getattr(config, "attn_config", None)
     if getattr(config, "alibi", False) is True or getattr(attn_config, "alibi", False) is True:

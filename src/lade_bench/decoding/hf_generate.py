@@ -74,4 +74,4 @@ def lookahead_custom_generate(
         seed=lookahead_seed,
     )
     new_tokens = torch.tensor([result.tokens], dtype=input_ids.dtype, device=input_ids.device)
-    return torch.cat([input_ids, new_tokens], dim=-1)
+    return torch.cat([input_ids, new_tokens], dim=-1)  # type: ignore[return-value]  # int64, as the ids

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from transformers import DynamicCache
+
+
+def _layers(cache: DynamicCache) -> list[Any]:
+    # Attention layers, each with ``keys``/``values`` tensors once filled; transformers types the
+    # list as every layer kind (linear-attention ones have no keys), which lookahead refuses anyway.
+    return list(cache.layers)
 
 
 def commit_accepted(cache: DynamicCache, cur_position: int, step_tokens: int, kept_offsets: list[int]) -> None:
@@ -18,9 +26,9 @@ def commit_accepted(cache: DynamicCache, cur_position: int, step_tokens: int, ke
     kept = len(kept_offsets)
     contiguous = kept_offsets == list(range(1, kept + 1))
     if kept and not contiguous:
-        source = torch.tensor(kept_offsets, device=cache.layers[0].keys.device) + cur_position
+        source = torch.tensor(kept_offsets, device=_layers(cache)[0].keys.device) + cur_position
         target = slice(cur_position + 1, cur_position + 1 + kept)
-        for layer in cache.layers:
+        for layer in _layers(cache):
             layer.keys[:, :, target] = layer.keys.index_select(2, source)
             layer.values[:, :, target] = layer.values.index_select(2, source)
     surplus = step_tokens - 1 - kept
@@ -31,7 +39,7 @@ def commit_accepted(cache: DynamicCache, cur_position: int, step_tokens: int, ke
 def pack_entries(cache: DynamicCache, positions: list[int]) -> torch.Tensor:
     """The keys and values at ``positions`` of every layer, flattened into one tensor (to send)."""
     parts = []
-    for layer in cache.layers:
+    for layer in _layers(cache):
         index = torch.tensor(positions, device=layer.keys.device)
         parts.append(layer.keys.index_select(2, index).flatten())
         parts.append(layer.values.index_select(2, index).flatten())
@@ -41,11 +49,11 @@ def pack_entries(cache: DynamicCache, positions: list[int]) -> torch.Tensor:
 def empty_entries(cache: DynamicCache, count: int) -> torch.Tensor:
     """A buffer of the size :func:`pack_entries` gives for ``count`` positions (to receive into)."""
     size = 0
-    for layer in cache.layers:
+    for layer in _layers(cache):
         for tensor in (layer.keys, layer.values):
             batch, heads, _, dim = tensor.shape
             size += batch * heads * count * dim
-    first = cache.layers[0].keys
+    first = _layers(cache)[0].keys
     return torch.empty(size, dtype=first.dtype, device=first.device)
 
 

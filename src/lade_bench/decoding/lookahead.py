@@ -217,6 +217,7 @@ class _DecodingLoop:
 
     def _probabilities(self, logits: torch.Tensor, row: int) -> torch.Tensor:
         """Warped target distribution of logit row ``row`` (a fresh tensor: verification edits it)."""
+        assert self.warpers is not None  # only sampling verification asks, and it built the warpers
         return warped_probabilities(logits[row], self.warpers)
 
     def _emit(self, accepted: list[int]) -> bool:

@@ -22,6 +22,7 @@ one could.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -92,7 +93,7 @@ class PositionThreshold:
 
 def position_thresholds(model: torch.nn.Module) -> list[PositionThreshold]:
     """The position-dependent features of ``model`` (its text decoder's config), possibly none."""
-    config = model.config
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     if hasattr(config, "get_text_config"):
         config = config.get_text_config(decoder=True)
     thresholds = [_rope_threshold(config, rope) for rope in _rope_parameter_sets(config)]
@@ -100,7 +101,7 @@ def position_thresholds(model: torch.nn.Module) -> list[PositionThreshold]:
     return [t for t in [*thresholds, tuning] if t is not None]
 
 
-def _rope_parameter_sets(config: object) -> list[dict]:
+def _rope_parameter_sets(config: Any) -> list[dict]:
     """The rope parameter dicts of a config: one, or one per layer type (Gemma 3, OLMo 3, ...)."""
     rope = getattr(config, "rope_parameters", None)
     if not isinstance(rope, dict):
@@ -110,7 +111,7 @@ def _rope_parameter_sets(config: object) -> list[dict]:
     return [rope]
 
 
-def _rope_threshold(config: object, rope: dict) -> PositionThreshold | None:
+def _rope_threshold(config: Any, rope: dict) -> PositionThreshold | None:
     rope_type = str(rope.get("rope_type", rope.get("type", "default")))
     if rope_type == "longrope":
         # The rotary embedding reads the rope parameters' value, Phi-3's generation the config's.
@@ -136,7 +137,7 @@ def _rope_threshold(config: object, rope: dict) -> PositionThreshold | None:
     return None
 
 
-def _temperature_tuning_threshold(config: object) -> PositionThreshold | None:
+def _temperature_tuning_threshold(config: Any) -> PositionThreshold | None:
     if not getattr(config, "attn_temperature_tuning", False):
         return None
     use_rope = getattr(config, "no_rope_layers", None)

@@ -27,5 +27,6 @@ def build_warpers(sampling: SamplingParams) -> LogitsProcessorList:
 
 def warped_probabilities(logits: torch.Tensor, warpers: LogitsProcessorList) -> torch.Tensor:
     """Softmax of the warped logits; ``logits`` is (V,) and the result a fresh float32 (V,) tensor."""
-    scores = warpers(None, logits.float()[None, :].clone())
+    # The warpers (temperature, top-k, top-p) read only the scores, never the input ids.
+    scores = warpers(None, logits.float()[None, :].clone())  # type: ignore[arg-type]
     return torch.softmax(scores, dim=-1)[0]
