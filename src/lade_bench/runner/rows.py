@@ -10,8 +10,6 @@ from lade_bench.decoding import DecodeResult
 from lade_bench.results import COLUMN_NAMES
 from lade_bench.runner.plan import CellPlan
 
-QUALITY_COLUMNS = ("rouge1", "rouge2", "rougeL", "rougeLsum", "passed", "accuracy", "matches_ar")
-
 
 def derive_seed(global_seed: int, sample_index: int, turn: int) -> int:
     """Seed of one (sample, turn), shared by every arm and repeat: a hash of the three numbers.
