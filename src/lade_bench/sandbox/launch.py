@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import select
@@ -25,11 +26,12 @@ from lade_bench.sandbox.bubblewrap import (
     environment,
     has_libseccomp,
     host_uid,
-    log,
     require_sandbox,
 )
 from lade_bench.sandbox.limits import SandboxLimits
 from lade_bench.sandbox.outcome import SandboxError, Status
+
+log = logging.getLogger(__name__)
 
 TAIL_CHARS = 4000
 # Start-up of bwrap and two interpreters (more when numpy or pandas are imported), on top of the
