@@ -53,7 +53,7 @@ main_table smollm2
 "$py" -m lade_bench.run +sweep=sampling "${smollm2[@]}" dataset=xsum dataset.limit=20 \
     lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
 # The main table's second model: Gemma-3-270M (base, hybrid sliding-window attention; raw completion
-# prompts, conf/model/gemma3_270m.yaml). Slower per token than SmolLM2 on a CPU: every logit row of a
+# prompts, src/lade_bench/conf/model/gemma3_270m.yaml). Slower per token than SmolLM2 on a CPU: every logit row of a
 # step costs a 262,144-wide LM head (about three hours for the four datasets on 2 cores).
 main_table gemma3_270m
 

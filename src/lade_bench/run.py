@@ -1,6 +1,6 @@
 """Hydra entry point: ``python -m lade_bench.run [+sweep=NAME] [overrides...]``.
 
-Thin on purpose: Hydra composes the config (``conf/`` at the repository root, checked against the
+Thin on purpose: Hydra composes the config (``lade_bench/conf/``, shipped in the package, checked against the
 structured schema) and :func:`lade_bench.runner.run_cell` does the work, once per cell of a sweep.
 """
 
@@ -16,11 +16,11 @@ import tempfile
 import hydra
 from omegaconf import DictConfig
 
+from lade_bench.conf import ignore_missing_user_conf_dir
 from lade_bench.runner.config_schema import register_configs
 
-# Relative to this file: src/lade_bench/run.py -> <repository>/conf (an editable install runs from
-# the checkout, which is where conf/ and the runs/ output root live).
-CONFIG_PATH = "../../conf"
+# The package's own configs (lade_bench/conf/), so an installed package finds them as a checkout does.
+CONFIG_PATH = "conf"
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")
@@ -33,6 +33,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """Register the config schema, then let Hydra parse the command line and run each job."""
     register_configs()
+    ignore_missing_user_conf_dir()
     # A log file that cannot be written (a full disk) must not print a traceback per record: the run
     # ends with one line naming the results file that failed (runner.job), which is what to act on.
     logging.raiseExceptions = False

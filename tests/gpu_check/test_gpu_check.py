@@ -9,20 +9,27 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
+from hydra import compose, initialize_config_dir
 
+from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.gpu_check.__main__ import main
-from lade_bench.gpu_check.stages import CHAT, PRESETS, stage_plan
+from lade_bench.gpu_check.stages import MODEL_NAMES, PRESET_NAMES, presets, prompts_as_chat, stage_plan
+from lade_bench.runner import register_configs
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_presets_and_prompting_follow_the_config_files():
-    for name, params in PRESETS.items():
-        conf = yaml.safe_load((REPO / "conf" / "lookahead" / f"{name}.yaml").read_text())
-        assert (conf["ngram"], conf["window"], conf["guesses"]) == (params.ngram, params.window, params.guesses)
-    for model, chat in CHAT.items():
-        assert yaml.safe_load((REPO / "conf" / "model" / f"{model}.yaml").read_text())["chat"] is chat
+def test_presets_and_prompting_are_what_hydra_composes():
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_CONF_DIR), version_base="1.3"):
+        for name, params in presets().items():
+            lookahead = compose("config", overrides=[f"lookahead={name}"]).lookahead
+            composed = {key: lookahead[key] for key in ("ngram", "window", "guesses", "prompt_as_reference")}
+            assert composed == {key: getattr(params, key) for key in composed}
+            assert lookahead.verification == params.verification and lookahead.devices == 1
+        for model in MODEL_NAMES:
+            assert compose("config", overrides=[f"model={model}"]).model.chat is prompts_as_chat(model)
+    assert set(presets()) == set(PRESET_NAMES) and prompts_as_chat("smollm2") != prompts_as_chat("gemma3_270m")
 
 
 def test_the_time_budget_is_shared_by_work():
@@ -80,5 +87,5 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
 def test_gpu_run_is_exact_within_tolerance(tmp_path):
     out = main(["--prompts", "2", "--max-new-tokens", "32", "--exactness-new-tokens", "32", "--output", str(tmp_path)])
     report = json.loads((out / "gpu_check.json").read_text())
-    assert {r["model"] for r in report["summary"]} == set(CHAT)
+    assert {r["model"] for r in report["summary"]} == set(MODEL_NAMES)
     assert all(r["engine_errors"] in (None, 0) for r in report["summary"])

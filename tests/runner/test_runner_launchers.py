@@ -25,11 +25,11 @@ def test_the_documented_presets_exist():
     assert PRESETS == ["local_parallel", "ray_gpu", "ray_local", "slurm_gpu"]
 
 
-@pytest.mark.parametrize("path", [*(CONF_DIR / "hydra" / "launcher").glob("*.yaml"), CONF_DIR / "config.yaml"])
+@pytest.mark.parametrize("path", [*(CONF_DIR / "hydra" / "launcher").glob("*.yaml"), CONF_DIR / "settings.yaml"])
 def test_every_preset_key_is_commented(path):
     lines = path.read_text().splitlines()
-    start = 0 if path.name != "config.yaml" else lines.index("cell_lock:")
-    section = lines[start:] if path.name != "config.yaml" else lines[start : start + 4]
+    start = 0 if path.name != "settings.yaml" else lines.index("cell_lock:")
+    section = lines[start:] if path.name != "settings.yaml" else lines[start : start + 4]
     bare = [line for line in section if _KEY_WITH_VALUE.match(line) and "#" not in line and "_target_" not in line]
     assert bare == [], f"{path.name}: keys without a comment"
 

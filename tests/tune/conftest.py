@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.tune.config import register_tune_configs
 
 REPO = Path(__file__).resolve().parents[2]
-CONF_DIR = REPO / "conf"
+CONF_DIR = PACKAGE_CONF_DIR  # the configs ship inside the package
 # A tiny, fast tune: the tiny llama in float64 (exact argmaxes), 8 new tokens, MT-Bench (two turns per
 # sample), a short device profile. Output folders are set per test (never the checkout's conf/).
 TINY_TUNE = [

@@ -28,7 +28,10 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
         ("tune.profile_from=/nonexistent/profile.json", r"does not exist"),
         ("tune.name=a/b", r"must be a plain file name"),
         ("tune.timeout_s=0", r"tune.timeout_s=0.0 is not allowed"),
-        ("tune.reference_presets=[paper_70b]", r"'paper_70b' is not a lookahead preset; use any of \[.*'paper_7b'"),
+        (
+            "tune.reference_presets=[paper_70b]",
+            r"'paper_70b' is not a lookahead preset \(lookahead=<name>\); use any of \[.*'paper_7b'",
+        ),
     ],
 )
 def test_bad_tune_value_is_named(tmp_path, override, expected):

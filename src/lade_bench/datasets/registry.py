@@ -7,6 +7,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
+from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.datasets import classeval, cnn_dailymail, gsm8k, humaneval, mbpp, mt_bench, xsum
 from lade_bench.datasets._sources import DatasetFormatError
 from lade_bench.datasets.sample import Sample
@@ -17,8 +18,8 @@ class UnknownDatasetError(ValueError):
     """A dataset name that is not in the registry."""
 
 
-# conf/ at the repository root, as lade_bench.run's CONFIG_PATH (src/lade_bench/datasets/ -> conf/).
-DEFAULT_CONF_DIR = Path(__file__).resolve().parents[3] / "conf"
+# The package's configs, where lade_bench.run composes from.
+DEFAULT_CONF_DIR = PACKAGE_CONF_DIR
 
 # The registry itself: filled below from the built-in modules, extended by register_dataset.
 _REGISTRY: dict[str, DatasetSpec] = {}

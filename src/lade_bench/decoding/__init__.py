@@ -3,36 +3,75 @@
 Every method returns a :class:`DecodeResult` with the generated ids and per-step statistics, counted
 the same way for all of them (``steps`` = forward passes, prefill included). How lookahead runs the
 model is an executor behind the public seam of ``executor.py`` (:class:`StepExecutor`).
+
+
+The names below load on first use (PEP 562): ``lade_bench.decoding.params`` and the registry's plan
+checks import no torch, and the config schema reads the engine's defaults from ``params`` without
+waiting for it.
 """
 
-from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION, UnsupportedModelError, check_custom_mask_support
-from lade_bench.decoding.executor import ForwardRecord, StepExecutor, StepInput, StepOutput
-from lade_bench.decoding.jacobi import jacobi_generate
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import (
-    VERIFICATION_LAYOUTS,
-    DecodeResult,
-    DecodingConfigError,
-    LookaheadParams,
-    SamplingParams,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
+    from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION, UnsupportedModelError, check_custom_mask_support
+    from lade_bench.decoding.executor import ForwardRecord, StepExecutor, StepInput, StepOutput
+    from lade_bench.decoding.jacobi import jacobi_generate
+    from lade_bench.decoding.lookahead import lookahead_generate
+    from lade_bench.decoding.params import (
+        VERIFICATION_LAYOUTS,
+        DecodeResult,
+        DecodingConfigError,
+        LookaheadParams,
+        SamplingParams,
+    )
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "autoregressive_generate": "lade_bench.decoding.autoregressive",
+    "prompt_lookup_generate": "lade_bench.decoding.autoregressive",
+    "MASK_CAPABLE_ATTENTION": "lade_bench.decoding.checks",
+    "UnsupportedModelError": "lade_bench.decoding.checks",
+    "check_custom_mask_support": "lade_bench.decoding.checks",
+    "ForwardRecord": "lade_bench.decoding.executor",
+    "StepExecutor": "lade_bench.decoding.executor",
+    "StepInput": "lade_bench.decoding.executor",
+    "StepOutput": "lade_bench.decoding.executor",
+    "jacobi_generate": "lade_bench.decoding.jacobi",
+    "lookahead_generate": "lade_bench.decoding.lookahead",
+    "VERIFICATION_LAYOUTS": "lade_bench.decoding.params",
+    "DecodeResult": "lade_bench.decoding.params",
+    "DecodingConfigError": "lade_bench.decoding.params",
+    "LookaheadParams": "lade_bench.decoding.params",
+    "SamplingParams": "lade_bench.decoding.params",
+}
 
 __all__ = [
-    "MASK_CAPABLE_ATTENTION",
-    "VERIFICATION_LAYOUTS",
     "DecodeResult",
     "DecodingConfigError",
     "ForwardRecord",
     "LookaheadParams",
+    "MASK_CAPABLE_ATTENTION",
     "SamplingParams",
     "StepExecutor",
     "StepInput",
     "StepOutput",
     "UnsupportedModelError",
+    "VERIFICATION_LAYOUTS",
     "autoregressive_generate",
     "check_custom_mask_support",
     "jacobi_generate",
     "lookahead_generate",
     "prompt_lookup_generate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access (module ``__getattr__``, PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

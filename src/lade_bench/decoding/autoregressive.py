@@ -12,6 +12,8 @@ from transformers import GenerationConfig
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
 from lade_bench.decoding.params import (
+    PROMPT_LOOKUP_MAX_NGRAM,
+    PROMPT_LOOKUP_NUM_TOKENS,
     DecodeResult,
     SamplingParams,
     require_int,
@@ -45,8 +47,8 @@ def prompt_lookup_generate(
     input_ids: Sequence[int] | torch.Tensor,
     max_new_tokens: int,
     *,
-    num_tokens: int = 10,
-    max_ngram_size: int = 2,
+    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS,
+    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM,
     sampling: SamplingParams | None = None,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,

@@ -18,7 +18,13 @@ import torch
 from transformers import DynamicCache
 
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
-from lade_bench.decoding.params import DecodeResult, require_int, truncate_at_stop, validate_max_new_tokens
+from lade_bench.decoding.params import (
+    JACOBI_BLOCK_SIZE,
+    DecodeResult,
+    require_int,
+    truncate_at_stop,
+    validate_max_new_tokens,
+)
 from lade_bench.decoding.position_limits import check_position_limits, jacobi_reach
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, device_synchronizer, model_device
 from lade_bench.decoding.window import initial_guesses
@@ -30,7 +36,7 @@ def jacobi_generate(
     input_ids: Sequence[int] | torch.Tensor,
     max_new_tokens: int,
     *,
-    block_size: int = 7,
+    block_size: int = JACOBI_BLOCK_SIZE,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,
 ) -> DecodeResult:

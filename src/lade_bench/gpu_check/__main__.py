@@ -27,7 +27,7 @@ import torch
 import transformers
 from rich.console import Console
 
-from lade_bench.gpu_check.stages import CHAT, check_model, notes
+from lade_bench.gpu_check.stages import MODEL_NAMES, check_model, notes
 from lade_bench.gpu_check.table import markdown_table, rich_table
 from lade_bench.models.loading import DTYPES, resolve_device
 from lade_bench.profiling import describe_device
@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options (defaults: the GPU recipe of the README)."""
     parser = argparse.ArgumentParser(prog="python -m lade_bench.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default=None, help="results folder (default runs/gpu_check/<timestamp>)")
-    parser.add_argument("--models", nargs="+", default=list(CHAT), choices=list(CHAT))
+    parser.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=list(MODEL_NAMES))
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"], choices=list(DTYPES))
     parser.add_argument("--prompts", type=int, default=20, help="MT-Bench first turns (default 20)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="tokens per generation, speed stage")

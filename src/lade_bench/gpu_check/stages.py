@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from lade_bench.conf import group_option, lookahead_preset
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import LookaheadParams
 from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
@@ -25,17 +26,23 @@ from lade_bench.profiling.device_profile import sweep_profile
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import PairedRuns
 
-# The lookahead presets of conf/lookahead/ (a test keeps them equal): the paper's 7B and 13B MT-Bench
-# settings and the small step for compute-bound hardware.
-PRESETS = {
-    "paper_7b": LookaheadParams(5, 15, 15),
-    "paper_13b": LookaheadParams(5, 10, 10),
-    "cpu_small": LookaheadParams(4, 3, 3),
-}
+# The lookahead presets measured (read from conf/lookahead/): the paper's 7B and 13B MT-Bench settings
+# and the small step for compute-bound hardware.
+PRESET_NAMES = ("paper_7b", "paper_13b", "cpu_small")
 # The preset whose exactness is checked in every further dtype.
 EXACTNESS_PRESET = "paper_7b"
-# How each embedded model is prompted, as conf/model/<name>.yaml says: chat template or raw text.
-CHAT = {"smollm2": True, "gemma3_270m": False}
+# The embedded models checked, by their conf/model/ option names.
+MODEL_NAMES = ("smollm2", "gemma3_270m")
+
+
+def presets() -> dict[str, LookaheadParams]:
+    """The measured presets, as ``lookahead=<name>`` composes them."""
+    return {name: lookahead_preset(name) for name in PRESET_NAMES}
+
+
+def prompts_as_chat(model_name: str) -> bool:
+    """Whether ``model=<model_name>`` renders prompts with the chat template (its config says)."""
+    return bool(group_option("model", model_name)["chat"])
 
 
 def build_arms(
@@ -62,11 +69,12 @@ def stage_plan(dtypes: list[str], max_new_tokens: int, exactness_new_tokens: int
     plan = []
     for index, dtype in enumerate(dtypes):
         speed = index == 0
-        presets = dict(PRESETS) if speed else {EXACTNESS_PRESET: PRESETS[EXACTNESS_PRESET]}
+        every = presets()
+        chosen = every if speed else {EXACTNESS_PRESET: every[EXACTNESS_PRESET]}
         tokens = max_new_tokens if speed else exactness_new_tokens
-        arms = 1 + int(speed) + len(presets)
+        arms = 1 + int(speed) + len(chosen)
         plan.append(
-            {"dtype": dtype, "presets": presets, "prompt_lookup": speed, "tokens": tokens, "work": arms * tokens}
+            {"dtype": dtype, "presets": chosen, "prompt_lookup": speed, "tokens": tokens, "work": arms * tokens}
         )
     return plan
 
@@ -80,11 +88,11 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
         loaded = time.monotonic()
         model, tokenizer = loader(args.cache_dir, dtype=DTYPES[stage["dtype"]], device=device)
         load_s = time.monotonic() - loaded
-        prompts = mt_bench_prompts(tokenizer, args.prompts, CHAT[name])
+        prompts = mt_bench_prompts(tokenizer, args.prompts, prompts_as_chat(name))
         stop_ids = stop_token_ids(model, tokenizer)
         detail: dict[str, Any] = {"load_s": load_s, "finite_logits": logits_are_finite(model, prompts[0])}
         if index == 0:
-            profile = sweep_profile(model, [(p.ngram, p.window, p.guesses) for p in PRESETS.values()])
+            profile = sweep_profile(model, [(p.ngram, p.window, p.guesses) for p in presets().values()])
             profile_path = out / f"device_profile_{name}.json"
             atomic_write_json(profile_path, profile)
             detail["device_profile"] = profile_path.name

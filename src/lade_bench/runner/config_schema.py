@@ -13,8 +13,10 @@ method registry (``lade_bench.methods``), which grows at run time (a test's toy 
 so ``arms`` is a list of strings that the plan checks against the registry before any model loads.
 Range checks (N >= 2, temperature > 0, ...) are the decoding package's own
 (``LookaheadParams``/``SamplingParams``) and run at the start of a cell, before any model loads.
-The YAML files under ``conf/`` carry the comments that say what each value means and why it is
-the default; the docstrings here say what each field is.
+Each default is stated once: the run's settings in ``conf/settings.yaml`` (with the comments that
+say why), so their fields here are ``MISSING`` (types only); the engine's settings (N, W, G,
+sampling, prompt lookup, Jacobi) in ``lade_bench.decoding.params``, which the fields here read, so
+the group files state only what differs. ``conf`` is ``src/lade_bench/conf/``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ from enum import Enum
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
+
+from lade_bench.conf import register_resolvers
+from lade_bench.decoding.params import (
+    JACOBI_BLOCK_SIZE,
+    PROMPT_LOOKUP_MAX_NGRAM,
+    PROMPT_LOOKUP_NUM_TOKENS,
+    LookaheadParams,
+    SamplingParams,
+)
 
 SCHEMA_NAME = "lade_bench_schema"
 
@@ -114,7 +125,7 @@ class DatasetConfig:
     name: str = MISSING
     split: str | None = None
     path: str | None = None
-    limit: int | None = None
+    limit: int | None = MISSING
     shuffle_seed: int | None = None
     max_prompt_tokens: int | None = None
 
@@ -124,11 +135,12 @@ class LookaheadConfig:
     """Schema of the ``lookahead`` group: N, W, G, prompt-as-reference and the verification layout
     (``flat`` or ``trie``; see ``LookaheadParams``, which validates it)."""
 
-    ngram: int = 5
-    window: int = 7
-    guesses: int = 7
-    prompt_as_reference: bool = True
-    verification: str = "flat"
+    ngram: int = LookaheadParams.ngram
+    window: int = LookaheadParams.window
+    guesses: int = LookaheadParams.guesses
+    prompt_as_reference: bool = LookaheadParams.prompt_as_reference
+    verification: str = LookaheadParams.verification
+    # One device unless a preset or the command line spreads a step over ranks (a launch setting).
     devices: int = 1
 
 
@@ -141,33 +153,33 @@ class DistributedConfig:
             at once on gloo; this bounds the wait for one that hangs).
     """
 
-    timeout_s: float = 600.0
+    timeout_s: float = MISSING
 
 
 @dataclass
 class SamplingConfig:
     """Schema of the ``sampling`` group (see ``SamplingParams``); ``name`` labels the preset."""
 
-    name: str = "greedy"
-    do_sample: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
+    name: str = MISSING
+    do_sample: bool = SamplingParams.do_sample
+    temperature: float = SamplingParams.temperature
+    top_k: int = SamplingParams.top_k
+    top_p: float = SamplingParams.top_p
 
 
 @dataclass
 class PromptLookupConfig:
     """Settings of the optional ``prompt_lookup`` arm (transformers' prompt lookup decoding)."""
 
-    num_tokens: int = 10
-    max_ngram_size: int = 2
+    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS
+    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM
 
 
 @dataclass
 class JacobiConfig:
     """Settings of the optional ``jacobi`` arm (Jacobi decoding without an n-gram pool, greedy only)."""
 
-    block_size: int = 7
+    block_size: int = JACOBI_BLOCK_SIZE
 
 
 @dataclass
@@ -180,7 +192,7 @@ class MismatchConfig:
             half-precision noise at a near-tie. Not part of the cell id (it changes no token).
     """
 
-    margin_tolerance: float = 1.0
+    margin_tolerance: float = MISSING
 
 
 class WandbMode(Enum):
@@ -195,24 +207,24 @@ class WandbMode(Enum):
 class WandbConfig:
     """Schema of ``wandb``: one W&B run per cell (see ``lade_bench.report.wandb_sink.WandbSettings``)."""
 
-    mode: WandbMode = WandbMode.offline
-    project: str = "lade-bench"
-    entity: str | None = None
-    dir: str | None = None
-    tags: list[str] = field(default_factory=list)
-    log_table: bool = True
-    log_figures: bool = True
-    n_boot: int = 2000
+    mode: WandbMode = MISSING
+    project: str = MISSING
+    entity: str | None = MISSING
+    dir: str | None = MISSING
+    tags: list[str] = MISSING
+    log_table: bool = MISSING
+    log_figures: bool = MISSING
+    n_boot: int = MISSING
 
 
 @dataclass
 class DeviceProfileConfig:
     """Schema of ``device_profile``: the forward-time-vs-tokens curve measured once per sweep."""
 
-    enabled: bool = True
-    context_tokens: int = 128
-    warmup: int = 2
-    repeats: int = 5
+    enabled: bool = MISSING
+    context_tokens: int = MISSING
+    warmup: int = MISSING
+    repeats: int = MISSING
 
 
 @dataclass
@@ -236,14 +248,14 @@ class ReportConfig:
             (``lade_bench.stats.choose_headline`` then selects on half of the samples).
     """
 
-    headline: HeadlineConfig | None = None
+    headline: HeadlineConfig | None = MISSING
 
 
 @dataclass
 class SandboxConfig:
     """Schema of ``sandbox``: how generated code (HumanEval, MBPP, ClassEval answers) may run."""
 
-    allow_unsandboxed: bool = False
+    allow_unsandboxed: bool = MISSING
 
 
 class WhenOwned(Enum):
@@ -263,9 +275,9 @@ class CellLockConfig:
         when_owned: skip a cell another live job runs, or wait for it.
     """
 
-    heartbeat_s: float = 30.0
-    stale_after_s: float = 300.0
-    when_owned: WhenOwned = WhenOwned.skip
+    heartbeat_s: float = MISSING
+    stale_after_s: float = MISSING
+    when_owned: WhenOwned = MISSING
 
 
 @dataclass
@@ -286,20 +298,22 @@ class LadeBenchConfig:
     cell_lock: CellLockConfig = field(default_factory=CellLockConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
     # Names in lade_bench.methods; checked by the plan (an Enum could not grow with the registry).
-    arms: list[str] = field(default_factory=lambda: ["ar", "lookahead"])
-    seed: int = 0
-    max_new_tokens: int = 64
-    warmup: int = 1
-    warmup_new_tokens: int = 16
-    repeats: int = 1
-    device: Device = Device.auto
-    dtype: DType = DType.auto
-    attn_implementation: AttnImplementation = AttnImplementation.sdpa
-    output_root: str = "runs"
-    sweep_name: str = "single"
-    model_cache_dir: str = "~/.cache/lade_bench"
+    arms: list[str] = MISSING
+    seed: int = MISSING
+    max_new_tokens: int = MISSING
+    warmup: int = MISSING
+    warmup_new_tokens: int = MISSING
+    repeats: int = MISSING
+    device: Device = MISSING
+    dtype: DType = MISSING
+    attn_implementation: AttnImplementation = MISSING
+    output_root: str = MISSING
+    sweep_name: str = MISSING
+    model_cache_dir: str = MISSING
 
 
 def register_configs() -> None:
-    """Store the schema in Hydra's ConfigStore; call before Hydra composes (idempotent)."""
+    """Store the schema in Hydra's ConfigStore and register the configs' resolvers; call before Hydra
+    composes (idempotent)."""
+    register_resolvers()
     ConfigStore.instance().store(name=SCHEMA_NAME, node=LadeBenchConfig)

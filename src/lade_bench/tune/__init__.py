@@ -10,9 +10,9 @@ The tuner answers with evidence, in four steps (``conf/tune.yaml`` documents eve
 3. the top-k of the search, declared before validation, run against AR and prompt lookup as ordinary
    cells on held-out samples the search never saw, with paired intervals, beside reference presets
    such as the paper's (``validate``);
-4. a preset ``conf/lookahead/tuned/<device>-<model>.yaml`` (``lookahead=tuned/<name>``), a JSON record
-   of every configuration, the held-out table and the step-cost figure (``outputs``; the figure is drawn by
-   ``lade_bench.report.tune_figure``).
+4. a preset ``~/.config/lade_bench/lookahead/tuned/<device>-<model>.yaml`` in the user's config folder
+   (``lookahead=tuned/<name>``), a JSON record of every configuration, the held-out table and the
+   step-cost figure (``outputs``; the figure is drawn by ``lade_bench.report.tune_figure``).
 
 Modules: ``config`` (schema and checks), ``bound``, ``probe``, ``search``, ``validate``, ``profile``,
 ``outputs`` and ``tuner`` (one tune end to end).

@@ -12,10 +12,11 @@ import logging
 import hydra
 from omegaconf import DictConfig
 
+from lade_bench.conf import ignore_missing_user_conf_dir
 from lade_bench.tune.config import register_tune_configs
 
-# Relative to this file: src/lade_bench/tune/__main__.py -> <repository>/conf (as lade_bench.run).
-CONFIG_PATH = "../../../conf"
+# The package's own configs (lade_bench/conf/), as lade_bench.run.
+CONFIG_PATH = "../conf"
 
 log = logging.getLogger("lade_bench.tune")
 
@@ -40,6 +41,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 def main() -> None:
     """Register the config schemas, then let Hydra parse the command line and run the tune."""
     register_tune_configs()
+    ignore_missing_user_conf_dir()
     _hydra_main()
 
 

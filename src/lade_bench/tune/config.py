@@ -14,11 +14,11 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig
 
+from lade_bench.conf import PresetError, lookahead_preset, user_conf_dir
 from lade_bench.decoding import DecodingConfigError, LookaheadParams
 from lade_bench.decoding.params import VERIFICATION_LAYOUTS
 from lade_bench.methods import methods_where
@@ -36,24 +36,25 @@ class TuneConfigError(ValueError):
 class SearchSpaceConfig:
     """Schema of ``tune.space``: the values the search may pick for each lookahead setting."""
 
-    ngram: list[int] = field(default_factory=lambda: [3, 4, 5])
-    window: list[int] = field(default_factory=lambda: [1, 2, 3, 5, 7])
-    guesses: list[int] = field(default_factory=lambda: [1, 2, 3, 5, 7])
-    prompt_as_reference: list[bool] = field(default_factory=lambda: [True, False])
-    verification: list[str] = field(default_factory=lambda: ["flat", "trie"])
+    ngram: list[int] = MISSING
+    window: list[int] = MISSING
+    guesses: list[int] = MISSING
+    prompt_as_reference: list[bool] = MISSING
+    verification: list[str] = MISSING
 
 
 @dataclass
 class TuneConfig:
-    """Schema of ``tune`` (``conf/tune.yaml`` documents each value and its default).
+    """Schema of ``tune``: types only; ``conf/tune.yaml`` states each value and its default.
 
     Attributes:
         name: folder of this tune under ``output_root`` (null: ``<device kind>-<model>-<dataset>``).
         output_root: where tune folders go (the study, the record, the held-out cells, the figure).
         preset_name: file name of the preset (null: ``<device kind>-<model>``).
         preset_conf_dir: a Hydra config folder; the preset goes to its ``lookahead/tuned/``
-            (null: this checkout's ``conf/``, where ``lookahead=tuned/<preset_name>`` finds it; another
-            folder is found by adding it to Hydra's search path).
+            (null: the user's config folder, ``lade_bench.conf.user_conf_dir()``, which Hydra searches,
+            so ``lookahead=tuned/<preset_name>`` finds it; another folder is found by adding it to
+            ``hydra.searchpath``).
         overwrite_preset: replace a preset file that another tune folder wrote.
         trials: distinct configurations to evaluate (pruned ones included).
         timeout_s: stop the search after this many seconds (null: no limit); resumable.
@@ -72,22 +73,22 @@ class TuneConfig:
         space: the search space.
     """
 
-    name: str | None = None
-    output_root: str = "runs/tune"
-    preset_name: str | None = None
-    preset_conf_dir: str | None = None
-    overwrite_preset: bool = False
-    trials: int = 30
-    timeout_s: float | None = None
-    probe_samples: int = 4
-    heldout_samples: int = 10
-    top_k: int = 3
-    prune: bool = True
-    prune_after_units: int = 2
-    sampler_seed: int = 0
-    baselines: list[str] = field(default_factory=lambda: ["prompt_lookup"])
-    reference_presets: list[str] = field(default_factory=lambda: ["paper_7b"])
-    profile_from: str | None = None
+    name: str | None = MISSING
+    output_root: str = MISSING
+    preset_name: str | None = MISSING
+    preset_conf_dir: str | None = MISSING
+    overwrite_preset: bool = MISSING
+    trials: int = MISSING
+    timeout_s: float | None = MISSING
+    probe_samples: int = MISSING
+    heldout_samples: int = MISSING
+    top_k: int = MISSING
+    prune: bool = MISSING
+    prune_after_units: int = MISSING
+    sampler_seed: int = MISSING
+    baselines: list[str] = MISSING
+    reference_presets: list[str] = MISSING
+    profile_from: str | None = MISSING
     space: SearchSpaceConfig = field(default_factory=SearchSpaceConfig)
 
 
@@ -170,12 +171,6 @@ class TuneSettings:
 PRESET_SUBDIR = ("lookahead", "tuned")
 
 
-def default_conf_dir() -> Path:
-    """``conf/`` of this checkout: the config folder ``python -m lade_bench.run`` composes from."""
-    # src/lade_bench/tune/config.py -> <repository>/conf, as lade_bench.run's CONFIG_PATH.
-    return Path(__file__).resolve().parents[3] / "conf"
-
-
 def tune_settings(cfg: DictConfig) -> TuneSettings:
     """Check the ``tune`` section of a composed tune config.
 
@@ -218,7 +213,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         name=tune.name,
         output_root=Path(tune.output_root).expanduser(),
         preset_name=tune.preset_name,
-        preset_conf_dir=Path(tune.preset_conf_dir).expanduser() if tune.preset_conf_dir else default_conf_dir(),
+        preset_conf_dir=Path(tune.preset_conf_dir).expanduser() if tune.preset_conf_dir else user_conf_dir(),
         overwrite_preset=bool(tune.overwrite_preset),
         trials=int(tune.trials),
         timeout_s=None if tune.timeout_s is None else float(tune.timeout_s),
@@ -236,26 +231,13 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
 
 
 def _reference_presets(names: list[str]) -> dict[str, LookaheadParams]:
-    """The named ``conf/lookahead/`` presets as params (``tuned/<name>`` works too)."""
-    folder = default_conf_dir() / "lookahead"
-    available = sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.yaml"))
+    """The named ``lookahead=`` presets (``tuned/<name>`` too) as one-device params."""
     if len(set(names)) != len(names):
         raise TuneConfigError(f"tune.reference_presets={names} lists a preset twice")
-    presets = {}
-    for name in names:
-        path = folder / f"{name}.yaml"
-        if not path.is_file():
-            raise TuneConfigError(f"tune.reference_presets: {name!r} is not a lookahead preset; use any of {available}")
-        # A preset file is a mapping of lookahead settings (configs/lookahead/*.yaml).
-        values = cast(dict[str, Any], OmegaConf.to_container(OmegaConf.load(path)))
-        # The tuner measures one device: a preset's rank count is a launch setting, not a search input.
-        if values.pop("devices", 1) != 1:
-            raise TuneConfigError(f"tune.reference_presets: {path} sets devices != 1; the tuner runs on one device")
-        try:
-            presets[name] = LookaheadParams(**values)
-        except (TypeError, DecodingConfigError) as err:
-            raise TuneConfigError(f"tune.reference_presets: {path} is not a valid lookahead preset: {err}") from err
-    return presets
+    try:
+        return {name: lookahead_preset(name) for name in names}
+    except PresetError as err:
+        raise TuneConfigError(f"tune.reference_presets: {err}") from err
 
 
 def _search_space(space: DictConfig) -> SearchSpace:

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from lade_bench.conf import search_dirs
 from lade_bench.decoding import LookaheadParams
 from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug, step_cost
 from lade_bench.report.figures import TUNE_FIGURE, save_figure
@@ -32,7 +33,7 @@ from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity, current_run
 from lade_bench.runner.samples import fit_samples, load_samples
 from lade_bench.stats import MIN_CI_UNITS
-from lade_bench.tune.config import TuneConfigError, TuneSettings, default_conf_dir, tune_settings
+from lade_bench.tune.config import TuneConfigError, TuneSettings, tune_settings
 from lade_bench.tune.outputs import (
     check_preset_writable,
     heldout_records,
@@ -470,7 +471,8 @@ def _print_outcome(
         )
     lines += _references_ahead(record, winner)
     usage = f"python -m lade_bench.run lookahead=tuned/{outcome.preset.stem}"
-    if conf_dir.resolve() != default_conf_dir().resolve():  # Hydra finds another config folder through its search path
+    # A folder Hydra does not search by itself must be added to its search path.
+    if conf_dir.resolve() not in [d.resolve() for d in search_dirs()]:
         usage += f" 'hydra.searchpath=[file://{conf_dir.resolve()}]'"
     lines += [
         f"preset: {outcome.preset}",

@@ -1,0 +1,107 @@
+"""The Hydra configs of ``python -m lade_bench.run`` and ``python -m lade_bench.tune`` (this folder).
+
+They ship inside the package, so an installed (non-editable) lade_bench composes the same configs as
+a checkout. Beside them Hydra searches the user's own config folder (:func:`user_conf_dir`), where
+the tuner writes its presets: ``lookahead=tuned/<name>`` finds a preset in either place, and a
+user's file never lands in the installed package or the source tree.
+
+Where each value is stated (once): the run's settings in ``settings.yaml`` (shared by ``config.yaml``
+and ``tune.yaml``), the engine's own defaults (N, W, G, sampling, prompt lookup, Jacobi) in
+``lade_bench.decoding`` (the schema reads them, the group files only state what differs), the
+tuner's in ``tune.yaml``. ``tests/test_config_defaults.py`` fails when a value is stated twice.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+from typing import Any, cast
+
+from omegaconf import OmegaConf
+
+# The folder Hydra composes from: this package's own directory.
+PACKAGE_CONF_DIR = Path(__file__).resolve().parent
+# Name of the OmegaConf resolver that gives the user's config folder to ``hydra.searchpath``.
+USER_CONF_RESOLVER = "lade_bench_user_conf_dir"
+
+
+class PresetError(ValueError):
+    """A named config file (a lookahead preset, a model option) that does not exist or is malformed."""
+
+
+def user_conf_dir() -> Path:
+    """The user's own Hydra config folder (``~/.config/lade_bench``), searched after the package's.
+
+    The tuner writes presets to its ``lookahead/tuned/``. To use another folder, pass
+    ``hydra.searchpath=[file:///that/folder]`` to the run and ``tune.preset_conf_dir=/that/folder``
+    to the tuner.
+    """
+    return Path.home() / ".config" / "lade_bench"
+
+
+def register_resolvers() -> None:
+    """Register the resolver ``config.yaml`` and ``tune.yaml`` use in ``hydra.searchpath`` (idempotent)."""
+    if not OmegaConf.has_resolver(USER_CONF_RESOLVER):
+        OmegaConf.register_new_resolver(USER_CONF_RESOLVER, lambda: str(user_conf_dir()))
+
+
+def ignore_missing_user_conf_dir() -> None:
+    """Silence Hydra's warning that the user's config folder does not exist (the usual case until a
+    tune writes a preset); a missing folder of any other search path still warns."""
+    folder = re.escape(str(user_conf_dir()))
+    warnings.filterwarnings("ignore", message=rf"provider=hydra\.searchpath in main, path={folder} is not available")
+
+
+def search_dirs() -> list[Path]:
+    """Config folders in Hydra's search order: the package's, then the user's."""
+    return [PACKAGE_CONF_DIR, user_conf_dir()]
+
+
+def group_option_file(group: str, name: str, dirs: list[Path] | None = None) -> Path:
+    """The YAML file of option ``name`` of config group ``group`` (e.g. ``lookahead``, ``tuned/x``).
+
+    Raises:
+        PresetError: no such file in any searched folder; the message lists the options there are.
+    """
+    folders = search_dirs() if dirs is None else dirs
+    for folder in folders:
+        path = folder / group / f"{name}.yaml"
+        if path.is_file():
+            return path
+    available = sorted(
+        {str(p.relative_to(f / group).with_suffix("")) for f in folders for p in (f / group).rglob("*.yaml")}
+    )
+    raise PresetError(f"{name!r} is not a {group} preset ({group}=<name>); use any of {available}")
+
+
+def group_option(group: str, name: str, dirs: list[Path] | None = None) -> dict[str, Any]:
+    """The values option ``name`` of ``group`` states (its own keys only: schema defaults not added)."""
+    path = group_option_file(group, name, dirs)
+    values = OmegaConf.to_container(OmegaConf.load(path))
+    if not isinstance(values, dict):
+        raise PresetError(f"{path} is not a mapping of settings")
+    values.pop("defaults", None)
+    return cast(dict[str, Any], values)
+
+
+def lookahead_preset(name: str, dirs: list[Path] | None = None) -> Any:
+    """The ``lookahead=<name>`` preset (``tuned/<x>`` too) as a one-device ``LookaheadParams``.
+
+    Keys the file leaves out take the engine's defaults, as they do when Hydra composes it (the
+    schema's defaults are the engine's).
+
+    Raises:
+        PresetError: no such preset, a preset spread over several devices, or invalid values.
+    """
+    from lade_bench.decoding.params import DecodingConfigError, LookaheadParams
+
+    values = group_option("lookahead", name, dirs)
+    path = group_option_file("lookahead", name, dirs)
+    # Callers measure one device: a preset's rank count is a launch setting, not a decoding one.
+    if values.pop("devices", 1) != 1:
+        raise PresetError(f"lookahead preset {path} sets devices != 1; a one-device preset is needed here")
+    try:
+        return LookaheadParams(**values)
+    except (TypeError, DecodingConfigError) as err:
+        raise PresetError(f"lookahead preset {path} is not a valid lookahead preset: {err}") from err
