@@ -4,10 +4,8 @@ from lade_bench.metrics.registry import METRICS, MetricSpec, get_metric
 from lade_bench.metrics.speed import compression_ratio, speedup
 
 
-def test_declared_metrics_have_direction_and_aggregation():
-    assert get_metric("speedup").higher_is_better
+def test_declared_metrics_have_an_aggregation():
     assert get_metric("speedup").aggregation == "ratio_of_sums"
-    assert not get_metric("wall_time_s").higher_is_better
     assert get_metric("rouge1").aggregation == "mean"
     assert all(spec.name == name for name, spec in METRICS.items())
 
@@ -28,9 +26,9 @@ def test_unknown_metric_suggests_close_names():
 
 def test_spec_validation():
     with pytest.raises(ValueError, match="needs 2 column"):
-        MetricSpec("x", True, "ratio_of_sums", ("a",))
+        MetricSpec("x", "ratio_of_sums", ("a",))
     with pytest.raises(ValueError, match="unknown aggregation"):
-        MetricSpec("x", True, "median", ("a",))
+        MetricSpec("x", "median", ("a",))
     with pytest.raises(ValueError, match="got 1 array"):
         get_metric("speedup").aggregate([1.0])
     with pytest.raises(ValueError, match="is zero"):

@@ -1,7 +1,7 @@
-"""Declared metrics: name, direction and how per-sample values aggregate (after lm-evaluation-harness).
+"""Declared metrics: name and how per-sample values aggregate (after lm-evaluation-harness).
 
 Each per-sample results column that is a metric is declared once here, so that reports aggregate
-every metric the same way and know which direction is "better". Aggregations:
+every metric the same way. Aggregations:
 
 * ``mean``: the mean of a per-sample column (ROUGE, pass, accuracy, ``matches_ar``).
 * ``ratio_of_sums``: ``sum(numerator) / sum(denominator)`` over samples (speedup, compression,
@@ -26,7 +26,6 @@ class MetricSpec:
 
     Attributes:
         name: metric name as it appears in aggregate outputs.
-        higher_is_better: direction, for tables and "best setting" searches.
         aggregation: ``"mean"`` or ``"ratio_of_sums"``.
         columns: the per-sample result columns (names as in ``lade_bench.results.schema``) it is
             computed from: one for ``mean``, ``(numerator, denominator)`` for ``ratio_of_sums``. For
@@ -35,7 +34,6 @@ class MetricSpec:
     """
 
     name: str
-    higher_is_better: bool
     aggregation: Aggregation
     columns: tuple[str, ...]
     description: str = ""
@@ -77,20 +75,20 @@ class MetricSpec:
 
 
 _SPECS = (
-    MetricSpec("speedup", True, "ratio_of_sums", ("wall_time_s", "wall_time_s"),
+    MetricSpec("speedup", "ratio_of_sums", ("wall_time_s", "wall_time_s"),
                "sum of AR wall_time_s / sum of the paired arm's wall_time_s"),
-    MetricSpec("compression_ratio", True, "ratio_of_sums", ("new_tokens", "decode_steps"),
+    MetricSpec("compression_ratio", "ratio_of_sums", ("new_tokens", "decode_steps"),
                "generated tokens per decoding forward pass"),
-    MetricSpec("tokens_per_s", True, "ratio_of_sums", ("new_tokens", "wall_time_s"),
+    MetricSpec("tokens_per_s", "ratio_of_sums", ("new_tokens", "wall_time_s"),
                "generated tokens per second of wall time"),
-    MetricSpec("wall_time_s", False, "mean", ("wall_time_s",), "mean wall time per sample"),
-    MetricSpec("rouge1", True, "mean", ("rouge1",), "ROUGE-1 F-measure"),
-    MetricSpec("rouge2", True, "mean", ("rouge2",), "ROUGE-2 F-measure"),
-    MetricSpec("rougeL", True, "mean", ("rougeL",), "ROUGE-L F-measure"),
-    MetricSpec("rougeLsum", True, "mean", ("rougeLsum",), "summary-level ROUGE-L F-measure"),
-    MetricSpec("pass@1", True, "mean", ("passed",), "fraction of completions passing their tests"),
-    MetricSpec("accuracy", True, "mean", ("accuracy",), "task accuracy (e.g. GSM8K final-number match)"),
-    MetricSpec("matches_ar", True, "mean", ("matches_ar",), "fraction of greedy outputs token-equal to AR"),
+    MetricSpec("wall_time_s", "mean", ("wall_time_s",), "mean wall time per sample"),
+    MetricSpec("rouge1", "mean", ("rouge1",), "ROUGE-1 F-measure"),
+    MetricSpec("rouge2", "mean", ("rouge2",), "ROUGE-2 F-measure"),
+    MetricSpec("rougeL", "mean", ("rougeL",), "ROUGE-L F-measure"),
+    MetricSpec("rougeLsum", "mean", ("rougeLsum",), "summary-level ROUGE-L F-measure"),
+    MetricSpec("pass@1", "mean", ("passed",), "fraction of completions passing their tests"),
+    MetricSpec("accuracy", "mean", ("accuracy",), "task accuracy (e.g. GSM8K final-number match)"),
+    MetricSpec("matches_ar", "mean", ("matches_ar",), "fraction of greedy outputs token-equal to AR"),
 )  # fmt: skip
 
 METRICS: dict[str, MetricSpec] = {spec.name: spec for spec in _SPECS}
