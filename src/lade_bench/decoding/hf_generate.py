@@ -6,7 +6,11 @@ Usage::
                    do_sample=False, lookahead=LookaheadParams(5, 7, 7))
 
 ``generate`` prepares the inputs and the generation config, then calls this function; the return
-value is what ``generate`` returns: the prompt followed by the new tokens, shape (1, L + new).
+value is what ``generate`` returns: the prompt followed by the new tokens, shape (1, L + new), or a
+``GenerateDecoderOnlyOutput`` holding them when ``return_dict_in_generate=True``.
+
+The same loop is shipped as a transformers custom generation folder (``custom_generate/generate.py``,
+loadable by path or from the Hub): ``lade_bench.custom_generate_path()``.
 """
 
 from __future__ import annotations
@@ -19,13 +23,18 @@ from transformers.generation.logits_process import (
     TopKLogitsWarper,
     TopPLogitsWarper,
 )
+from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams, require_int
 
 # Processors that lookahead reproduces itself (from the generation config); anything else would
 # change the target distribution in ways the verification branch does not model.
 _SUPPORTED_PROCESSORS = (TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper)
+
+# Per-token outputs of return_dict_in_generate: lookahead verifies several tokens per forward and
+# keeps none of these, so asking for one is refused rather than answered with None.
+_PER_TOKEN_OUTPUTS = ("output_scores", "output_logits", "output_attentions", "output_hidden_states")
 
 
 def lookahead_custom_generate(
@@ -39,7 +48,7 @@ def lookahead_custom_generate(
     lookahead: LookaheadParams | None = None,
     lookahead_seed: int = 0,
     **model_kwargs,
-) -> torch.LongTensor:
+) -> torch.LongTensor | GenerateDecoderOnlyOutput:
     """Decoding loop for ``model.generate(custom_generate=...)``; see the module docstring.
 
     Args:
@@ -54,6 +63,15 @@ def lookahead_custom_generate(
         )
     if streamer is not None:
         raise DecodingConfigError("streamer is not supported by lookahead decoding: use streamer=None")
+    require_int("lookahead_seed", lookahead_seed, minimum=0)
+    _check_generation_config(generation_config)
+    # generate drops an all-ones mask before calling here, so any mask left marks padding.
+    attention_mask = model_kwargs.get("attention_mask")
+    if attention_mask is not None and not bool((attention_mask == 1).all()):
+        raise DecodingConfigError(
+            "attention_mask with padding (zeros) is not supported: lookahead decoding runs one unpadded "
+            "prompt; pass the prompt without padding (allowed: no mask or an all-ones mask)"
+        )
     prompt_length = input_ids.shape[-1]
     max_new_tokens = generation_config.max_new_tokens
     if max_new_tokens is None:
@@ -74,4 +92,24 @@ def lookahead_custom_generate(
         seed=lookahead_seed,
     )
     new_tokens = torch.tensor([result.tokens], dtype=input_ids.dtype, device=input_ids.device)
-    return torch.cat([input_ids, new_tokens], dim=-1)  # type: ignore[return-value]  # int64, as the ids
+    sequences = torch.cat([input_ids, new_tokens], dim=-1)
+    if generation_config.return_dict_in_generate:
+        return GenerateDecoderOnlyOutput(sequences=sequences)  # type: ignore[arg-type]  # int64, as the ids
+    return sequences  # type: ignore[return-value]  # int64, as the ids
+
+
+def _check_generation_config(generation_config: GenerationConfig) -> None:
+    """Refuse generation settings lookahead would otherwise ignore silently (beams, per-token outputs)."""
+    if (generation_config.num_beams or 1) != 1:
+        raise DecodingConfigError(
+            f"num_beams={generation_config.num_beams!r} is not supported by lookahead decoding: "
+            "use num_beams=1 (greedy, or sampling with do_sample=True)"
+        )
+    if generation_config.return_dict_in_generate:
+        requested = [name for name in _PER_TOKEN_OUTPUTS if getattr(generation_config, name, False)]
+        if requested:
+            raise DecodingConfigError(
+                f"{', '.join(f'{name}=True' for name in requested)} is not supported by lookahead decoding "
+                "(it verifies several tokens per forward and keeps no per-token outputs): with "
+                "return_dict_in_generate=True the output holds `sequences` only; set these to False"
+            )
