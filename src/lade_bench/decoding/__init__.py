@@ -6,7 +6,13 @@ model is an executor behind the public seam of ``executor.py`` (:class:`StepExec
 """
 
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION, UnsupportedModelError, check_custom_mask_support
+from lade_bench.decoding.checks import (
+    BLOCK_MASK_ATTENTION,
+    MASK_CAPABLE_ATTENTION,
+    UnsupportedModelError,
+    check_custom_mask_support,
+    flex_attention_available,
+)
 from lade_bench.decoding.executor import ForwardRecord, StepExecutor, StepInput, StepOutput
 from lade_bench.decoding.jacobi import jacobi_generate
 from lade_bench.decoding.lookahead import lookahead_generate
@@ -19,6 +25,7 @@ from lade_bench.decoding.params import (
 )
 
 __all__ = [
+    "BLOCK_MASK_ATTENTION",
     "MASK_CAPABLE_ATTENTION",
     "VERIFICATION_LAYOUTS",
     "DecodeResult",
@@ -32,6 +39,7 @@ __all__ = [
     "UnsupportedModelError",
     "autoregressive_generate",
     "check_custom_mask_support",
+    "flex_attention_available",
     "jacobi_generate",
     "lookahead_generate",
     "prompt_lookup_generate",
