@@ -29,3 +29,12 @@ def _cross_package_private_imports() -> list[str]:
 
 def test_no_private_module_or_name_is_imported_across_packages():
     assert _cross_package_private_imports() == []
+
+
+def test_the_decoding_package_exports_every_lazy_name_and_each_resolves():
+    import lade_bench.decoding as decoding
+
+    exports = decoding._EXPORTS  # noqa: SLF001 - the table the lazy __getattr__ reads
+    assert sorted(decoding.__all__) == sorted(exports)
+    for name in decoding.__all__:
+        assert getattr(decoding, name) is not None

@@ -38,6 +38,30 @@ def test_the_time_budget_is_shared_by_work():
     # float16: AR, prompt lookup and three presets x 256 tokens; bfloat16: AR and paper_7b x 128.
     assert plan[0]["work"] == 5 * 256 and plan[1]["work"] == 2 * 128
     assert plan[0]["prompt_lookup"] and not plan[1]["prompt_lookup"] and list(plan[1]["presets"]) == ["paper_7b"]
+    assert not plan[0]["flex_attention"]
+    # The flex_attention arm runs in the first stage only, one more arm's work.
+    flex = stage_plan(["float16", "bfloat16"], 256, 128, flex_attention=True)
+    assert flex[0]["flex_attention"] and not flex[1]["flex_attention"]
+    assert flex[0]["work"] == 6 * 256 and flex[1]["work"] == 2 * 128
+
+
+def test_flex_arm_runs_lookahead_on_the_flex_model(monkeypatch):
+    import transformers.integrations.flex_attention as hf_flex
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from lade_bench.gpu_check.stages import flex_arm
+    from lade_bench.models.tiny import tiny_model
+
+    # Eager flex_attention: the check's fused kernel would compile for tens of seconds on a CPU.
+    def eager(q, k, v, training=False, **kw):
+        return flex_attention(q, k, v, **kw)
+
+    monkeypatch.setattr(hf_flex, "compile_friendly_flex_attention", eager)
+    model = tiny_model("llama", init_scale=3.0, seed=7, attn_implementation="flex_attention")
+    label, arm = flex_arm(model, [], 8)
+    assert label == "lookahead paper_7b flex_attention (5,15,15)"
+    result = arm(list(range(3, 30)))
+    assert len(result.tokens) == 8 and result.method == "lookahead"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown where CUDA is missing")
@@ -65,6 +89,8 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     """The same steps on the CPU (float32 speed stage, float64 exactness stage), SmolLM2, tiny budgets."""
     argv = ["--device", "cpu", "--models", "smollm2", "--dtypes", "float32", "float64", "--prompts", "2"]
     argv += ["--max-new-tokens", "6", "--exactness-new-tokens", "4", "--warmup", "0", "--output", str(tmp_path)]
+    # The flex_attention arm's CPU kernel compile would dominate; its plumbing has its own test.
+    argv += ["--no-flex-attention"]
     # A budget no loaded machine runs out of: this test checks the steps and files, not their speed.
     argv += ["--time-budget-s", "3600"]
     out = main(argv)

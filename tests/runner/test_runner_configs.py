@@ -176,6 +176,26 @@ def test_bad_values_fail_in_the_plan(compose_cfg, override, error, message):
     assert message in str(info.value)
 
 
+def test_flex_attention_is_fine_for_lookahead(compose_cfg):
+    plan = plan_cell(compose_cfg(["attn_implementation=flex_attention"]))
+    assert plan.semantic["attn_implementation"] == "flex_attention" and "lookahead" in plan.arms
+
+
+def test_flash_attention_refused_for_lookahead_names_the_allowed_ones(compose_cfg):
+    with pytest.raises(CellConfigError) as info:
+        plan_cell(compose_cfg(["attn_implementation=flash_attention_2"]))
+    assert "'flash_attention_2'" in str(info.value) and "'flex_attention'" in str(info.value)
+
+
+def test_flex_attention_refused_where_torch_lacks_it(compose_cfg, monkeypatch):
+    from lade_bench.runner import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "flex_attention_available", lambda: False)
+    with pytest.raises(CellConfigError) as info:
+        plan_cell(compose_cfg(["attn_implementation=flex_attention", "arms=[ar]"]))
+    assert "attn_implementation='flex_attention'" in str(info.value) and "['eager', 'sdpa']" in str(info.value)
+
+
 def test_flash_attention_is_fine_for_an_ar_only_cell(compose_cfg):
     plan = plan_cell(compose_cfg(["attn_implementation=flash_attention_2", "arms=[ar]"]))
     assert plan.cfg.attn_implementation.name == "flash_attention_2" and list(plan.cfg.arms) == ["ar"]

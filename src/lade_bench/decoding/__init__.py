@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-    from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION, UnsupportedModelError, check_custom_mask_support
+    from lade_bench.decoding.checks import (
+        BLOCK_MASK_ATTENTION,
+        MASK_CAPABLE_ATTENTION,
+        UnsupportedModelError,
+        check_custom_mask_support,
+        flex_attention_available,
+    )
     from lade_bench.decoding.executor import ForwardRecord, StepExecutor, StepInput, StepOutput
     from lade_bench.decoding.jacobi import jacobi_generate
     from lade_bench.decoding.lookahead import lookahead_generate
@@ -33,7 +39,9 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "autoregressive_generate": "lade_bench.decoding.autoregressive",
     "prompt_lookup_generate": "lade_bench.decoding.autoregressive",
+    "BLOCK_MASK_ATTENTION": "lade_bench.decoding.checks",
     "MASK_CAPABLE_ATTENTION": "lade_bench.decoding.checks",
+    "flex_attention_available": "lade_bench.decoding.checks",
     "UnsupportedModelError": "lade_bench.decoding.checks",
     "check_custom_mask_support": "lade_bench.decoding.checks",
     "ForwardRecord": "lade_bench.decoding.executor",
@@ -50,6 +58,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "BLOCK_MASK_ATTENTION",
     "DecodeResult",
     "DecodingConfigError",
     "ForwardRecord",
@@ -63,6 +72,7 @@ __all__ = [
     "VERIFICATION_LAYOUTS",
     "autoregressive_generate",
     "check_custom_mask_support",
+    "flex_attention_available",
     "jacobi_generate",
     "lookahead_generate",
     "prompt_lookup_generate",

@@ -9,11 +9,17 @@ from typing import Any
 
 import torch
 from transformers import PreTrainedModel
+from transformers.utils import is_torch_flex_attn_available
 
 from lade_bench.decoding.params import DecodingConfigError
 
-# Attention implementations that honour an arbitrary 4D additive mask with explicit position ids.
-MASK_CAPABLE_ATTENTION = ("eager", "sdpa")
+# Attention implementations that honour lookahead's arbitrary step mask with explicit position ids:
+# eager and SDPA as a 4D additive float mask, flex_attention as a BlockMask (see masks.py). The
+# FlashAttention kernels take only causal/sliding masks, so they cannot.
+MASK_CAPABLE_ATTENTION = ("eager", "sdpa", "flex_attention")
+
+# Those of them that take the mask as a flex_attention BlockMask rather than a float tensor.
+BLOCK_MASK_ATTENTION = ("flex_attention",)
 
 # transformers families whose attention always adds ALiBi biases (Falcon only with alibi=True, which
 # the config flag check catches). ALiBi is computed from each token's index in the input, not from
@@ -97,13 +103,37 @@ def check_custom_mask_support(model: torch.nn.Module) -> None:
             "from the model's own decoding. Supported: models whose positions come from position_ids "
             "(rotary or learned absolute: Llama, Qwen, Mistral, Gemma, Phi, GPT-2, GPT-NeoX, ...)"
         )
-    impl = getattr(config, "_attn_implementation", None) or "eager"
-    if impl not in MASK_CAPABLE_ATTENTION:
-        raise UnsupportedModelError(
-            f"attn_implementation={impl!r} cannot take a custom 4D attention mask; lookahead needs one of "
-            f"{list(MASK_CAPABLE_ATTENTION)} (FlashAttention still serves the autoregressive baseline)"
-        )
+    check_attention_implementation(attention_implementation_of(model))
     layer_attention_of(model)
+
+
+def attention_implementation_of(model: torch.nn.Module) -> str:
+    """The attention implementation ``model`` runs (``config._attn_implementation``; unset means eager)."""
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
+    return str(getattr(config, "_attn_implementation", None) or "eager")
+
+
+def flex_attention_available() -> bool:
+    """Whether this torch has ``torch.nn.attention.flex_attention`` in a version transformers uses."""
+    return bool(is_torch_flex_attn_available())
+
+
+def check_attention_implementation(implementation: str) -> None:
+    """Raise UnsupportedModelError unless lookahead can give ``implementation`` its step mask here.
+
+    flex_attention also needs a torch that ships ``torch.nn.attention.flex_attention``.
+    """
+    if implementation not in MASK_CAPABLE_ATTENTION:
+        raise UnsupportedModelError(
+            f"attn_implementation={implementation!r} cannot take lookahead's custom attention mask; lookahead "
+            f"needs one of {list(MASK_CAPABLE_ATTENTION)} (FlashAttention still serves the autoregressive baseline)"
+        )
+    if implementation in BLOCK_MASK_ATTENTION and not flex_attention_available():
+        raise UnsupportedModelError(
+            f"attn_implementation={implementation!r} needs torch.nn.attention.flex_attention, which torch "
+            f"{torch.__version__} lacks (or transformers does not use): upgrade torch, or use one of "
+            f"{[i for i in MASK_CAPABLE_ATTENTION if i not in BLOCK_MASK_ATTENTION]}"
+        )
 
 
 @dataclass(frozen=True)

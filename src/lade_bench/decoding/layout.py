@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -47,6 +48,14 @@ class StepLayout:
     def num_tokens(self) -> int:
         """q, the number of input tokens of the step."""
         return int(self.position_offsets.shape[0])
+
+    @cached_property
+    def visible(self) -> torch.Tensor:
+        """(q, q) bool: which step tokens each step token sees (``mask_block``'s zeros).
+
+        What a flex_attention ``mask_mod`` reads (``flex_masks.py``); computed once per layout.
+        """
+        return self.mask_block == 0
 
 
 def build_step_layout(

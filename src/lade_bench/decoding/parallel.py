@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lade_bench.decoding.checks import layer_attention_of
+from lade_bench.decoding.checks import attention_implementation_of, layer_attention_of
 from lade_bench.decoding.executor import StepInput, StepOutput
 from lade_bench.decoding.forward import CachedForward
 from lade_bench.decoding.kv_cache import empty_entries, pack_entries, replace_tail
@@ -103,7 +103,7 @@ class ParallelExecutor:
         # This rank's own forwards: its shares' input sizes and times.
         self.record = self._forward.record
         self._device = self._forward.device
-        self._masks = StepMasks(layer_attention_of(model), self._device)
+        self._masks = StepMasks(layer_attention_of(model), self._device, attention_implementation_of(model))
         self._length = ngram - 1
         self._with_logits = with_logits
         self._group = group

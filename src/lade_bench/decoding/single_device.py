@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from lade_bench.decoding.branch import BRANCH_BUILDERS, VerificationBranch
-from lade_bench.decoding.checks import layer_attention_of
+from lade_bench.decoding.checks import attention_implementation_of, layer_attention_of
 from lade_bench.decoding.executor import StepInput, StepOutput
 from lade_bench.decoding.forward import CachedForward
 from lade_bench.decoding.kv_cache import commit_accepted
@@ -41,7 +41,7 @@ class SingleDeviceExecutor:
         self.record = self._forward.record
         device = self._forward.device
         self._layouts = LayoutCache(model_dtype(model), device)
-        self._masks = StepMasks(layer_attention_of(model), device)
+        self._masks = StepMasks(layer_attention_of(model), device, attention_implementation_of(model))
         self._branch_of = BRANCH_BUILDERS[verification]
         self._with_logits = with_logits
 

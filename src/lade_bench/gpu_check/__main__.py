@@ -7,7 +7,9 @@ embedded models (SmolLM2-135M-Instruct and Gemma-3-270M).
 (forward time vs tokens per step); then, in the first dtype (float16, the paper's), AR, prompt
 lookup and lookahead with the paper presets (paper_7b, paper_13b) and the CPU preset (cpu_small) on
 MT-Bench first turns, arms alternated per prompt after a warm-up, which gives the speed table and
-the float16 exactness; then in each further dtype (bfloat16) AR and lookahead paper_7b for exactness.
+the float16 exactness, plus lookahead paper_7b under ``attn_implementation="flex_attention"`` (a second
+copy of the model; ``--no-flex-attention`` drops it); then in each further dtype (bfloat16) AR and
+lookahead paper_7b for exactness.
 Every greedy mismatch is located and its logit margins measured (``lade_bench.decoding.divergence``);
 one whose token sits more than ``--margin-tolerance`` logits below AR's is an engine error.
 
@@ -43,6 +45,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=20, help="MT-Bench first turns (default 20)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="tokens per generation, speed stage")
     parser.add_argument("--exactness-new-tokens", type=int, default=128, help="tokens per generation, later dtypes")
+    parser.add_argument(
+        "--flex-attention",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run lookahead paper_7b with attn_implementation=flex_attention in the first dtype (default on)",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
     parser.add_argument("--margin-tolerance", type=float, default=1.0, help="logits; larger gaps are engine errors")
     parser.add_argument("--time-budget-s", type=float, default=300.0, help="for all stages together (default 300)")

@@ -2,7 +2,11 @@
 
 The first dtype (float16, the paper's) runs AR, prompt lookup and lookahead with every preset: the
 speed table and that dtype's exactness. Each further dtype runs AR and lookahead paper_7b for
-exactness only. Each stage gets a share of the time budget in proportion to its work.
+exactness only. With ``flex_attention`` the first stage also runs lookahead paper_7b on a second
+copy of the model loaded with ``attn_implementation="flex_attention"`` (the step mask as a
+BlockMask, fused kernel): the paper's "lookahead with FlashAttention" beside the SDPA arms, on the
+same prompts, timed alike (its kernel compiles during the warm-up generation). Each stage gets a
+share of the time budget in proportion to its work.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import torch
 
 from lade_bench.conf import group_option, lookahead_preset
 from lade_bench.datasets import load_dataset_samples, render_prompt
-from lade_bench.decoding import LookaheadParams
+from lade_bench.decoding import LookaheadParams, flex_attention_available
 from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
 from lade_bench.gpu_check.table import summary_records
 from lade_bench.methods import REFERENCE, bind_method
@@ -31,6 +35,8 @@ from lade_bench.runner.timing import PairedRuns
 PRESET_NAMES = ("paper_7b", "paper_13b", "cpu_small")
 # The preset whose exactness is checked in every further dtype.
 EXACTNESS_PRESET = "paper_7b"
+# The preset the flex_attention arm runs (the paper's 7B setting, the widest step).
+FLEX_PRESET = "paper_7b"
 # The embedded models checked, by their conf/model/ option names.
 MODEL_NAMES = ("smollm2", "gemma3_270m")
 
@@ -64,17 +70,37 @@ def mt_bench_prompts(tokenizer, count: int, chat: bool) -> list[list[int]]:
     return [render_prompt(tokenizer, sample, 0, [], chat=chat) for sample in samples]
 
 
-def stage_plan(dtypes: list[str], max_new_tokens: int, exactness_new_tokens: int) -> list[dict[str, Any]]:
-    """What each dtype stage runs and its amount of work (arms x tokens), which sets its time share."""
+def flex_arm(model, stop_ids: list[int], max_new_tokens: int) -> tuple[str, Arm]:
+    """(name, generation function) of lookahead FLEX_PRESET on ``model``, a flex_attention copy."""
+    params = lookahead_preset(FLEX_PRESET)
+    label = f"lookahead {FLEX_PRESET} flex_attention ({params.ngram},{params.window},{params.guesses})"
+    return label, bind_method("lookahead", model, max_new_tokens, stop_ids, {"lookahead": params})
+
+
+def stage_plan(
+    dtypes: list[str], max_new_tokens: int, exactness_new_tokens: int, *, flex_attention: bool = False
+) -> list[dict[str, Any]]:
+    """What each dtype stage runs and its amount of work (arms x tokens), which sets its time share.
+
+    ``flex_attention``: the first (speed) stage also runs the flex_attention lookahead arm.
+    """
     plan = []
     for index, dtype in enumerate(dtypes):
         speed = index == 0
         every = presets()
         chosen = every if speed else {EXACTNESS_PRESET: every[EXACTNESS_PRESET]}
         tokens = max_new_tokens if speed else exactness_new_tokens
-        arms = 1 + int(speed) + len(chosen)
+        flex = speed and flex_attention
+        arms = 1 + int(speed) + len(chosen) + int(flex)
         plan.append(
-            {"dtype": dtype, "presets": chosen, "prompt_lookup": speed, "tokens": tokens, "work": arms * tokens}
+            {
+                "dtype": dtype,
+                "presets": chosen,
+                "prompt_lookup": speed,
+                "flex_attention": flex,
+                "tokens": tokens,
+                "work": arms * tokens,
+            }
         )
     return plan
 
@@ -82,7 +108,9 @@ def stage_plan(dtypes: list[str], max_new_tokens: int, exactness_new_tokens: int
 def check_model(name: str, args: argparse.Namespace, device: torch.device, out: Path, deadline: float) -> dict:
     """All dtype stages of one embedded model; returns its summary records and details."""
     loader = EMBEDDED_MODELS[name]
-    plan = stage_plan(args.dtypes, args.max_new_tokens, args.exactness_new_tokens)
+    # A torch without flex_attention drops the arm (the table then lacks its row) rather than the check.
+    flex = args.flex_attention and flex_attention_available()
+    plan = stage_plan(args.dtypes, args.max_new_tokens, args.exactness_new_tokens, flex_attention=flex)
     records, details = [], {}
     for index, stage in enumerate(plan):
         loaded = time.monotonic()
@@ -100,12 +128,21 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
         remaining_work = sum(s["work"] for s in plan[index:])
         stage_deadline = now + max(deadline - now, 0.0) * stage["work"] / remaining_work
         arms = build_arms(model, stop_ids, stage["tokens"], stage["presets"], prompt_lookup=stage["prompt_lookup"])
+        flex_model = None
+        if stage["flex_attention"]:
+            # A second copy: the arms alternate per prompt, so switching one model's implementation
+            # back and forth would be state shared between arms.
+            flex_model, _ = loader(
+                args.cache_dir, dtype=DTYPES[stage["dtype"]], device=device, attn_implementation="flex_attention"
+            )
+            label, arm = flex_arm(flex_model, stop_ids, stage["tokens"])
+            arms[label] = arm
         runs = run_arms(arms, prompts, warmup=args.warmup, deadline=stage_deadline)
         mismatches = find_mismatches(model, prompts, runs, args.margin_tolerance)
         records.extend(summary_records(name, stage["dtype"], runs, mismatches))
         detail.update(_run_details(runs, stage["tokens"], mismatches))
         details[stage["dtype"]] = detail
-        del model, arms
+        del model, flex_model, arms
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()

@@ -100,7 +100,8 @@ def load_model(
             replaces the tokenizer's, e.g. for Vicuna whose hub tokenizer has none).
         device: where the weights go.
         dtype: weight dtype.
-        attn_implementation: "sdpa", "eager" or (AR-only runs) "flash_attention_2".
+        attn_implementation: "sdpa", "eager", "flex_attention" (lookahead gets BlockMasks) or
+            (AR-only runs) "flash_attention_2".
         cache_dir: where the embedded models are converted to safetensors (``~`` expanded); tiny
             models read the SmolLM2 tokenizer from there so that text datasets work with them.
 

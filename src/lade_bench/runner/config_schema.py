@@ -66,10 +66,15 @@ class DType(Enum):
 
 
 class AttnImplementation(Enum):
-    """transformers attention backends; lookahead needs one that takes a custom 4D mask (eager, sdpa)."""
+    """transformers attention backends; lookahead needs one that takes its custom step mask.
+
+    eager and sdpa take it as a 4D float mask, flex_attention as a BlockMask (fused, block-sparse;
+    compiled on first use); flash_attention_2 takes no custom mask and serves AR-only runs.
+    """
 
     sdpa = "sdpa"
     eager = "eager"
+    flex_attention = "flex_attention"
     flash_attention_2 = "flash_attention_2"
 
 

@@ -17,7 +17,14 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import DatasetSpec, get_spec
-from lade_bench.decoding import MASK_CAPABLE_ATTENTION, DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding import (
+    BLOCK_MASK_ATTENTION,
+    MASK_CAPABLE_ATTENTION,
+    DecodingConfigError,
+    LookaheadParams,
+    SamplingParams,
+    flex_attention_available,
+)
 from lade_bench.decoding.params import validate_max_new_tokens
 from lade_bench.methods import REFERENCE, get_method, is_registered, methods_where, unknown_method_message
 from lade_bench.models.loading import EMBEDDED_MODELS, embedded_name, resolve_device, resolve_dtype
@@ -211,13 +218,7 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
     greedy_only = [a for a in arms if get_method(a).greedy_only]
     if greedy_only and sampling.do_sample:
         raise CellConfigError(f"the {greedy_only[0]} arm is greedy-only; drop it from arms or use sampling=greedy")
-    attention = _enum_value(cfg.attn_implementation)
-    needs_mask = [a for a in arms if get_method(a).custom_mask]
-    if needs_mask and attention not in MASK_CAPABLE_ATTENTION:
-        raise CellConfigError(
-            f"attn_implementation={attention!r} cannot take the custom attention mask the {needs_mask} arm(s) "
-            f"need; use one of {list(MASK_CAPABLE_ATTENTION)}, or arms=[ar] for a FlashAttention AR baseline"
-        )
+    _validate_attention(cfg, arms)
     _validate_devices(cfg, arms)
     for name, value in (
         ("prompt_lookup.num_tokens", cfg.prompt_lookup.num_tokens),
@@ -227,6 +228,23 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
         if value < 1:
             raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
     return arms
+
+
+def _validate_attention(cfg: DictConfig, arms: tuple[str, ...]) -> None:
+    attention = _enum_value(cfg.attn_implementation)
+    needs_mask = [a for a in arms if get_method(a).custom_mask]
+    if needs_mask and attention not in MASK_CAPABLE_ATTENTION:
+        raise CellConfigError(
+            f"attn_implementation={attention!r} cannot take the custom attention mask the {needs_mask} arm(s) "
+            f"need; use one of {list(MASK_CAPABLE_ATTENTION)}, or arms=[ar] for a FlashAttention AR baseline"
+        )
+    # Every arm (AR too) loads the model with it, so a torch without flex_attention fails them all.
+    if attention in BLOCK_MASK_ATTENTION and not flex_attention_available():
+        allowed = [a for a in MASK_CAPABLE_ATTENTION if a not in BLOCK_MASK_ATTENTION]
+        raise CellConfigError(
+            f"attn_implementation={attention!r} needs torch.nn.attention.flex_attention, which this torch lacks; "
+            f"upgrade torch or use one of {allowed}"
+        )
 
 
 def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
