@@ -129,7 +129,7 @@ def test_folder_is_shipped_as_package_data():
     # Read with a regex, not tomllib: the project still supports Python 3.10.
     pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     globs = ast.literal_eval(
-        re.search(r"\[tool\.setuptools\.package-data\][^\[]*?lade_bench = (\[.*?\])", pyproject, re.S)[1]
+        re.search(r"\[tool\.setuptools\.package-data\].*?^lade_bench = (\[.*?\])", pyproject, re.S | re.M)[1]
     )
     package = Path(lade_bench.__file__).resolve().parent
     files = [
