@@ -132,3 +132,24 @@ def test_trie_verification_draws_what_flat_draws(setting, tiny_models):
             assert (trie.tokens, trie.accept_lengths) == (flat.tokens, flat.accept_lengths), (params, seed)
             merged_steps += sum(t < f for t, f in zip(trie.step_tokens, flat.step_tokens, strict=True))
     assert merged_steps > 50
+
+
+@pytest.mark.slow
+def test_assisted_sampling_matches_the_exact_distribution(setting):
+    """transformers' speculative sampling with a draft model (the assisted arm) keeps the target's
+    distribution; the draft is another random model, so proposals are often rejected and the residual
+    draw is exercised."""
+    from lade_bench.decoding.assisted import assisted_generate
+
+    model, prompt, sequences, exact = setting
+    draft = tiny_model("llama", vocab_size=VOCAB, seed=5, init_scale=1.5)
+    draws, multi_token_steps = [], 0
+    for seed in range(800):
+        result = assisted_generate(
+            model, prompt, draft, LENGTH, sampling=SAMPLING, seed=seed, num_assistant_tokens=2,
+            assistant_confidence_threshold=0.0,
+        )  # fmt: skip
+        draws.append(tuple(result.tokens))
+        multi_token_steps += sum(n > 1 for n in result.accept_lengths)
+    assert multi_token_steps > 100  # drafts were accepted, not only rejected
+    assert goodness_of_fit(draws, sequences, exact) > ALPHA

@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 
 from lade_bench.methods import (
+    DRAFT,
+    PIPELINE_PARALLEL,
+    REPLICA,
     TENSOR_PARALLEL,
     Method,
     UnknownMethodError,
@@ -29,6 +32,8 @@ def test_builtin_methods_keep_the_published_names_labels_colours_and_order():
         ("prompt_lookup", "Prompt lookup", "#ff7f0e"),
         ("jacobi", "Jacobi", "#2ca02c"),
         ("ar_tp", "AR, tensor parallel", "#d62728"),
+        ("assisted", "Assisted (draft model)", "#9467bd"),
+        ("ar_pp", "AR, pipeline parallel", "#8c564b"),
     ]
 
 
@@ -38,13 +43,16 @@ def test_builtin_capabilities():
     assert methods_where(lambda m: m.greedy_only) == ("jacobi",)
     assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi")
     assert get_method("ar_tp").models == (TENSOR_PARALLEL,)
+    assert get_method("assisted").models == (REPLICA, DRAFT) and get_method("assisted").sections == ("assistant",)
+    assert get_method("ar_pp").models == (PIPELINE_PARALLEL,)
+    assert methods_where(lambda m: m.scaling_label is not None) == ("lookahead", "ar_tp", "ar_pp")
 
 
 def test_unknown_names_list_the_registered_ones_and_the_closest():
     with pytest.raises(UnknownMethodError) as info:
         get_method("lookahed")
     assert "did you mean 'lookahead'?" in str(info.value)
-    assert "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp]" in str(info.value)
+    assert "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp, assisted, ar_pp]" in str(info.value)
 
 
 def test_register_refuses_bad_and_duplicate_names():

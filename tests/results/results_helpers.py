@@ -41,6 +41,8 @@ BASE_ROW: dict[str, Any] = {
     "tokens_per_s": 8.0,
     "compression_ratio": 2.0,
     "step_tokens": [16, 9],
+    "draft_forwards": None,
+    "draft_time_s": None,
     "rouge1": None,
     "rouge2": None,
     "rougeL": None,

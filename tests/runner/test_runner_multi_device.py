@@ -92,7 +92,7 @@ def test_devices_enter_the_cell_id_only_above_one(compose_cfg):
     ("overrides", "message"),
     [
         (["lookahead.devices=0"], "lookahead.devices=0 is not allowed: use an integer >= 1"),
-        (["lookahead.devices=2", "arms=[ar]"], "used only by the arms ['lookahead', 'ar_tp']"),
+        (["lookahead.devices=2", "arms=[ar]"], "used only by the arms ['lookahead', 'ar_tp', 'ar_pp']"),
         (["arms=[ar,ar_tp]"], "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2"),
         (["arms=[ar,ar_tp]", "lookahead.devices=2"], "a tiny random model has not; use model=smollm2"),
         (["lookahead.devices=2", "lookahead.verification=trie"], "'trie' is not supported with lookahead.devices=2"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -77,7 +78,17 @@ def _generate(
     seed: int,
     method: str,
     extra: dict | None = None,
+    generate_kwargs: dict | None = None,
+    meter: Any = None,
 ) -> DecodeResult:
+    """One ``model.generate`` call, timed and counted (the shared body of every ``generate`` baseline).
+
+    Args:
+        extra: further ``GenerationConfig`` fields (prompt lookup's, the draft's settings).
+        generate_kwargs: further ``generate`` arguments (``assistant_model``, the tokenizers).
+        meter: a context manager entered around the call beside the target's counter (the draft's
+            forward meter); its ``stats()`` go into ``DecodeResult.stats``.
+    """
     sampling = sampling or SamplingParams()
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
@@ -101,13 +112,14 @@ def _generate(
     counter = _ForwardCounter(model, len(prompt))
     sync = device_synchronizer(device)
     torch.manual_seed(seed)
-    with counter, _checkpoint_generation_config_hidden(model):
+    with counter, _checkpoint_generation_config_hidden(model), meter or contextlib.nullcontext():
         sync()
         started = time.perf_counter()
         output = model.generate(  # type: ignore[operator]  # a PreTrainedModel (nn.Module attributes type as tensors)
             prompt_tensor,
             attention_mask=torch.ones_like(prompt_tensor),
             generation_config=config,
+            **(generate_kwargs or {}),
         )
         sync()
         wall = time.perf_counter() - started
@@ -119,6 +131,7 @@ def _generate(
         wall_time_s=wall,
         method=method if not sampling.do_sample else f"{method}_sampling",
         step_tokens=counter.input_lengths,
+        stats=meter.stats() if meter is not None else {},
     )
 
 

@@ -9,6 +9,8 @@ Importing the package registers the built-in methods (``builtin``). A new method
 
 from lade_bench.methods.builtin import register_builtin_methods
 from lade_bench.methods.registry import (
+    DRAFT,
+    PIPELINE_PARALLEL,
     REFERENCE,
     REPLICA,
     TENSOR_PARALLEL,
@@ -35,6 +37,8 @@ from lade_bench.methods.registry import (
 register_builtin_methods()
 
 __all__ = [
+    "DRAFT",
+    "PIPELINE_PARALLEL",
     "REFERENCE",
     "REPLICA",
     "TENSOR_PARALLEL",

@@ -1,4 +1,4 @@
-"""The built-in methods: AR, lookahead, prompt lookup, Jacobi and tensor-parallel AR.
+"""The built-in methods: AR, lookahead, prompt lookup, Jacobi, tensor-parallel AR, assisted, pipeline-parallel AR.
 
 Registration order below is the reading order of every table and figure (AR first). The engine is
 imported inside each function, not at the top: the registry is read by the plan checks and the
@@ -11,7 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from lade_bench.methods.registry import (
+    DRAFT,
+    PIPELINE_PARALLEL,
     REFERENCE,
+    REPLICA,
     TENSOR_PARALLEL,
     GenerationRequest,
     Method,
@@ -67,6 +70,38 @@ def generate_ar_tp(request: GenerationRequest) -> Any:
     return _decode(autoregressive_generate, request, model=request.models[TENSOR_PARALLEL], sampling=request.sampling)
 
 
+# The keys of the ``assistant`` section that are draft-length settings (the rest, ``model``, picks the draft).
+ASSISTANT_SETTINGS = (
+    "num_assistant_tokens",
+    "num_assistant_tokens_schedule",
+    "assistant_confidence_threshold",
+    "assistant_lookbehind",
+    "target_lookbehind",
+)
+
+
+def generate_assisted(request: GenerationRequest) -> Any:
+    """Draft-model speculative decoding, transformers' assisted generation (``settings["assistant"]``).
+
+    ``models[DRAFT]`` is a ``lade_bench.decoding.assisted.Draft`` (universal assisted decoding when
+    its vocabulary differs from the target's); a section missing from ``settings`` means
+    transformers' default draft settings.
+    """
+    from lade_bench.decoding.assisted import assisted_generate
+
+    section = request.section("assistant")
+    draft_settings = {key: section[key] for key in ASSISTANT_SETTINGS if key in section}
+    return _decode(assisted_generate, request, request.models[DRAFT], sampling=request.sampling, **draft_settings)
+
+
+def generate_ar_pp(request: GenerationRequest) -> Any:
+    """Autoregressive decoding of the pipeline-parallel model (layers over cuda:0..K-1, rank 0 only)."""
+    from lade_bench.decoding import autoregressive_generate
+
+    model = request.models[PIPELINE_PARALLEL]
+    return _decode(autoregressive_generate, request, model=model, sampling=request.sampling)
+
+
 def _lookahead_reach(settings: Settings) -> Any:
     from lade_bench.decoding.position_limits import lookahead_reach
 
@@ -110,6 +145,48 @@ def _refuse_ar_tp(cfg: Any) -> str | None:
         return (
             "the ar_tp arm loads a checkpoint with transformers' tp_plan='auto', which a tiny random "
             "model has not; use model=smollm2 or a model.source=hf model"
+        )
+    return None
+
+
+def _refuse_assisted(cfg: Any) -> str | None:
+    from lade_bench.decoding.assisted import validate_assistant_settings
+    from lade_bench.decoding.params import DecodingConfigError
+    from lade_bench.models.loading import model_config_problem
+
+    draft = cfg.assistant.model
+    if draft is None:
+        return (
+            "the assisted arm needs a draft model: pick one from the model group with "
+            "model@assistant.model=NAME (e.g. llama_68m for a Llama-2 target, tiny_gpt2 for a tiny one)"
+        )
+    problem = model_config_problem(draft, "assistant.model")
+    if problem:
+        return problem
+    try:
+        validate_assistant_settings(**{key: cfg.assistant[key] for key in ASSISTANT_SETTINGS})
+    except DecodingConfigError as err:
+        return str(err)
+    return None
+
+
+def _refuse_ar_pp(cfg: Any) -> str | None:
+    import torch
+
+    devices = _devices(cfg)
+    if devices < 2:
+        return (
+            "the ar_pp arm (pipeline-parallel AR) splits the layers over lookahead.devices >= 2 CUDA devices; "
+            f"lookahead.devices={devices} is the ar arm"
+        )
+    device = getattr(cfg.device, "value", cfg.device)
+    if device == "cpu":
+        return "the ar_pp arm splits the layers over CUDA devices; device=cpu has none: use device=cuda or auto"
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible < devices:
+        return (
+            f"the ar_pp arm needs lookahead.devices={devices} CUDA devices visible to rank 0, and {visible} "
+            f"are visible here; run it on a machine with {devices} GPUs, or drop ar_pp from arms"
         )
     return None
 
@@ -158,6 +235,26 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         models=(TENSOR_PARALLEL,),
         refuse=_refuse_ar_tp,
         scaling_label="TP: tensor-parallel AR",
+    ),
+    Method(
+        "assisted",
+        generate_assisted,
+        label="Assisted (draft model)",
+        color="#9467bd",
+        sections=("assistant",),
+        # A target forward verifies up to num_assistant_tokens candidates past the sequence.
+        headroom=lambda s: s["assistant"].num_assistant_tokens,
+        models=(REPLICA, DRAFT),
+        refuse=_refuse_assisted,
+    ),
+    Method(
+        "ar_pp",
+        generate_ar_pp,
+        label="AR, pipeline parallel",
+        color="#8c564b",
+        models=(PIPELINE_PARALLEL,),
+        refuse=_refuse_ar_pp,
+        scaling_label="PP: pipeline-parallel AR",
     ),
 )
 

@@ -21,6 +21,8 @@ from typing import Any
 # Model roles a method can run (``Method.models``); the runner loads each role a cell's arms need.
 REPLICA = "replica"  # the full model on this rank's device
 TENSOR_PARALLEL = "tensor_parallel"  # a tensor-parallel shard over every rank (transformers' tp_plan)
+DRAFT = "draft"  # the draft of speculative decoding (``assistant.model``), paired with the replica
+PIPELINE_PARALLEL = "pipeline_parallel"  # the full model's layers split over cuda:0..K-1 in rank 0's process
 
 # The baseline every speedup is measured against and every greedy output is compared with.
 REFERENCE = "ar"
@@ -38,7 +40,9 @@ class GenerationRequest:
     """One generation, as a method's ``generate`` receives it.
 
     Attributes:
-        models: model role -> model (``REPLICA`` always when the method runs it; see ``Method.models``).
+        models: model role -> model (``REPLICA`` always when the method runs it; see ``Method.models``);
+            ``DRAFT`` holds a ``lade_bench.decoding.assisted.Draft`` (the draft and, when its vocabulary
+            differs from the target's, both tokenizers).
         prompt_ids: the rendered prompt, ``[prompt_len]`` token ids.
         max_new_tokens: most tokens to generate.
         stop_ids: ids that end the generation (emitted, then stop).
@@ -93,7 +97,8 @@ class Method:
             context budget of a prompt keeps that much room); None: the tokens one forward feeds
             (``reach(settings).inputs``), or 0 without a reach.
         reach: settings -> ``ForwardReach`` for the position-limit checks (None: plain decoding).
-        models: model roles it runs (``REPLICA``, ``TENSOR_PARALLEL``); the cell loads each.
+        models: model roles it runs (``REPLICA``, ``TENSOR_PARALLEL``, ``DRAFT``, ``PIPELINE_PARALLEL``);
+            the cell loads each.
         tuner_baseline: ``tune.baselines`` may name it (validated on the tuner's held-out samples).
         refuse: cfg -> why a cell config cannot run the method (None: it can); checked in the plan.
         scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).

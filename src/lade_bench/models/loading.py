@@ -137,6 +137,21 @@ def embedded_name(model_cfg: Any) -> str:
     return getattr(model_cfg, "embedded", None) or "smollm2"
 
 
+def model_config_problem(model: Any, key: str) -> str | None:
+    """Why the model config at ``key`` (``model``, ``assistant.model``) cannot be loaded; None when it can."""
+    source = getattr(model.source, "value", model.source)  # an Enum in a structured config
+    if source == "embedded" and embedded_name(model) not in EMBEDDED_MODELS:
+        return f"{key}.embedded={embedded_name(model)!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}"
+    if source == "tiny" and model.architecture not in TINY_ARCHITECTURES:
+        return (
+            f"{key}.architecture={model.architecture!r} is not a tiny architecture; use one of "
+            f"{sorted(TINY_ARCHITECTURES)}"
+        )
+    if source == "hf" and not model.name_or_path:
+        return f"{key}.source=hf needs {key}.name_or_path (a hub id or a local folder)"
+    return None
+
+
 def _load_tiny(
     model_cfg: Any, dtype: torch.dtype, attn_implementation: str, cache: Path | None
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:

@@ -438,9 +438,9 @@ _ANNOTATION_OFFSETS = (4, -11)
 
 
 def speedup_vs_devices(sweep: Sweep) -> Figure:
-    """Speedup over single-device AR of lookahead parallelism and tensor-parallel AR vs ranks.
+    """Speedup over single-device AR of lookahead parallelism, tensor- and pipeline-parallel AR vs devices.
 
-    Each point is one cell: its lookahead (or ar_tp) arm against the AR arm of the same cell, which
+    Each point is one cell: its lookahead (or ar_tp, ar_pp) arm against the AR arm of the same cell, which
     always runs on one device, paired per sample. Lookahead at 1 device is plain lookahead.
 
     Raises:
@@ -475,7 +475,7 @@ def speedup_vs_devices(sweep: Sweep) -> Figure:
         ax.set_ylabel(SPEEDUP_LABEL + ", 95% CI")
         ax.set_title(_panel_name(keys, key), fontsize=9)
         ax.legend(fontsize=7)
-    return _titled(fig, "LP vs TP: speedup vs devices (greedy; n = samples)", sweep.context_line())
+    return _titled(fig, "LP vs TP vs PP: speedup vs devices (greedy; n = samples)", sweep.context_line())
 
 
 FIGURES: dict[str, FigureSpec] = {

@@ -37,7 +37,7 @@ from lade_bench.methods import is_registered, unknown_method_message
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
@@ -125,6 +125,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("compression_ratio", "float", "on_error", "efficiency", "new_tokens / decode_steps"),
     Column(
         "step_tokens", "int_list", "always", "efficiency", "input tokens per forward pass, prefill first; null: n/a", 4
+    ),
+    # A draft model's share of the work (the assisted arm): decode_steps counts the target's forwards only.
+    Column("draft_forwards", "int", "always", "efficiency", "forward passes of the draft model; null: no draft", 5),
+    Column(
+        "draft_time_s", "float", "always", "efficiency", "time in draft forwards, s, synchronised; null: no draft", 5
     ),
     # --- quality ---
     Column("rouge1", "float", "always", "quality", "ROUGE-1 F1 against the reference"),

@@ -37,8 +37,9 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
-from lade_bench.decoding import check_custom_mask_support
-from lade_bench.methods import REPLICA, TENSOR_PARALLEL, get_method
+from lade_bench.decoding import DecodingConfigError, check_custom_mask_support
+from lade_bench.decoding.assisted import pair_draft
+from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.models.loading import (
     TensorParallelError,
     describe_device,
@@ -46,6 +47,7 @@ from lade_bench.models.loading import (
     load_tensor_parallel,
     stop_token_ids,
 )
+from lade_bench.models.pipeline import PipelineParallelError, load_pipeline_parallel
 from lade_bench.profiling.device_profile import (
     PROFILE_JSON,
     PROFILES_DIR,
@@ -395,14 +397,71 @@ def _load_model(plan: CellPlan, ranks: Ranks | None = None) -> CellModel:
     cell_model = _load_replica(plan)
     # Only now (the embedded checkpoint is converted) do the followers start loading from the cache.
     ranks.request(["load"])
-    return _with_tensor_parallel(plan, ranks, cell_model)
+    return _with_other_roles(plan, ranks, cell_model)
 
 
 def load_cell_model(plan: CellPlan, ranks: Ranks | None) -> CellModel:
-    """The model(s) this rank needs: the full replica unless it only serves ar_tp, and the TP shard."""
+    """The model(s) this rank needs: the full replica unless it only serves ar_tp, the TP shard, and on
+    rank 0 the draft (assisted) and the pipeline-parallel model (ar_pp)."""
     if ranks is None or ranks.is_leader or REPLICA in models_needed(plan, followers=True):
-        return _with_tensor_parallel(plan, ranks, _load_replica(plan))
-    return _with_tensor_parallel(plan, ranks, CellModel(None, None, []))
+        return _with_other_roles(plan, ranks, _load_replica(plan))
+    return _with_other_roles(plan, ranks, CellModel(None, None, []))
+
+
+def _with_other_roles(plan: CellPlan, ranks: Ranks | None, cell_model: CellModel) -> CellModel:
+    """Add the roles beside the replica: the TP shard on every rank, the draft and the pipeline on rank 0."""
+    cell_model = _with_tensor_parallel(plan, ranks, cell_model)
+    if ranks is None or ranks.is_leader:  # neither runs on every rank (Method.every_rank is False)
+        _with_draft(plan, cell_model)
+        _with_pipeline(plan, cell_model)
+    return cell_model
+
+
+def _with_draft(plan: CellPlan, cell_model: CellModel) -> None:
+    """Load the assisted arm's draft on the replica's device, in its dtype, and pair it with the target."""
+    if DRAFT not in models_needed(plan):
+        return
+    cfg = plan.cfg
+    draft_cfg = cfg.assistant.model
+    log.info("loading the draft model %s (%s)", draft_cfg.name, plan.device)
+    attention = plan.semantic["attn_implementation"]
+    try:
+        draft, draft_tokenizer = load_model(
+            draft_cfg, plan.device, plan.dtype, attention, cache_dir=cfg.model_cache_dir
+        )
+    except OSError as err:  # hub unreachable, gated repo, missing folder
+        raise CellConfigError(
+            f"cannot load the draft model {draft_cfg.name!r} (assistant.model): {err}\nWithout hub access, point "
+            "assistant.model.name_or_path at a local copy, or pick an embedded or tiny draft"
+        ) from err
+    assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
+    try:
+        cell_model.draft = pair_draft(cell_model.model, draft, cell_model.tokenizer, draft_tokenizer)
+    except DecodingConfigError as err:
+        raise CellConfigError(f"the assisted arm cannot run with draft {draft_cfg.name!r}: {err}") from err
+    if cell_model.draft.universal:
+        log.info("the draft's vocabulary differs from the target's: universal assisted decoding")
+        if plan.sampling.do_sample:
+            raise CellConfigError(
+                f"the assisted arm with draft {draft_cfg.name!r} (another tokenizer: universal assisted "
+                "decoding) is greedy-only here; use sampling=greedy, or a draft with the target's tokenizer"
+            )
+
+
+def _with_pipeline(plan: CellPlan, cell_model: CellModel) -> None:
+    """Load the ar_pp arm's model with its layers split over cuda:0..K-1 (K = lookahead.devices)."""
+    if PIPELINE_PARALLEL not in models_needed(plan):
+        return
+    cfg = plan.cfg
+    devices = cfg.lookahead.devices
+    log.info("loading %s split over %d devices (pipeline-parallel AR)", cfg.model.name, devices)
+    attention = plan.semantic["attn_implementation"]
+    try:
+        cell_model.pp_model = load_pipeline_parallel(
+            cfg.model, devices, plan.dtype, attention, cache_dir=cfg.model_cache_dir
+        )
+    except PipelineParallelError as err:
+        raise CellConfigError(f"the ar_pp arm cannot run: {err}") from err
 
 
 def models_needed(plan: CellPlan, followers: bool = False) -> set[str]:

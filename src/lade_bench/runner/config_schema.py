@@ -188,6 +188,28 @@ class JacobiConfig:
 
 
 @dataclass
+class AssistantConfig:
+    """Settings of the optional ``assisted`` arm (draft-model speculative decoding, transformers' assisted
+    generation; see ``lade_bench.decoding.assisted``).
+
+    Attributes:
+        model: the draft, any entry of the ``model`` group (``model@assistant.model=NAME``); null: none.
+        num_assistant_tokens: most tokens the draft proposes per target forward.
+        num_assistant_tokens_schedule: ``constant`` or ``heuristic_transient``.
+        assistant_confidence_threshold: the draft stops proposing below this top probability (0: off).
+        assistant_lookbehind: universal assisted decoding: draft tokens re-encoded to align tokenisations.
+        target_lookbehind: universal assisted decoding: target tokens re-encoded to align tokenisations.
+    """
+
+    model: ModelConfig | None = None
+    num_assistant_tokens: int = MISSING
+    num_assistant_tokens_schedule: str = MISSING
+    assistant_confidence_threshold: float = MISSING
+    assistant_lookbehind: int = MISSING
+    target_lookbehind: int = MISSING
+
+
+@dataclass
 class MismatchConfig:
     """Schema of ``mismatch``: how a greedy output that differs from AR is judged (``runner.mismatch``).
 
@@ -296,6 +318,7 @@ class LadeBenchConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)
+    assistant: AssistantConfig = field(default_factory=AssistantConfig)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     device_profile: DeviceProfileConfig = field(default_factory=DeviceProfileConfig)

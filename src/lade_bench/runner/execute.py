@@ -24,7 +24,7 @@ import torch
 from lade_bench.datasets import Sample, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
 from lade_bench.decoding.parallel import LookaheadParallelError
-from lade_bench.methods import REPLICA, TENSOR_PARALLEL, get_method
+from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
 from lade_bench.runner.mismatch import record_mismatches
@@ -53,6 +53,10 @@ class CellModel:
         stop_ids: EOS ids that end a turn.
         ranks: this process's place in a multi-device cell (None: single device).
         tp_model: the tensor-parallel shard the ar_tp arm runs (None without that arm).
+        draft: the assisted arm's draft paired with ``model`` (a ``lade_bench.decoding.assisted.Draft``;
+            None without that arm, and on every rank but 0).
+        pp_model: the pipeline-parallel model the ar_pp arm runs (None without that arm, and on every
+            rank but 0).
     """
 
     model: torch.nn.Module | None
@@ -60,10 +64,17 @@ class CellModel:
     stop_ids: list[int]
     ranks: Ranks | None = None
     tp_model: torch.nn.Module | None = None
+    draft: Any = None
+    pp_model: torch.nn.Module | None = None
 
-    def models(self) -> dict[str, torch.nn.Module | None]:
+    def models(self) -> dict[str, Any]:
         """Model role (``lade_bench.methods``) -> the loaded model of that role (None: not loaded here)."""
-        return {REPLICA: self.model, TENSOR_PARALLEL: self.tp_model}
+        return {
+            REPLICA: self.model,
+            TENSOR_PARALLEL: self.tp_model,
+            DRAFT: self.draft,
+            PIPELINE_PARALLEL: self.pp_model,
+        }
 
 
 def count_units(samples: Sequence[Sample], repeats: int) -> int:

@@ -26,9 +26,15 @@ from lade_bench.decoding import (
     flex_attention_available,
 )
 from lade_bench.decoding.params import validate_max_new_tokens
-from lade_bench.methods import REFERENCE, get_method, is_registered, methods_where, unknown_method_message
-from lade_bench.models.loading import EMBEDDED_MODELS, embedded_name, resolve_device, resolve_dtype
-from lade_bench.models.tiny import TINY_ARCHITECTURES
+from lade_bench.methods import (
+    PIPELINE_PARALLEL,
+    REFERENCE,
+    get_method,
+    is_registered,
+    methods_where,
+    unknown_method_message,
+)
+from lade_bench.models.loading import embedded_name, model_config_problem, resolve_device, resolve_dtype
 from lade_bench.results import cell_id
 from lade_bench.runner.ranks import rank_device
 
@@ -170,7 +176,8 @@ def semantic_config(
     # changing it does not split one cell into two.
     for arm in arms:
         for section in get_method(arm).sections:
-            semantic.setdefault(section, OmegaConf.to_container(cfg[section]))
+            # Enums as their words: a section may hold a model config (the assisted arm's draft).
+            semantic.setdefault(section, OmegaConf.to_container(cfg[section], enum_to_str=True))
     return semantic
 
 
@@ -253,7 +260,9 @@ def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
         raise CellConfigError(
             f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)"
         )
-    every_rank = methods_where(lambda m: m.every_rank)
+    # The arms that use the devices: those running on every rank, and pipeline-parallel AR (rank 0
+    # spreads its layers over the devices the ranks share).
+    every_rank = methods_where(lambda m: m.every_rank or PIPELINE_PARALLEL in m.models)
     if devices > 1 and not set(every_rank) & set(arms):
         raise CellConfigError(
             f"lookahead.devices={devices} is used only by the arms {list(every_rank)}, and arms={list(arms)} "
@@ -294,18 +303,9 @@ def _validate_counts(cfg: DictConfig) -> None:
 
 
 def _validate_model(model: DictConfig) -> None:
-    source = _enum_value(model.source)
-    if source == "embedded" and embedded_name(model) not in EMBEDDED_MODELS:
-        raise CellConfigError(
-            f"model.embedded={embedded_name(model)!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}"
-        )
-    if source == "tiny" and model.architecture not in TINY_ARCHITECTURES:
-        raise CellConfigError(
-            f"model.architecture={model.architecture!r} is not a tiny architecture; use one of "
-            f"{sorted(TINY_ARCHITECTURES)}"
-        )
-    if source == "hf" and not model.name_or_path:
-        raise CellConfigError("model.source=hf needs model.name_or_path (a hub id or a local folder)")
+    problem = model_config_problem(model, "model")
+    if problem:
+        raise CellConfigError(problem)
 
 
 def _plain_name(key: str, value: str) -> str:

@@ -61,6 +61,9 @@ def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, te
         tokens_per_s=result.tokens_per_s,
         compression_ratio=result.compression_ratio,
         step_tokens=None if result.step_tokens is None else list(result.step_tokens),
+        # Only a method with a draft model reports these (DecodeResult.stats); null for the others.
+        draft_forwards=int(result.stats["draft_forwards"]) if "draft_forwards" in result.stats else None,
+        draft_time_s=result.stats.get("draft_time_s"),
         output_ids=list(result.tokens),
         output_text=text,
     )

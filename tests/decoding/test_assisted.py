@@ -1,0 +1,121 @@
+"""The assisted arm's engine: draft-model speculative decoding through transformers' assisted generation.
+
+Greedy output equals AR's token for token; ``steps``/``accept_lengths``/``step_tokens`` count the
+target's forwards like every method; the draft's forwards and time are in ``stats``. Pairs share a
+vocabulary (a copy of the target: every proposal accepted; another random model: few accepted).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+import torch
+
+from lade_bench.decoding import DecodingConfigError, SamplingParams
+from lade_bench.decoding.assisted import assisted_generate, pair_draft
+from lade_bench.decoding.autoregressive import autoregressive_generate
+from lade_bench.models.tiny import tiny_model
+
+VOCAB = 64
+
+
+@pytest.fixture(scope="module")
+def pair():
+    target = tiny_model("llama", vocab_size=VOCAB, seed=0, init_scale=3.0)
+    return {
+        "copy": (target, copy.deepcopy(target)),  # proposes exactly the target's tokens
+        "other": (target, tiny_model("qwen2", vocab_size=VOCAB, seed=1, init_scale=3.0)),
+    }
+
+
+def _prompts():
+    generator = torch.Generator().manual_seed(0)
+    return [torch.randint(3, VOCAB, (length,), generator=generator).tolist() for length in (5, 20, 37)]
+
+
+def _check_counts(result):
+    assert len(result.accept_lengths) == result.steps == len(result.step_tokens)
+    assert sum(result.accept_lengths) == len(result.tokens)
+    assert all(n >= 1 for n in result.accept_lengths)
+    assert result.stats["draft_forwards"] >= 0 and result.stats["draft_time_s"] >= 0
+
+
+@pytest.mark.parametrize("draft_kind", ["copy", "other"])
+@pytest.mark.parametrize(("tokens", "threshold"), [(1, 0.0), (4, 0.0), (6, 0.4)])
+def test_greedy_equals_ar_and_counts_the_target_forwards(pair, draft_kind, tokens, threshold):
+    target, draft = pair[draft_kind]
+    for prompt in _prompts():
+        reference = autoregressive_generate(target, prompt, 30)
+        result = assisted_generate(
+            target, prompt, draft, 30, num_assistant_tokens=tokens, assistant_confidence_threshold=threshold
+        )
+        assert result.tokens == reference.tokens
+        _check_counts(result)
+        assert result.method == "assisted"
+        if draft_kind == "copy" and threshold == 0.0:
+            # Every proposal is accepted: each target forward emits the draft's tokens plus its own.
+            assert max(result.accept_lengths) == tokens + 1
+            assert result.steps < reference.steps or tokens == 1
+            assert result.stats["draft_forwards"] >= result.steps - 1
+        assert result.stats["draft_forwards"] > 0
+
+
+def test_stop_id_and_a_budget_of_one(pair):
+    target, draft = pair["copy"]
+    prompt = _prompts()[1]
+    reference = autoregressive_generate(target, prompt, 30)
+    stop = reference.tokens[9]
+    expected = autoregressive_generate(target, prompt, 30, eos_token_id=stop).tokens
+    result = assisted_generate(target, prompt, draft, 30, eos_token_id=stop, assistant_confidence_threshold=0.0)
+    assert result.tokens == expected and result.tokens[-1] == stop
+    _check_counts(result)
+    single = assisted_generate(target, prompt, draft, 1)
+    assert single.tokens == reference.tokens[:1] and single.steps == 1 and single.accept_lengths == [1]
+
+
+def test_the_draft_keeps_its_own_generation_config(pair):
+    target, draft = pair["copy"]
+    saved = draft.generation_config
+    assisted_generate(target, _prompts()[0], draft, 5, num_assistant_tokens=3)
+    assert draft.generation_config is saved
+
+
+def test_bad_settings_name_the_value_and_the_allowed_ones(pair):
+    target, draft = pair["copy"]
+    prompt = _prompts()[0]
+    cases = [
+        ({"num_assistant_tokens": 0}, "num_assistant_tokens=0"),
+        ({"num_assistant_tokens_schedule": "heuristic"}, "'constant', 'heuristic_transient'"),
+        ({"assistant_confidence_threshold": 1.5}, "[0, 1)"),
+        ({"assistant_lookbehind": 0}, "assistant_lookbehind=0"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(DecodingConfigError, match=re.escape(message)):
+            assisted_generate(target, prompt, draft, 5, **kwargs)
+
+
+def test_pairing_decides_shared_or_universal_and_refuses_what_cannot_work():
+    target = tiny_model("llama", vocab_size=VOCAB, seed=0)
+    smaller = tiny_model("qwen2", vocab_size=VOCAB - 8, seed=1)
+    with pytest.raises(DecodingConfigError, match="needs both tokenizers"):
+        pair_draft(target, smaller)
+    assert not pair_draft(target, copy.deepcopy(target)).universal
+
+    class Tokenizer:
+        def __init__(self, vocab):
+            self.vocab = vocab
+
+        def get_vocab(self):
+            return self.vocab
+
+    shared = Tokenizer({"a": 0, "b": 1})
+    assert not pair_draft(target, copy.deepcopy(target), shared, Tokenizer({"a": 0, "b": 1})).universal
+    other = Tokenizer({"b": 0, "a": 1})
+    assert pair_draft(target, smaller, shared, other).universal
+    with pytest.raises(DecodingConfigError, match="both models have 64 ids"):
+        pair_draft(target, copy.deepcopy(target), shared, other)
+    universal = pair_draft(target, smaller, shared, other)
+    with pytest.raises(DecodingConfigError, match="use sampling=greedy"):
+        assisted_generate(target, [1, 2, 3], universal, 4, sampling=SamplingParams(do_sample=True))
