@@ -41,7 +41,7 @@ def test_builtin_capabilities():
     assert methods_where(lambda m: m.custom_mask) == ("lookahead", "jacobi")
     assert methods_where(lambda m: m.every_rank) == ("lookahead", "ar_tp")
     assert methods_where(lambda m: m.greedy_only) == ("jacobi",)
-    assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi")
+    assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi", "assisted")
     assert get_method("ar_tp").models == (TENSOR_PARALLEL,)
     assert get_method("assisted").models == (REPLICA, DRAFT) and get_method("assisted").sections == ("assistant",)
     assert get_method("ar_pp").models == (PIPELINE_PARALLEL,)

@@ -3,9 +3,14 @@ on tiny models, the draft's columns, the cell id, and the refusals the plan make
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from lade_bench import stats
 from lade_bench.decoding import DecodingConfigError
+from lade_bench.report.sweep import load_sweep
+from lade_bench.report.tables import DRAFT_SHARE_HEADER, main_speedup_table
 from lade_bench.results import load_rows
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.plan import CellConfigError
@@ -28,6 +33,13 @@ def test_assisted_cell_matches_ar_and_records_the_draft(compose_cfg, tmp_path):
     assert ar["draft_forwards"].isna().all() and ar["draft_time_s"].isna().all()
     for _, row in assisted.iterrows():
         assert len(row["accept_lengths"]) == row["decode_steps"] and sum(row["accept_lengths"]) == row["new_tokens"]
+    # The draft's share of the arm's time, summed over its rows, and the main table's column for it.
+    records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
+    share = assisted["draft_time_s"].sum() / assisted["wall_time_s"].sum()
+    assert records["assisted"]["draft_time_share"] == pytest.approx(share) and 0 < share < 1
+    assert math.isnan(records["ar"]["draft_time_share"])
+    table = main_speedup_table(load_sweep(outcome.cell_dir.parent))
+    assert list(table[DRAFT_SHARE_HEADER]) == ["", f"{100 * share:.1f}"]
 
 
 def test_the_draft_section_enters_the_cell_id_only_with_the_assisted_arm(compose_cfg):
@@ -124,3 +136,10 @@ def test_gemma_target_with_a_smollm2_draft_runs_universal_assisted_decoding(comp
     assert rows["error"].isna().all() and (assisted["draft_forwards"] > 0).all()
     for _, row in assisted.iterrows():
         assert len(row["accept_lengths"]) == row["decode_steps"] and sum(row["accept_lengths"]) == row["new_tokens"]
+    # The draft's share of the arm's time, summed over its rows, and the main table's column for it.
+    records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
+    share = assisted["draft_time_s"].sum() / assisted["wall_time_s"].sum()
+    assert records["assisted"]["draft_time_share"] == pytest.approx(share) and 0 < share < 1
+    assert math.isnan(records["ar"]["draft_time_share"])
+    table = main_speedup_table(load_sweep(outcome.cell_dir.parent))
+    assert list(table[DRAFT_SHARE_HEADER]) == ["", f"{100 * share:.1f}"]

@@ -24,7 +24,7 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
         ("tune.space.guesses=[2,2]", r"lists a value twice"),
         ("tune.space.verification=[flat,tree]", r"'tree' is not allowed; use any of \['flat', 'trie'\]"),
         ("tune.top_k=100", r"tune.top_k=100 exceeds the 72 configuration\(s\) of tune.space"),
-        ("tune.baselines=[medusa]", r"'medusa' is not allowed; use any of \['prompt_lookup', 'jacobi'\]"),
+        ("tune.baselines=[medusa]", r"'medusa' is not allowed; use any of \['prompt_lookup', 'jacobi', 'assisted'\]"),
         ("tune.profile_from=/nonexistent/profile.json", r"does not exist"),
         ("tune.name=a/b", r"must be a plain file name"),
         ("tune.timeout_s=0", r"tune.timeout_s=0.0 is not allowed"),

@@ -245,6 +245,8 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         # A target forward verifies up to num_assistant_tokens candidates past the sequence.
         headroom=lambda s: s["assistant"].num_assistant_tokens,
         models=(REPLICA, DRAFT),
+        # Held-out validation runs ordinary cells, which load the draft like any run.
+        tuner_baseline=True,
         refuse=_refuse_assisted,
     ),
     Method(

@@ -48,6 +48,8 @@ SPEEDUP_HEADER = {
 }
 # Flat (the paper's G chains) or trie verification; shown only in tables where some cell uses a trie.
 VERIFICATION_HEADER = "Verification"
+# The share of a method's wall time spent in its draft model's forwards (assisted generation).
+DRAFT_SHARE_HEADER = "Draft time (%)"
 
 
 def fmt(value: Any, decimals: int = 2, scale: float = 1.0) -> str:
@@ -157,12 +159,13 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 SPEEDUP_HEADER[stats.BASIS_WALL_TIME]: speedup_cell(rec),
                 "Compression": fmt(rec["compression_ratio"]),
                 "Tokens/s": fmt(rec["tokens_per_s"], 1),
+                DRAFT_SHARE_HEADER: draft_share_cell(rec),
                 "Matches AR (%)": "" if rec["arm"] == "ar" else fmt(rec["matches_ar"], 1, 100.0),
                 "Mismatches (margins)": mismatch_cell(rec),
                 **counts(rec),
             }
         )
-    return without_flat_only_verification(pd.DataFrame(rows))
+    return without_empty_draft_share(without_flat_only_verification(pd.DataFrame(rows)))
 
 
 def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
@@ -351,6 +354,21 @@ def sampling_label(rec: dict[str, Any]) -> str:
     if not rec["do_sample"]:
         return "greedy"
     return f"T={rec['temperature']:g} p={rec['top_p']:g} k={int(rec['top_k'])}"
+
+
+def draft_share_cell(rec: dict[str, Any]) -> str:
+    """The draft's share of wall time in percent; empty for a method without a draft model."""
+    share = rec.get("draft_time_share")
+    if share is None or (isinstance(share, float) and math.isnan(share)):
+        return ""
+    return fmt(share, 1, 100.0)
+
+
+def without_empty_draft_share(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the draft-time column when no method in it runs a draft model."""
+    if DRAFT_SHARE_HEADER in table and set(table[DRAFT_SHARE_HEADER]) <= {"", None}:
+        return table.drop(columns=DRAFT_SHARE_HEADER)
+    return table
 
 
 def without_flat_only_verification(table: pd.DataFrame) -> pd.DataFrame:

@@ -36,6 +36,7 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
             "decode_steps": 0,
             "wall_time_s": 0.0,
             "step_tokens_mean": math.nan,
+            "draft_time_share": math.nan,
         }
     tokens = good["new_tokens"].to_numpy(dtype=np.float64)
     steps = good["decode_steps"].to_numpy(dtype=np.float64)
@@ -47,7 +48,20 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
         "decode_steps": int(steps.sum()),
         "wall_time_s": float(times.sum()),
         "step_tokens_mean": mean_decode_step_tokens(good),
+        "draft_time_share": draft_time_share(good),
     }
+
+
+def draft_time_share(rows: pd.DataFrame) -> float:
+    """Share of the wall time spent in a draft model's forwards, ``sum(draft_time_s) / sum(wall_time_s)``.
+
+    NaN for a method without a draft (the column is null) and for rows written before it existed
+    (schema < 5); like the other ratios, a share over part of the rows would describe other samples.
+    """
+    if "draft_time_s" not in rows or rows.empty or rows["draft_time_s"].isna().any():
+        return math.nan
+    total = float(rows["wall_time_s"].sum())
+    return float(rows["draft_time_s"].sum()) / total if total > 0 else math.nan
 
 
 def mean_decode_step_tokens(rows: pd.DataFrame) -> float:

@@ -58,6 +58,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "wall_time_s",
     "tokens_per_step",
     "step_tokens_mean",
+    "draft_time_share",
     *ROUGE_COLUMNS,
     "pass@1",
     "accuracy",
