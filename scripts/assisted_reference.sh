@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Draft-model speculative decoding beside lookahead on this CPU (issue 21's measured outcome):
+# Gemma-3-270M as target, SmolLM2-135M as draft through transformers' universal assisted decoding,
+# against AR, lookahead (the declared N=5, W=G=7 with prompt as reference), prompt lookup and Jacobi,
+# on 20 MT-Bench questions (both turns), greedy, 64 new tokens, fp32.
+#
+#   bash scripts/assisted_reference.sh OUTPUT_ROOT
+#
+# Timed work: run it on a machine doing nothing else (no tests, tuner or second sweep beside it);
+# each cell records its CPU affinity, threads and the load before and after. Resumable: rerun the same
+# command after a kill. It then writes the tables, figures and the per-sample rows to
+# paper_figures/assisted/. Commit them only when the run is complete and came from a clean checkout
+# (each cell's manifest.json records git_dirty).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+    echo "usage: bash scripts/assisted_reference.sh OUTPUT_ROOT" >&2
+    exit 2
+fi
+out=$1
+py=.venv/bin/python
+"$py" -m lade_bench.run model=gemma3_270m dataset=mt_bench dataset.limit=20 \
+    model@assistant.model=smollm2 'arms=[ar,lookahead,prompt_lookup,jacobi,assisted]' \
+    lookahead=default max_new_tokens=64 device=cpu sweep_name=assisted output_root="$out" \
+    'report.headline={ngram: 5, window: 7, guesses: 7, prompt_as_reference: true}'
+"$py" -m lade_bench.report "$out/assisted" --out paper_figures/assisted
+mkdir -p paper_figures/assisted/rows
+"$py" - "$out/assisted" paper_figures/assisted/rows/assisted.parquet <<'PY'
+import sys
+from lade_bench.results import load_rows
+load_rows(sys.argv[1]).to_parquet(sys.argv[2], index=False)
+PY
+echo "results: paper_figures/assisted/ (tables, figures, report.html, rows/assisted.parquet)"
