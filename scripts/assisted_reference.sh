@@ -22,7 +22,7 @@ py=.venv/bin/python
 "$py" -m lade_bench.run model=gemma3_270m dataset=mt_bench dataset.limit=20 \
     model@assistant.model=smollm2 'arms=[ar,lookahead,prompt_lookup,jacobi,assisted]' \
     lookahead=default max_new_tokens=64 device=cpu sweep_name=assisted output_root="$out" \
-    'report.headline={ngram: 5, window: 7, guesses: 7, prompt_as_reference: true}'
+    report.headline.ngram=5 report.headline.window=7 report.headline.guesses=7 report.headline.prompt_as_reference=true
 "$py" -m lade_bench.report "$out/assisted" --out paper_figures/assisted
 mkdir -p paper_figures/assisted/rows
 "$py" - "$out/assisted" paper_figures/assisted/rows/assisted.parquet <<'PY'
