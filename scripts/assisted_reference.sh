@@ -19,10 +19,10 @@ if [ $# -lt 1 ]; then
 fi
 out=$1
 py=.venv/bin/python
-"$py" -m lade_bench.run model=gemma3_270m dataset=mt_bench dataset.limit=20 \
-    model@assistant.model=smollm2 'arms=[ar,lookahead,prompt_lookup,jacobi,assisted]' \
-    lookahead=default max_new_tokens=64 device=cpu sweep_name=assisted output_root="$out" \
-    report.headline.ngram=5 report.headline.window=7 report.headline.guesses=7 report.headline.prompt_as_reference=true
+# The sweep file declares the headline; on this CPU it is the engine's default N=5, W=G=7.
+"$py" -m lade_bench.run +sweep=assisted model=gemma3_270m model@assistant.model=smollm2 lookahead=default \
+    dataset.limit=20 max_new_tokens=64 device=cpu report.headline.window=7 report.headline.guesses=7 \
+    output_root="$out"
 "$py" -m lade_bench.report "$out/assisted" --out paper_figures/assisted
 mkdir -p paper_figures/assisted/rows
 "$py" - "$out/assisted" paper_figures/assisted/rows/assisted.parquet <<'PY'

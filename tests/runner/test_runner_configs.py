@@ -53,7 +53,20 @@ def test_model_group_has_the_required_models():
 
 
 def test_sweep_files_are_exactly_the_paper_experiments():
-    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling"}
+    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling", "assisted"}
+
+
+def test_assisted_sweep_is_one_declared_cell_with_a_draft(compose_cfg):
+    """One cell (no grid): the 68M Llama drafting for Llama-2-7B on a GPU; the CPU recipe swaps both."""
+    gpu = plan_cell(compose_cfg(["+sweep=assisted"]))
+    assert gpu.sweep_root.name == "assisted" and "assisted" in gpu.arms
+    assert gpu.semantic["assistant"]["model"]["name_or_path"] == "JackFram/llama-68m"
+    cpu_recipe = ["model=gemma3_270m", "model@assistant.model=smollm2", "lookahead=default", "dataset.limit=20"]
+    cfg = compose_cfg(["+sweep=assisted", *cpu_recipe, "report.headline.window=7", "report.headline.guesses=7"])
+    plan = plan_cell(cfg)
+    assert plan.semantic["assistant"]["model"]["embedded"] == "smollm2" and plan.cfg.model.embedded == "gemma3_270m"
+    headline = cfg.report.headline
+    assert (headline.ngram, headline.window, headline.guesses) == (plan.lookahead.ngram, plan.lookahead.window, 7)
 
 
 def test_lp_scaling_sweep_plans_one_cell_per_device_count(compose_cfg):
