@@ -68,8 +68,9 @@ class TuneConfig:
         baselines: arms besides AR that the held-out validation also runs (prompt lookup).
         reference_presets: ``lookahead`` presets (e.g. ``paper_7b``) also run on the held-out samples,
             beside the top-k, for comparison; never candidates for the winner.
-        profile_from: a device_profile.json (or a sweep folder holding one) to reuse; null: the tune
-            folder's own, measured once.
+        profile_from: a device profile JSON file, or a sweep folder holding one of the tune's
+            (device kind, model, dtype, attention implementation), to reuse; null: the tune folder's
+            own, measured once.
         space: the search space.
     """
 
@@ -207,7 +208,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
     profile_from = Path(tune.profile_from).expanduser() if tune.profile_from else None
     if profile_from is not None and not profile_from.exists():
         raise TuneConfigError(
-            f"tune.profile_from={tune.profile_from!r} does not exist (a device_profile.json or its folder)"
+            f"tune.profile_from={tune.profile_from!r} does not exist (a device profile JSON file, or a sweep folder)"
         )
     return TuneSettings(
         name=tune.name,

@@ -25,7 +25,7 @@ from lade_bench.profiling.device_profile import describe_device, device_kind, ki
 from lade_bench.report.figures import TUNE_FIGURE, save_figure
 from lade_bench.report.tune_figure import draw_tune_figure
 from lade_bench.results.atomic import remove_temp_files
-from lade_bench.runner.cell import load_cell_model  # the runner's own loading and checks, not a copy
+from lade_bench.runner.cell import load_cell_model, profile_key  # the runner's own loading and checks, not a copy
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_units
 from lade_bench.runner.locks import LockSettings, claim
@@ -172,12 +172,13 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
         console.print(f"resuming: {key} was interrupted by a kill; measuring it again first")
     profile, origin = obtain_profile(
         cell_model.model,
-        plan.device,
+        profile_key(plan),
         tune_dir,
         settings.space,
         settings.profile_from,
         cfg.device_profile,
         also=list(settings.references.values()),
+        aliases=[str(cfg.model.name_or_path)] if cfg.model.get("name_or_path") else [],
     )
     console.print(f"device profile: {origin}", markup=False, highlight=False)
     units = build_units(plan, cell_model, probe, range(len(probe)))
