@@ -71,6 +71,7 @@ from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job
 from lade_bench.results.writer import ROWS_JSONL, salvage_rows_jsonl, write_rows_jsonl
+from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_pending_rows, count_units, run_samples
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
@@ -190,12 +191,17 @@ def _run_owned_cell(
         run=me.as_record(),
     )
     try:
+        # Before the model loads: the load average is the machine's, and the resume gap ends now.
+        conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
         cell_model = _load_model(plan, ranks)
         _profile_device_once(plan, cell_model, me, settings)
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
-        writer.write_json(MANIFEST_JSON, _manifest(plan, sample_set, len(samples), me, ranks))
+        manifest = _manifest(plan, sample_set, len(samples), me, ranks, conditions)
+        writer.write_json(MANIFEST_JSON, manifest)
         appended = _generate(plan, cell_model, sample_set, writer, me)
+        # The end snapshot, into this run's manifest (not a new run: previous_runs stays as it is).
+        writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
         del cell_model  # drop the weights now: the next cell of a sweep loads its own into this process
         writer.finalize()
         rows = load_rows(plan.cell_dir, verify=False)
@@ -514,7 +520,12 @@ def _generate(plan: CellPlan, cell_model: CellModel, sample_set: SampleSet, writ
 
 
 def _manifest(
-    plan: CellPlan, sample_set: SampleSet, loaded: int, me: RunIdentity, ranks: Ranks | None = None
+    plan: CellPlan,
+    sample_set: SampleSet,
+    loaded: int,
+    me: RunIdentity,
+    ranks: Ranks | None = None,
+    conditions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cfg = plan.cfg
     previous = []
@@ -538,6 +549,8 @@ def _manifest(
             "dtype": plan.semantic["dtype"],
             # Which device profile predicts this cell (the report matches it against device_profiles/).
             "device_profile_key": profile_key(plan).as_record(),
+            # What else the machine was doing while this run timed the cell (runner.conditions).
+            "timing_conditions": conditions,
             # Ranks of a multi-device cell (lookahead parallelism, tensor-parallel AR); 1 and no backend otherwise.
             "parallel": ranks.describe() if ranks is not None else {"world_size": 1, "backend": None},
             "samples": {
