@@ -1,16 +1,31 @@
-"""The forward-time curve: measured on a tiny model, stored, interpolated, refused outside its range."""
+"""The forward-time curve: measured on a tiny model, keyed, stored, matched, interpolated, refused outside its range."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+import torch
 
 from lade_bench.models import tiny_model
 from lade_bench.profiling.device_profile import (
+    PROFILES_DIR,
+    ProfileKey,
     default_token_counts,
+    device_kind,
     forward_time_at,
+    has_profile,
+    key_profile_path,
+    kind_profile_path,
     load_profile,
+    load_profiles,
+    matching_profile,
     measure_forward_curve,
+    profile_key,
+    publish_profile,
     record_device_profile,
+    repair_profile,
+    same_device_kind,
     save_profile,
 )
 
@@ -55,3 +70,69 @@ def test_save_load_and_interpolate(tmp_path, model):
     assert forward_time_at(handmade, 3) == 2.0
     with pytest.raises(ValueError, match="covers 1..3"):
         forward_time_at(handmade, 4)
+
+
+def _key(model_name: str = "tiny-llama", dtype: str = "float64") -> ProfileKey:
+    return ProfileKey(device_kind(torch.device("cpu")), model_name, dtype, "sdpa")
+
+
+def test_a_measured_profile_states_its_key_and_is_published_under_it(tmp_path, model):
+    profile = measure_forward_curve(
+        model, [1, 2], context_tokens=8, warmup=0, repeats=1, model_name="tiny-llama", attn_implementation="sdpa"
+    )
+    key = profile_key(profile)
+    assert key == _key(dtype=profile["dtype"]) and profile["version"] == 2
+    path = publish_profile(tmp_path, profile)
+    assert path == key_profile_path(tmp_path, key) and has_profile(tmp_path, key)
+    assert not has_profile(tmp_path, _key("tiny-qwen2", profile["dtype"]))
+    (stored,) = load_profiles(tmp_path)
+    assert stored.key == key and not stored.legacy and "tiny-llama" in stored.label()
+    with pytest.raises(ValueError, match="without a complete key"):
+        publish_profile(tmp_path, {"version": 1, "device_kind": "cpu", "token_counts": [1]})
+
+
+def test_keys_of_two_models_give_two_files_and_each_matches_its_own(tmp_path):
+    curve = {"version": 2, "token_counts": [1, 2], "forward_time_s": [1.0, 1.5]}
+    for name in ("tiny-llama", "tiny-qwen2"):
+        publish_profile(tmp_path, {**curve, **_key(name).as_record()})
+    stored = load_profiles(tmp_path)
+    assert len(stored) == 2 and len({s.path for s in stored}) == 2
+    assert matching_profile(stored, _key("tiny-qwen2")).key == _key("tiny-qwen2")
+    assert matching_profile(stored, _key("tiny-llama")).key == _key("tiny-llama")
+    assert matching_profile(stored, _key("tiny-gpt2")) is None  # no curve borrowed from another model
+    assert matching_profile(stored, _key("tiny-llama", "float32")) is None
+
+
+def test_a_legacy_profile_serves_only_its_own_model_and_dtype_and_says_so(tmp_path):
+    legacy = {
+        "version": 1,
+        "token_counts": [1, 2],
+        "forward_time_s": [1.0, 1.5],
+        "device_kind": device_kind(torch.device("cpu")),
+        "model": "/cache/models/tiny-llama",  # version 1 recorded the checkpoint's name_or_path
+        "dtype": "float64",
+    }
+    save_profile(tmp_path, legacy)
+    kind_profile_path(tmp_path, legacy["device_kind"]).parent.mkdir()
+    kind_profile_path(tmp_path, legacy["device_kind"]).write_text(json.dumps(legacy))
+    (stored,) = load_profiles(tmp_path)  # the sweep's copy of the kind's file is listed once
+    assert stored.legacy and stored.label().startswith("legacy per-device-kind profile")
+    assert matching_profile([stored], _key("tiny-llama")) is stored
+    assert matching_profile([stored], _key("tiny-qwen2")) is None
+    assert matching_profile([stored], _key("tiny-llama", "float32")) is None
+    # An older manifest describes the CPU without the machine word: the same kind.
+    manifest_kind = "cpu " + legacy["device_kind"].split(" ", 2)[2]  # "cpu (N threads)"
+    assert same_device_kind(legacy["device_kind"], manifest_kind)
+    assert not same_device_kind(legacy["device_kind"], "cpu (999 threads)")
+    assert matching_profile([stored], ProfileKey(manifest_kind, "tiny-llama", "float64", "unrecorded")) is stored
+    assert not has_profile(tmp_path, _key("tiny-llama"))  # a rerun measures the keyed profile its cells need
+
+
+def test_damaged_profiles_are_named_then_set_aside(tmp_path):
+    (tmp_path / PROFILES_DIR).mkdir()
+    damaged = tmp_path / PROFILES_DIR / "x--y--z--w.json"
+    damaged.write_text("{garbage")
+    with pytest.raises(ValueError, match="x--y--z--w.json is damaged"):
+        load_profiles(tmp_path)
+    assert repair_profile(tmp_path) == [damaged]
+    assert load_profiles(tmp_path) == [] and damaged.with_name("x--y--z--w.json.damaged").is_file()

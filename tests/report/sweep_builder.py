@@ -24,13 +24,21 @@ from lade_bench.decoding import (
     lookahead_generate,
     prompt_lookup_generate,
 )
+from lade_bench.decoding.timing import model_dtype
 from lade_bench.metrics.rouge import rouge_scores
-from lade_bench.profiling.device_profile import default_token_counts, measure_forward_curve, save_profile
+from lade_bench.profiling.device_profile import (
+    ProfileKey,
+    default_token_counts,
+    device_kind,
+    measure_forward_curve,
+    publish_profile,
+)
 from lade_bench.report import aggregate
 from lade_bench.results import COLUMN_NAMES, CellWriter, build_manifest, cell_id, update_index
 
 SWEEP_NAME = "unit_report"
 MODEL_NAME = "tiny-llama"
+ATTENTION = "sdpa"
 MAX_NEW_TOKENS = 16
 GREEDY = SamplingParams()
 SAMPLED = SamplingParams(do_sample=True, temperature=0.7, top_p=0.9, top_k=0)
@@ -187,7 +195,8 @@ def run_cell(model: torch.nn.Module, spec: CellSpec, sweep_root: Path) -> Path:
     rows = aggregate.summarize(_load(cell_dir))
     metrics = aggregate.flat_metrics(rows)
     writer.write_json("summary.json", {"status": "done", "cell_id": cid, **metrics})
-    writer.write_json("manifest.json", build_manifest(seeds={"global": 0}, device="cpu"))
+    key = {"device_profile_key": profile_key_of(model).as_record()}  # as the runner records it
+    writer.write_json("manifest.json", build_manifest(seeds={"global": 0}, device="cpu", extra=key))
     writer.write_text("config.yaml", yaml.safe_dump(resolved_config(spec), sort_keys=False))
     update_index(sweep_root, cid, cell_dir=cell_dir, status="done", config=semantic, summary=metrics)
     return cell_dir
@@ -248,10 +257,16 @@ def build_sweep(sweep_root: Path, with_profile: bool = True) -> Path:
         shapes = {(c.ngram, c.window, c.guesses) for c in CELLS}
         profile = measure_forward_curve(
             model, default_token_counts(shapes, largest=32), context_tokens=32, warmup=1, repeats=3,
-            model_name=MODEL_NAME,
+            model_name=MODEL_NAME, attn_implementation=ATTENTION,
         )  # fmt: skip
-        save_profile(sweep_root, profile)
+        publish_profile(sweep_root, profile)
     return sweep_root
+
+
+def profile_key_of(model: torch.nn.Module) -> ProfileKey:
+    """The device-profile key of the test sweep's cells (the key its profile is published under)."""
+    dtype = str(model_dtype(model)).removeprefix("torch.")
+    return ProfileKey(device_kind(torch.device("cpu")), MODEL_NAME, dtype, ATTENTION)
 
 
 def tiny_test_model() -> torch.nn.Module:

@@ -106,10 +106,12 @@ def test_headline_prefers_the_cell_with_most_arms_without_measuring(sweep):
 
 
 def test_predicted_speedup_formula(sweep):
-    predicted = aggregate.predicted_speedups(sweep.summary, sweep.profiles)
+    predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
     lookahead = sweep.summary[sweep.summary["arm"] == "lookahead"]
     assert len(predicted) == len(lookahead)
-    profile = sweep.profiles["unit_report"]
+    (stored,) = sweep.profiles  # one model in the sweep: one keyed profile, every cell's
+    assert not stored.legacy and not predicted["profile_legacy"].any()
+    profile = stored.profile
     for rec in predicted.to_dict("records"):
         k = (rec["window"] + rec["guesses"]) * (rec["ngram"] - 1)
         assert rec["tokens_per_step"] == k

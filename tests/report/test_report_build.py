@@ -30,6 +30,8 @@ def test_cli_writes_figures_tables_and_html(sweep_dir, tmp_path, capsys):
     assert not re.search(r'(src|href)="(https?:|//|file:)', page) and "<link" not in page
     assert page.count("<details>") >= 8  # one per cell at least
     assert "config.yaml" in page and "tiny-llama" in page
+    # Timing conditions: these hand-built cells recorded none, and the report says so per cell.
+    assert 'id="conditions"' in page and "timing conditions not recorded" in page
 
 
 def test_default_out_is_inside_the_sweep(sweep_dir, tmp_path):

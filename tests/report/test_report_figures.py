@@ -52,7 +52,7 @@ def test_absent_inputs_skip_with_reason(sweep, tmp_path, caplog):
     assert set(skipped) == {"rouge_parity", "speedup_compression_vs_n", "device_profile", MULTI_DEVICE}
     assert "no sampling cells" in skipped["rouge_parity"]
     assert "two or more values of N" in skipped["speedup_compression_vs_n"]
-    assert "device_profile.json" in skipped["device_profile"]
+    assert "no device profile" in skipped["device_profile"]
     assert "figure rouge_parity skipped" in caplog.text
     assert {f.name for f in written} == {"speedup_heatmap_wg", "speedup_bars", "accept_length_histogram"}
     assert not (tmp_path / "rouge_parity.png").exists()

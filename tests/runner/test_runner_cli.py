@@ -119,8 +119,10 @@ def test_sweep_logs_offline_wandb_runs_and_profiles_the_device(run_cli, tmp_path
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr[-3000:]
     sweep = tmp_path / "runs" / "smoke"
-    profile = json.loads((sweep / "device_profile.json").read_text())
+    (path,) = (sweep / "device_profiles").glob("*.json")  # one model: one profile key
+    profile = json.loads(path.read_text())
     assert len(profile["token_counts"]) == len(profile["forward_time_s"]) > 2
+    assert profile["model"] == "tiny-llama" and profile["dtype"] == "float64"  # the smoke sweep's model
     assert len(list((sweep / "wandb").glob("offline-run-*"))) == 2
     assert "wandb sync" in result.stdout + result.stderr
 

@@ -157,8 +157,8 @@ def test_every_leftover_of_a_kill_is_cleaned_and_an_ownerless_lock_is_taken_over
     assert not lock.exists() and not index_lock_path(root).exists() and not dead.exists()
 
 
-def test_a_kill_inside_the_profile_publish_is_completed(copy):
-    from lade_bench.profiling.device_profile import PROFILE_JSON, kind_profile_path, load_profile
+def test_a_damaged_profile_is_set_aside_so_that_it_is_measured_again(copy):
+    from lade_bench.profiling.device_profile import PROFILE_JSON, kind_profile_path, load_profiles
     from lade_bench.runner.sweep_tidy import tidy_sweep
 
     _, plan = copy
@@ -167,12 +167,11 @@ def test_a_kill_inside_the_profile_publish_is_completed(copy):
     kind_profile_path(root, "cpu test").write_text(json.dumps({"device_kind": "cpu test", "token_counts": [1]}))
     (root / PROFILE_JSON).write_text("{garbage")
     with pytest.raises(ValueError, match=rf"{root / PROFILE_JSON} is damaged"):
-        load_profile(root)
-    tidy_sweep(root)
-    assert load_profile(root)["device_kind"] == "cpu test"
-    (root / PROFILE_JSON).unlink()  # killed after the kind's file, before the sweep's
-    tidy_sweep(root)
-    assert load_profile(root)["device_kind"] == "cpu test"
+        load_profiles(root)
+    assert tidy_sweep(root) == [root / PROFILE_JSON]
+    assert (root / f"{PROFILE_JSON}.damaged").is_file()
+    (stored,) = load_profiles(root)  # the legacy per-kind profile is still read
+    assert stored.legacy and stored.profile["device_kind"] == "cpu test"
 
 
 @pytest.mark.parametrize(("fail_at", "code"), [(1, errno.ENOSPC), (3, errno.ENOSPC), (2, errno.EROFS)])

@@ -27,6 +27,7 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
         ("tune.baselines=[medusa]", r"'medusa' is not allowed; use any of \['prompt_lookup', 'jacobi', 'assisted'\]"),
         ("tune.profile_from=/nonexistent/profile.json", r"does not exist"),
         ("tune.name=a/b", r"must be a plain file name"),
+        ("tune.winner=best", r"tune.winner='best' is not allowed; use one of \['search_rank_1', 'split_heldout'\]"),
         ("tune.timeout_s=0", r"tune.timeout_s=0.0 is not allowed"),
         (
             "tune.reference_presets=[paper_70b]",
@@ -37,6 +38,12 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
 def test_bad_tune_value_is_named(tmp_path, override, expected):
     with pytest.raises(TuneConfigError, match=expected):
         prepare(compose_tune([*TINY_TUNE, *tmp_outputs(tmp_path), override]))
+
+
+def test_a_split_of_one_heldout_sample_is_refused(tmp_path):
+    overrides = [*TINY_TUNE, *tmp_outputs(tmp_path), "tune.winner=split_heldout", "tune.heldout_samples=1"]
+    with pytest.raises(TuneConfigError, match=r"tune.winner=split_heldout splits .*heldout_samples=1 is too few"):
+        prepare(compose_tune(overrides))
 
 
 def test_run_settings_are_checked_by_the_runner_before_loading(tmp_path):

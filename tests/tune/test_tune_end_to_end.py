@@ -24,6 +24,7 @@ from lade_bench.report.build import build_report
 from lade_bench.report.tune_figure import draw_tune_figure
 from lade_bench.results import load_rows
 from lade_bench.runner import run_cell
+from lade_bench.tune.outputs import format_speedup
 from lade_bench.tune.search import STUDY_DB, STUDY_NAME, config_key, params_of
 from lade_bench.tune.tuner import run_tune
 
@@ -104,7 +105,10 @@ def test_record_lists_every_configuration_with_bound_and_fate(tune):
     # The declared top-k in search order, then the reference preset (never a candidate).
     assert [h["config"] for h in record["heldout"]] == [*top, "N4W3G3ref-flat"]
     assert [h["reference"] for h in record["heldout"]] == [None] * len(top) + ["cpu_small"]
-    assert record["winner"] in top and not record["heldout"][-1]["winner"]
+    # Declared before validation: the search's rank 1, whatever the held-out numbers say.
+    assert record["winner_rule"] == "search_rank_1" and record["winner"] == top[0]
+    assert [h["selected"] for h in record["heldout"]] == [True, *[False] * len(top)]
+    assert record["report_sample_ids"] == record["heldout_sample_ids"] and record["selection_sample_ids"] == []
     assert record["profile"]["token_counts"][-1] >= 15  # covers the widest step of the space
 
 
@@ -122,7 +126,8 @@ def test_heldout_cells_run_every_arm_on_the_heldout_samples_only(tune):
         # Two samples are too few for an interval: the reason is given instead.
         assert lookahead["speedup_ci_low"] is None and "no interval" in lookahead["speedup_ci_note"]
     table = (tune["tune_dir"] / "heldout.md").read_text()
-    assert "(winner)" in table and "no interval: 2 samples" in table
+    assert "(declared winner)" in table and "(not selected)" in table and "no interval: 2 samples" in table
+    assert "rank 1 (rule tune.winner=search_rank_1" in table
     assert "cpu_small: N4W3G3ref-flat (reference preset, not a candidate)" in table
     csv = pd.read_csv(tune["tune_dir"] / "heldout.csv")
     assert list(csv["config"]) == [h["config"] for h in record["heldout"]]
@@ -134,6 +139,9 @@ def test_preset_is_written_and_run_loads_it_by_name(tune, tmp_path):
     assert preset.parent == tune["root"] / "conf" / "lookahead" / "tuned"
     values = yaml.safe_load(preset.read_text())
     winner = next(h for h in json.loads(outcome.record.read_text())["heldout"] if h["winner"])
+    # The header quotes the declared winner's own held-out number (no selection on those samples).
+    quoted = f"Declared winner's speedup over AR on the held-out samples: {format_speedup(winner['arms']['lookahead'])}"
+    assert quoted in preset.read_text() and "declared winner: search rank 1" in preset.read_text()
     expected = {k: winner[k] for k in ("ngram", "window", "guesses", "prompt_as_reference", "verification")}
     assert values == expected
     # Composed exactly as `python -m lade_bench.run lookahead=tuned/<name> hydra.searchpath=[...]`, then run.

@@ -1,16 +1,20 @@
 """Measuring the device: how long a forward pass takes as a function of the tokens it carries.
 
-Measurement, not reporting: the runner records the profile once per sweep and device kind
-(``device_profile``), the report reads it back to explain and predict speedups.
+Measurement, not reporting: the runner records a profile once per sweep and (device kind, model,
+dtype, attention implementation) (``device_profile``), the report reads it back to explain and predict speedups.
 """
 
 from lade_bench.profiling.device_profile import (
     PROFILE_JSON,
+    ProfileKey,
+    StoredProfile,
     default_token_counts,
     describe_device,
     device_kind,
     forward_time_at,
     load_profile,
+    load_profiles,
+    matching_profile,
     measure_forward_curve,
     record_device_profile,
     save_profile,
@@ -18,11 +22,15 @@ from lade_bench.profiling.device_profile import (
 
 __all__ = [
     "PROFILE_JSON",
+    "ProfileKey",
+    "StoredProfile",
     "default_token_counts",
     "describe_device",
     "device_kind",
     "forward_time_at",
     "load_profile",
+    "load_profiles",
+    "matching_profile",
     "measure_forward_curve",
     "record_device_profile",
     "save_profile",

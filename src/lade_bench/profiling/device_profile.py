@@ -1,13 +1,19 @@
 """How long one forward pass takes on this device as a function of the tokens it carries.
 
 Lookahead trades steps for wider steps: a step with ``(W + G) * (N - 1)`` input tokens replaces
-several one-token AR steps. Whether that pays off depends on how flat the forward-time curve is on
-the device, so the curve is measured once per sweep and device kind and stored beside the sweep
-index: ``device_profiles/<device kind>.json`` per kind, and ``device_profile.json``, the sweep's
-profile that the report reads, from the first kind measured (a sweep normally runs on one kind of
-device; where a cluster mixed several, each kind's own curve stays in ``device_profiles/``). The
-report predicts each (N, W, G)'s speedup from it (see ``aggregate.predicted_speedups``). Many jobs of
-one sweep do not all measure: the runner lets one job per device kind do it under a lock.
+several one-token AR steps. Whether that pays off depends on how flat the forward-time curve is, and
+the curve depends on the model as much as on the device (a 270M model is not a 135M one), so a
+profile is keyed by :class:`ProfileKey` (device kind, model, dtype, attention implementation). It is
+measured once per sweep and key, by the job that holds the key's lock, and stored beside the sweep
+index as ``device_profiles/<key slug>.json``. The report predicts each lookahead cell's speedup from
+the profile whose key is the cell's (see ``aggregate.predicted_speedups``); a cell with no matching
+profile gets no prediction, never one from another model's curve.
+
+Sweeps recorded before profiles were keyed (version 1) hold ``device_profiles/<device kind>.json``
+and ``device_profile.json``, measured on whichever model ran first and without the attention
+implementation. They are read as *legacy* profiles (:class:`StoredProfile`, ``key`` None): labelled
+so wherever shown, and used for a cell only when the device kind, model and dtype they recorded are
+the cell's (:func:`matching_profile`).
 
 Measurement (nanoGPT-style benchmark discipline): a fixed random context is prefilled into a KV
 cache once; then for each k, ``warmup`` untimed and ``repeats`` timed forward passes with k new
@@ -26,6 +32,7 @@ import platform
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +41,83 @@ import torch
 from transformers import DynamicCache
 
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
-from lade_bench.results.atomic import atomic_write_json, fsync_dir, temp_name
+from lade_bench.results.atomic import atomic_write_json
 
+# A sweep's single profile, written by sweeps before version 2 (and by save_profile, for notebooks).
 PROFILE_JSON = "device_profile.json"
-# One profile per device kind, for sweeps whose jobs ran on several kinds of device.
+# One profile per key (version 2), or per device kind (legacy, version 1).
 PROFILES_DIR = "device_profiles"
-PROFILE_VERSION = 1
+# 2: keyed by (device kind, model, dtype, attention implementation); 1: per device kind.
+PROFILE_VERSION = 2
+# Joins the key's parts in a file name; kind_slug never produces it, so keyed and legacy names differ.
+_KEY_SEPARATOR = "--"
+
+
+@dataclass(frozen=True)
+class ProfileKey:
+    """What a forward-time curve describes: one model, in one dtype and attention implementation, on one device kind.
+
+    Attributes:
+        device_kind: :func:`device_kind` of the device, e.g. ``"cuda NVIDIA H200"``.
+        model: the model's name as the cells record it (``model.name``, e.g. ``"tiny-llama"``).
+        dtype: torch dtype without its prefix, e.g. ``"float64"``.
+        attn_implementation: the configured attention implementation, e.g. ``"sdpa"``.
+    """
+
+    device_kind: str
+    model: str
+    dtype: str
+    attn_implementation: str
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ProfileKey | None:
+        """The key a profile (or a manifest's ``device_profile_key``) states; None when any part is missing."""
+        values = [record.get(f.name) for f in fields(cls)]
+        if not all(isinstance(v, str) and v for v in values):
+            return None
+        return cls(*(str(v) for v in values))
+
+    def as_record(self) -> dict[str, str]:
+        """The key as a JSON object (what profiles and manifests store)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def slug(self) -> str:
+        """File-name-safe form, e.g. ``cpu-x86-64-2-threads--tiny-llama--float64--sdpa``."""
+        return _KEY_SEPARATOR.join(kind_slug(getattr(self, f.name)) for f in fields(self))
+
+    def describe(self) -> str:
+        """``tiny-llama (float64, sdpa) on cpu x86_64 (2 threads)``."""
+        return f"{self.model} ({self.dtype}, {self.attn_implementation}) on {self.device_kind}"
+
+
+@dataclass(frozen=True)
+class StoredProfile:
+    """A profile read from a sweep folder, with where it came from.
+
+    Attributes:
+        profile: the profile as stored (``token_counts``, ``forward_time_s``, ...).
+        path: the file it was read from.
+        key: its :class:`ProfileKey`; None for a legacy (per-device-kind) profile.
+    """
+
+    profile: dict[str, Any]
+    path: Path
+    key: ProfileKey | None
+
+    @property
+    def legacy(self) -> bool:
+        """True for a profile recorded before profiles were keyed (no attention implementation)."""
+        return self.key is None
+
+    def label(self) -> str:
+        """What a figure's legend says: the key, or that it is a legacy per-device-kind profile and of what."""
+        if self.key is not None:
+            return self.key.describe()
+        p = self.profile
+        return (
+            f"legacy per-device-kind profile: {p.get('model') or '?'} ({p.get('dtype') or '?'}, attention not "
+            f"recorded) on {p.get('device_kind') or p.get('device') or '?'}"
+        )
 
 
 def default_token_counts(lookahead_shapes: Iterable[tuple[int, int, int]] = (), largest: int = 256) -> list[int]:
@@ -68,6 +146,7 @@ def measure_forward_curve(
     repeats: int = 5,
     seed: int = 0,
     model_name: str | None = None,
+    attn_implementation: str | None = None,
 ) -> dict[str, Any]:
     """Median time of one forward pass with k new tokens on a KV cache of ``context_tokens``, per k.
 
@@ -79,11 +158,15 @@ def measure_forward_curve(
         warmup: untimed passes per k before timing (lazy kernel selection, allocator growth).
         repeats: timed passes per k; the median is kept.
         seed: seeds the random context and new-token ids.
-        model_name: recorded in the profile; defaults to the model config's ``name_or_path``.
+        model_name: recorded in the profile (its key's model); defaults to the model config's
+            ``name_or_path``. The runner passes ``model.name``, which the cells record.
+        attn_implementation: recorded as the key's attention implementation (the configured one);
+            defaults to the one the model runs (``config._attn_implementation``).
 
     Returns:
         A JSON-serialisable profile: ``token_counts``, ``forward_time_s`` (median per k, seconds),
-        ``context_tokens``, ``warmup``, ``repeats``, ``device``, ``dtype``, ``model``, versions.
+        ``context_tokens``, ``warmup``, ``repeats``, ``device``, the key's fields (``device_kind``,
+        ``model``, ``dtype``, ``attn_implementation``), versions.
 
     Raises:
         ValueError: a k < 1, ``repeats < 1``, or a context that does not fit the model.
@@ -134,6 +217,9 @@ def measure_forward_curve(
         "device_kind": device_kind(device),
         "dtype": str(model_dtype(model)).removeprefix("torch."),
         "model": model_name or getattr(config, "name_or_path", "") or type(model).__name__,
+        "attn_implementation": attn_implementation or str(getattr(config, "_attn_implementation", None) or "default"),
+        # What the model ran, which "auto"-like settings leave to transformers.
+        "attn_implementation_effective": str(getattr(config, "_attn_implementation", None)),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
@@ -158,70 +244,79 @@ def device_kind(device: torch.device) -> str:
     return re.sub(r"^(\w+):\d+", r"\1", describe_device(device))
 
 
+def device_kind_of_description(description: str) -> str:
+    """The device kind a device description names (its index dropped), e.g. from a manifest's ``device``.
+
+    Manifests before version 2 describe a CPU without the machine word (``cpu (2 threads)``);
+    :func:`same_device_kind` compares such kinds with a profile's.
+    """
+    return re.sub(r"^(\w+):\d+", r"\1", description.strip())
+
+
 def kind_slug(kind: str) -> str:
     """A file-name-safe form of a device kind, e.g. ``cuda-nvidia-h200``."""
     return re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-") or "device"
 
 
 def kind_profile_path(sweep_dir: str | os.PathLike[str], kind: str) -> Path:
-    """Where the profile of device kind ``kind`` is kept in a sweep folder."""
+    """Where a legacy (version 1) sweep kept the profile of device kind ``kind``."""
     return Path(sweep_dir) / PROFILES_DIR / f"{kind_slug(kind)}.json"
 
 
-def has_profile(sweep_dir: str | os.PathLike[str], kind: str) -> bool:
-    """True when the sweep already has a profile of device kind ``kind``.
+def key_profile_path(sweep_dir: str | os.PathLike[str], key: ProfileKey) -> Path:
+    """Where the profile of ``key`` is kept in a sweep folder: ``device_profiles/<key slug>.json``."""
+    return Path(sweep_dir) / PROFILES_DIR / f"{key.slug()}.json"
 
-    A sweep recorded before profiles were kept per kind has only ``device_profile.json``; it counts
-    for every kind, as it did then.
+
+def profile_key(profile: Mapping[str, Any]) -> ProfileKey | None:
+    """The key a stored profile describes; None for a legacy profile (version 1: no attention implementation)."""
+    if int(profile.get("version") or 1) < 2:
+        return None
+    return ProfileKey.from_record(profile)
+
+
+def has_profile(sweep_dir: str | os.PathLike[str], key: ProfileKey) -> bool:
+    """True when the sweep already has a readable profile of ``key``.
+
+    Legacy profiles do not count: a run resuming an old sweep measures the keyed profile its cells
+    need, as the legacy one may describe another model.
     """
-    if kind_profile_path(sweep_dir, kind).is_file():
-        return True
-    profile = load_profile(sweep_dir)
-    return profile is not None and profile.get("device_kind", kind) == kind
+    path = key_profile_path(sweep_dir, key)
+    return path.is_file() and _read_profile(path) is not None
 
 
 def publish_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) -> Path:
-    """Save the profile of its device kind, and as the sweep's profile unless it has one already.
+    """Save ``profile`` (atomically) as its key's file in the sweep folder and return the path.
 
-    The sweep's ``device_profile.json`` is created, never replaced (a hard link of a finished temp
-    file: atomic, and exactly one of several publishing jobs wins). Returns the kind's file.
+    Raises:
+        ValueError: the profile states no complete key (version 2 with ``device_kind``, ``model``,
+            ``dtype`` and ``attn_implementation``); :func:`measure_forward_curve` always writes one.
     """
-    kind = profile.get("device_kind") or "device"
-    path = kind_profile_path(sweep_dir, kind)
+    key = profile_key(profile)
+    if key is None:
+        stated = {name: profile.get(name) for name in ("version", *(f.name for f in fields(ProfileKey)))}
+        raise ValueError(
+            f"cannot publish a device profile without a complete key: it states {stated}; measure it with "
+            "measure_forward_curve (version 2), or keep a legacy one with save_profile"
+        )
+    path = key_profile_path(sweep_dir, key)
     atomic_write_json(path, dict(profile))
-    canonical = Path(sweep_dir) / PROFILE_JSON
-    if not canonical.exists():
-        _create_once(canonical, profile)
     return path
 
 
-def _create_once(canonical: Path, profile: Mapping[str, Any]) -> None:
-    """Create ``canonical`` holding ``profile`` unless it exists (a hard link of a finished temp file)."""
-    draft = temp_name(canonical)
-    try:
-        atomic_write_json(draft, dict(profile))
-        try:
-            os.link(draft, canonical)
-        except FileExistsError:
-            pass  # another job published first: its profile stays the sweep's
-        except OSError:  # no hard links on this file system: a plain rename, if still absent
-            if not canonical.exists():
-                os.replace(draft, canonical)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(draft)
-    fsync_dir(canonical.parent)
-
-
 def save_profile(sweep_dir: str | os.PathLike[str], profile: Mapping[str, Any]) -> Path:
-    """Write ``profile`` atomically as ``<sweep_dir>/device_profile.json`` and return the path."""
+    """Write ``profile`` atomically as ``<sweep_dir>/device_profile.json`` and return the path.
+
+    The single-file layout of sweeps before version 2, kept for notebooks: :func:`load_profiles`
+    reads it back as keyed when the profile states a key, as legacy otherwise.
+    """
     path = Path(sweep_dir) / PROFILE_JSON
     atomic_write_json(path, dict(profile))
     return path
 
 
 def load_profile(sweep_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
-    """The sweep's device profile, or None when it has none.
+    """The sweep's single ``device_profile.json`` (legacy layout), or None when it has none.
 
     Raises:
         ValueError: the file is not a JSON object; the message names it and what to run.
@@ -231,32 +326,98 @@ def load_profile(sweep_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
     profile = _read_profile(path)
     if profile is None:
-        raise ValueError(
-            f"{path} is damaged (not a JSON object); rerun the sweep's command (python -m lade_bench.run ...) "
-            f"to rebuild it from {PROFILES_DIR}/, or delete it to report without the device profile"
-        )
+        raise ValueError(_damaged_message(path))
     return profile
 
 
-def repair_profile(sweep_dir: str | os.PathLike[str]) -> Path | None:
-    """Give the sweep its ``device_profile.json`` again when it is missing or damaged but a kind's profile exists.
+def load_profiles(sweep_dir: str | os.PathLike[str]) -> list[StoredProfile]:
+    """Every profile of a sweep folder: keyed ones first (by file name), then legacy ones.
 
-    A kill inside :func:`publish_profile` (after the kind's file, before the sweep's) or a damaged
-    file would otherwise stay so: every later job finds the kind's profile and measures nothing.
-    The damaged file is kept as ``device_profile.json.damaged``. Returns the file written, or None.
+    A legacy ``device_profile.json`` that repeats one of ``device_profiles/`` (it was a copy of the
+    first kind's) is listed once.
+
+    Raises:
+        ValueError: a profile file is not a JSON object; the message names it and what to do.
     """
     root = Path(sweep_dir)
-    canonical = root / PROFILE_JSON
-    if canonical.is_file() and _read_profile(canonical) is not None:
-        return None
-    kinds = [profile for path in sorted((root / PROFILES_DIR).glob("*.json")) if (profile := _read_profile(path))]
-    if not kinds:
-        return None
-    if canonical.exists():
-        with contextlib.suppress(FileNotFoundError):  # another job moved it away first
-            os.replace(canonical, canonical.with_name(f"{PROFILE_JSON}.damaged"))
-    _create_once(canonical, kinds[0])
-    return canonical
+    paths = sorted((root / PROFILES_DIR).glob("*.json"))
+    if (root / PROFILE_JSON).is_file():
+        paths.append(root / PROFILE_JSON)
+    stored: list[StoredProfile] = []
+    for path in paths:
+        profile = _read_profile(path)
+        if profile is None:
+            raise ValueError(_damaged_message(path))
+        if any(s.profile == profile for s in stored):
+            continue
+        stored.append(StoredProfile(profile, path, profile_key(profile)))
+    return sorted(stored, key=lambda s: s.legacy)  # stable: keyed first, each group in file order
+
+
+def _damaged_message(path: Path) -> str:
+    return (
+        f"{path} is damaged (not a JSON object); rerun the sweep's command (python -m lade_bench.run ...), which "
+        "sets it aside as .damaged and measures the profile again, or delete it to report without it"
+    )
+
+
+def matching_profile(
+    stored: Sequence[StoredProfile], key: ProfileKey, aliases: Iterable[str] = ()
+) -> StoredProfile | None:
+    """The profile that describes ``key``: the keyed one with this exact key, else a matching legacy one.
+
+    A legacy profile matches when the device kind, model and dtype it recorded are the key's (it
+    recorded no attention implementation, so that part is not checked; the label says so). Its model
+    was the checkpoint's ``name_or_path``, so it is compared with ``key.model`` and ``aliases`` (the
+    cell's ``model.name_or_path``), as a whole or by its last path component. Returns None when
+    nothing matches: no prediction from another model's curve.
+    """
+    for candidate in stored:
+        if candidate.key == key:
+            return candidate
+    names = {key.model, *(str(a) for a in aliases if a)}
+    for candidate in stored:
+        if candidate.legacy and legacy_profile_matches(candidate.profile, key, names):
+            return candidate
+    return None
+
+
+def legacy_profile_matches(profile: Mapping[str, Any], key: ProfileKey, model_names: Iterable[str]) -> bool:
+    """True when a legacy profile recorded ``key``'s device kind, dtype and one of ``model_names``."""
+    model = str(profile.get("model") or "")
+    names = set(model_names)
+    same_model = model in names or Path(model).name in names
+    same_kind = same_device_kind(str(profile.get("device_kind") or ""), key.device_kind)
+    return same_model and same_kind and str(profile.get("dtype") or "") == key.dtype
+
+
+def same_device_kind(a: str, b: str) -> bool:
+    """Whether two device kinds name the same kind, the older manifests' CPU form included.
+
+    Manifests before version 2 describe a CPU as ``cpu (16 threads)`` where profiles say
+    ``cpu x86_64 (16 threads)``; both are compared without the machine word.
+    """
+
+    def loose(kind: str) -> str:
+        return re.sub(r"^cpu \S+ \(", "cpu (", re.sub(r"^(\w+):\d+", r"\1", kind.strip()))
+
+    return bool(a) and loose(a) == loose(b)
+
+
+def repair_profile(sweep_dir: str | os.PathLike[str]) -> list[Path]:
+    """Set damaged profile files aside (as ``<name>.damaged``) so that the next job measures them again.
+
+    Profiles are written atomically, so a damaged one is a disk fault or a hand edit; left in place
+    it would stop every report of the sweep. Returns the files set aside.
+    """
+    root = Path(sweep_dir)
+    moved = []
+    for path in [*sorted((root / PROFILES_DIR).glob("*.json")), root / PROFILE_JSON]:
+        if path.is_file() and _read_profile(path) is None:
+            with contextlib.suppress(FileNotFoundError):  # another job moved it away first
+                os.replace(path, path.with_name(f"{path.name}.damaged"))
+                moved.append(path)
+    return moved
 
 
 def _read_profile(path: Path) -> dict[str, Any] | None:
@@ -275,8 +436,9 @@ def record_device_profile(
 ) -> Path:
     """Measure the curve for the sweep's (N, W, G) shapes and save it in the sweep directory.
 
-    ``measure_kwargs`` go to :func:`measure_forward_curve`. Replaces the sweep's profile; the runner
-    uses :func:`sweep_profile` and :func:`publish_profile` instead, which never replace it.
+    ``measure_kwargs`` go to :func:`measure_forward_curve`. Writes the single-file layout
+    (:func:`save_profile`, for notebooks); the runner publishes keyed profiles with
+    :func:`publish_profile` instead.
     """
     return save_profile(sweep_dir, sweep_profile(model, lookahead_shapes, **measure_kwargs))
 

@@ -7,8 +7,9 @@ Modules, in data-flow order:
   flattening) over ``lade_bench.stats``, which computes every number (paired units, speedup + CI,
   compression, quality, headline selection; ``docs/statistics.md`` states the rules); figures,
   tables, the HTML report, the W&B sink and the notebooks all call it.
-* the device profile (forward time vs tokens per pass, ``device_profile.json`` per sweep) is measured
-  by ``lade_bench.profiling``; its functions are re-exported here for the report's callers.
+* the device profiles (forward time vs tokens per pass, ``device_profiles/<key>.json`` per sweep and
+  (device kind, model, dtype, attention)) are measured by ``lade_bench.profiling``; its functions
+  are re-exported here for the report's callers.
 * ``figures``: matplotlib figures (PNG + PDF), each skipped with a reason when its inputs are absent.
 * ``tables`` / ``table_format``: the paper tables as LaTeX and Markdown.
 * ``html_report``: the self-contained HTML report; ``build``: all of the above for a sweep.
@@ -19,7 +20,13 @@ Command line: ``python -m lade_bench.report SWEEP_DIR [...] [--out DIR]`` (see `
 are not imported here so that building a report does not import wandb.
 """
 
-from lade_bench.profiling.device_profile import load_profile, measure_forward_curve, record_device_profile, save_profile
+from lade_bench.profiling.device_profile import (
+    load_profile,
+    load_profiles,
+    measure_forward_curve,
+    record_device_profile,
+    save_profile,
+)
 from lade_bench.report.aggregate import headline_summary, predicted_speedups, summarize
 from lade_bench.report.build import ReportResult, build_report
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
@@ -38,6 +45,7 @@ __all__ = [
     "choose_headline",
     "headline_summary",
     "load_profile",
+    "load_profiles",
     "load_sweep",
     "measure_forward_curve",
     "predicted_speedups",

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from lade_bench import stats
-from lade_bench.profiling.device_profile import forward_time_at
+from lade_bench.profiling.device_profile import StoredProfile, forward_time_at
 from lade_bench.stats import (
     BOOT_SEED,
     CELL_ATTRIBUTES,
@@ -100,8 +100,8 @@ def headline_summary(
     return stats.headline_summary(rows, choice, intervals=intervals)
 
 
-def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """Speedup predicted from each lookahead cell's compression and its sweep's device profile.
+def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[tuple[str, str], StoredProfile]) -> pd.DataFrame:
+    """Speedup predicted from each lookahead cell's compression and the device profile of its key.
 
     ``predicted = compression * t(1) / t((W + G) * (N - 1))`` with ``t(k)`` the measured time of one
     forward pass carrying k new tokens (for trie verification, k is the measured mean of the cell's
@@ -112,12 +112,15 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str
 
     Args:
         summary: output of :func:`summarize`.
-        profiles: device profile per sweep name (see ``device_profile``); sweeps without one are left
-            out.
+        profiles: the profile matching each cell, by ``(sweep, cell_id)`` (``Sweep.cell_profiles``:
+            the cell's device kind, model, dtype and attention implementation); cells without one
+            are left out, never predicted from another model's curve.
 
     Returns:
         One row per lookahead (sweep, cell) with the cell attributes, ``tokens_per_step``,
-        ``compression_ratio``, ``t1_s``, ``tk_s``, ``predicted_speedup`` and the measured ``speedup``.
+        ``compression_ratio``, ``t1_s``, ``tk_s``, ``predicted_speedup``, the measured ``speedup``,
+        ``profile`` (the profile's label, "legacy ..." for a per-device-kind one) and
+        ``profile_legacy``.
     """
     columns = [
         *CELL_KEY,
@@ -128,14 +131,17 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str
         "tk_s",
         "predicted_speedup",
         "speedup",
+        "profile",
+        "profile_legacy",
     ]
-    lookahead = summary[(summary["arm"] == "lookahead") & summary["sweep"].isin(list(profiles))]
+    lookahead = summary[summary["arm"] == "lookahead"]
     records = []
     for rec in lookahead.to_dict("records"):
         k = rec["tokens_per_step"]
-        if not math.isfinite(k) or not math.isfinite(rec["compression_ratio"]):
+        stored = profiles.get((str(rec["sweep"]), str(rec["cell_id"])))
+        if stored is None or not math.isfinite(k) or not math.isfinite(rec["compression_ratio"]):
             continue
-        profile = profiles[rec["sweep"]]
+        profile = stored.profile
         t1 = forward_time_at(profile, 1)
         tk = forward_time_at(profile, k)  # interpolated: a trie's measured mean need not be whole
         records.append(
@@ -147,6 +153,8 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[str, Mapping[str
                 "tk_s": tk,
                 "predicted_speedup": rec["compression_ratio"] * t1 / tk,
                 "speedup": rec["speedup"],
+                "profile": stored.label(),
+                "profile_legacy": stored.legacy,
             }
         )
     return pd.DataFrame.from_records(records, columns=columns)

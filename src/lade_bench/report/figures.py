@@ -376,28 +376,34 @@ def rouge_parity(sweep: Sweep) -> Figure:
 
 
 def device_profile(sweep: Sweep) -> Figure:
-    """Measured forward time vs tokens per pass, and predicted vs measured speedup per (N, W, G)."""
+    """Measured forward time vs tokens per pass per profile key, and predicted vs measured speedup per (N, W, G).
+
+    Each lookahead cell is predicted from the profile of its own device kind, model, dtype and
+    attention implementation; cells without one are counted in the right panel's title, not drawn.
+    """
     if not sweep.profiles:
         raise FigureSkipped(
-            "no device_profile.json in the sweep folder(s); record one with "
-            "lade_bench.profiling.device_profile.record_device_profile"
+            "no device profile in the sweep folder(s) (device_profiles/, or a legacy device_profile.json); "
+            "the runner measures one per model when device_profile.enabled=true"
         )
-    predicted = aggregate.predicted_speedups(sweep.summary, sweep.profiles)
+    predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
+    n_lookahead = int((sweep.summary["arm"] == "lookahead").sum()) if len(sweep.summary) else 0
     fig = Figure(figsize=(11, 4.4), layout="constrained")
     ax_curve, ax_pred = fig.subplots(1, 2)
-    for name, profile in sorted(sweep.profiles.items()):
+    for stored in sweep.profiles:
+        profile, label = stored.profile, stored.label()
         ks = np.asarray(profile["token_counts"], dtype=float)
         ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
-        ax_curve.plot(ks, ms, marker=".", label=f"{name}: {profile['device']}, {profile['dtype']}")
-        marks = predicted[predicted["sweep"] == name]
+        (line,) = ax_curve.plot(ks, ms, marker=".", ls=":" if stored.legacy else "-", label=label)
+        marks = predicted[predicted["profile"] == label]
         if len(marks):
-            ax_curve.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color="black", ms=6)
+            ax_curve.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color=line.get_color(), ms=6)
     ax_curve.set_xscale("log", base=2)
-    context_tokens = sorted({int(p["context_tokens"]) for p in sweep.profiles.values()})
+    context_tokens = sorted({int(p.profile["context_tokens"]) for p in sweep.profiles})
     ax_curve.set_xlabel(f"new tokens per forward pass k (KV cache of {'/'.join(map(str, context_tokens))} tokens)")
     ax_curve.set_ylabel("forward time (ms, median)")
-    ax_curve.set_title("forward time vs tokens (× = a cell's tokens per step)", fontsize=9)
-    ax_curve.legend(fontsize=7)
+    ax_curve.set_title("forward time vs tokens per profile (× = a cell's tokens per step)", fontsize=9)
+    ax_curve.legend(fontsize=6)
     if predicted.empty:
         ax_pred.text(0.5, 0.5, "no lookahead cells to predict", ha="center", va="center", transform=ax_pred.transAxes)
     else:
@@ -420,7 +426,11 @@ def device_profile(sweep: Sweep) -> Figure:
         ax_pred.legend(fontsize=7)
     ax_pred.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
     ax_pred.set_ylabel("measured speedup over AR (×; per token when sampled)")
-    ax_pred.set_title("predicted vs measured per (N, W, G)", fontsize=9)
+    unmatched = n_lookahead - len(predicted)
+    title = f"predicted (from the cell's own profile) vs measured, n={len(predicted)} cells"
+    if unmatched > 0:
+        title += f"\n{unmatched} lookahead cell(s) without a profile of their model: not predicted"
+    ax_pred.set_title(title, fontsize=9)
     return _titled(fig, "Device profile: cost of a wider forward pass", sweep.context_line())
 
 

@@ -4,6 +4,11 @@ Only the rows are data; ``summary.json`` and the index are caches written by the
 the report as provenance but never used for a number. From each cell's ``config.yaml`` one setting is
 read: ``report.headline``, the configuration the sweep declared as its headline before it ran (see
 ``stats.choose_headline``).
+
+Device profiles are matched to cells (:func:`cell_profiles`): each lookahead cell is predicted from
+the profile of its own (device kind, model, dtype, attention implementation), read from its
+manifest's ``device_profile_key`` or, for cells recorded before it, from its config and manifest;
+a cell with no profile of its key gets none.
 """
 
 from __future__ import annotations
@@ -19,7 +24,14 @@ import pandas as pd
 import yaml
 
 from lade_bench import stats
-from lade_bench.profiling.device_profile import load_profile
+from lade_bench.profiling.device_profile import (
+    PROFILES_DIR,
+    ProfileKey,
+    StoredProfile,
+    device_kind_of_description,
+    load_profiles,
+    matching_profile,
+)
 from lade_bench.report import aggregate
 from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
 
@@ -39,6 +51,8 @@ class CellFiles:
         manifest: parsed ``manifest.json`` (git sha, versions, device, seeds).
         summary_text: ``summary.json`` as written by the runner.
         headline: the ``report.headline`` its config declares (N, W, G, prompt-as-reference), or None.
+        root: the sweep folder it was found in (its device profiles are that folder's); None when
+            unknown (a hand-built sweep).
     """
 
     sweep: str
@@ -48,6 +62,31 @@ class CellFiles:
     manifest: dict[str, Any] | None
     summary_text: str | None
     headline: dict[str, Any] | None = None
+    root: Path | None = None
+
+    def profile_key(self) -> tuple[ProfileKey | None, tuple[str, ...]]:
+        """The cell's device-profile key and the other names of its model (for legacy profiles).
+
+        From the manifest's ``device_profile_key`` when it has one; for older cells, rebuilt from
+        ``config.yaml`` (model name, dtype, attention implementation) and the manifest's device.
+        None when a part is unknown.
+        """
+        manifest = self.manifest or {}
+        config = (yaml.safe_load(self.config_text) or {}) if self.config_text else {}
+        model = config.get("model") or {}
+        aliases = tuple(str(v) for v in (model.get("name_or_path"),) if v)
+        recorded = manifest.get("device_profile_key")
+        if isinstance(recorded, dict):
+            return ProfileKey.from_record(recorded), aliases
+        dtype = manifest.get("dtype") or config.get("dtype")
+        rebuilt = {
+            "device_kind": device_kind_of_description(str(manifest.get("device") or "")),
+            "model": model.get("name"),
+            "dtype": None if dtype in (None, "auto") else str(dtype),
+            # Older cells: the legacy profile recorded no attention implementation, so any stated one serves.
+            "attn_implementation": str(config.get("attn_implementation") or "unrecorded"),
+        }
+        return ProfileKey.from_record(rebuilt), aliases
 
 
 @dataclass
@@ -59,7 +98,9 @@ class Sweep:
         rows: all per-sample rows (``load_rows`` of every root, concatenated).
         summary: ``aggregate.summarize(rows)``.
         cells: side files per cell, in row order.
-        profiles: device profile per sweep name, for sweeps that have one.
+        profiles: every device profile of the sweep folders (keyed and legacy).
+        cell_profiles: the profile matching each cell, by ``(sweep, cell_id)``; cells without a
+            matching profile are absent (no prediction for them).
         index: the sweep indexes concatenated (cell status, failures), with a ``sweep_root`` column.
         intervals: the interval settings ``summary`` was computed with (tables computing more
             intervals use the same).
@@ -72,7 +113,8 @@ class Sweep:
     rows: pd.DataFrame
     summary: pd.DataFrame
     cells: list[CellFiles]
-    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    profiles: list[StoredProfile] = field(default_factory=list)
+    cell_profiles: dict[tuple[str, str], StoredProfile] = field(default_factory=dict)
     index: pd.DataFrame = field(default_factory=pd.DataFrame)
     intervals: stats.IntervalSettings = field(default_factory=stats.IntervalSettings)
     headline_choice: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -129,23 +171,18 @@ def load_sweep(
     """
     roots = as_paths(paths)
     frames, cells, indexes = [], [], []
-    profiles: dict[str, dict[str, Any]] = {}
+    profiles: list[StoredProfile] = []
     for root in roots:
         if not root.is_dir():
             raise FileNotFoundError(f"no sweep folder at {root}")
-        root_sweeps: set[str] = set()
         for cell_dir in find_cell_dirs(root):
             cell_rows = load_rows(cell_dir)
             if cell_rows.empty:
                 continue
             frames.append(cell_rows)
             sweep_name = str(cell_rows["sweep"].iloc[0])
-            root_sweeps.add(sweep_name)
-            cells.append(_cell_files(sweep_name, str(cell_rows["cell_id"].iloc[0]), cell_dir))
-        profile = load_profile(root)
-        if profile is not None:
-            for name in root_sweeps or {root.name}:
-                profiles[name] = profile
+            cells.append(_cell_files(sweep_name, str(cell_rows["cell_id"].iloc[0]), cell_dir, root))
+        profiles += load_profiles(root)
         index = load_index(root)
         if not index.empty:
             indexes.append(index.assign(sweep_root=str(root)))
@@ -160,7 +197,7 @@ def sweep_from_rows(
     *,
     roots: Sequence[Path] = (),
     cells: Sequence[CellFiles] = (),
-    profiles: dict[str, dict[str, Any]] | None = None,
+    profiles: Sequence[StoredProfile] | None = None,
     index: pd.DataFrame | None = None,
     intervals: stats.IntervalSettings | None = None,
 ) -> Sweep:
@@ -169,7 +206,7 @@ def sweep_from_rows(
     Args:
         rows: per-sample rows (any subset of a sweep's rows is fine).
         roots, cells, profiles, index: as the :class:`Sweep` attributes; cells also carry each cell's
-            declared headline.
+            declared headline and device-profile key (matched against ``profiles``).
         intervals: bootstrap settings of every interval (default: ``aggregate``'s defaults).
     """
     intervals = intervals or stats.IntervalSettings()
@@ -189,12 +226,29 @@ def sweep_from_rows(
         rows=rows,
         summary=summary,
         cells=list(cells),
-        profiles=dict(profiles or {}),
+        profiles=list(profiles or ()),
+        cell_profiles=cell_profiles(cells, profiles or ()),
         index=index if index is not None else pd.DataFrame(),
         intervals=intervals,
         headline_choice=choice,
         headline=headline,
     )
+
+
+def cell_profiles(
+    cells: Sequence[CellFiles], profiles: Sequence[StoredProfile]
+) -> dict[tuple[str, str], StoredProfile]:
+    """The profile of each cell's key among those of its own sweep folder (see ``matching_profile``)."""
+    out = {}
+    for cell in cells:
+        key, aliases = cell.profile_key()
+        if key is None:
+            continue
+        own = [p for p in profiles if cell.root is None or p.path.parent in (cell.root, cell.root / PROFILES_DIR)]
+        found = matching_profile(own, key, aliases)
+        if found is not None:
+            out[(cell.sweep, cell.cell_id)] = found
+    return out
 
 
 def declared_headline(config_text: str | None) -> dict[str, Any] | None:
@@ -206,7 +260,7 @@ def declared_headline(config_text: str | None) -> dict[str, Any] | None:
     return dict(headline) if isinstance(headline, dict) else None
 
 
-def _cell_files(sweep: str, cell_id: str, cell_dir: Path) -> CellFiles:
+def _cell_files(sweep: str, cell_id: str, cell_dir: Path, root: Path | None = None) -> CellFiles:
     def text(name: str) -> str | None:
         path = cell_dir / name
         return path.read_text(encoding="utf-8") if path.is_file() else None
@@ -221,4 +275,5 @@ def _cell_files(sweep: str, cell_id: str, cell_dir: Path) -> CellFiles:
         manifest=json.loads(manifest_text) if manifest_text else None,
         summary_text=text(SUMMARY_JSON),
         headline=declared_headline(config_text),
+        root=root,
     )

@@ -76,7 +76,8 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
                     zorder=6)  # fmt: skip
         speed = lookahead.get("speedup")
         result = f"{speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else "no held-out speedup"
-        star_lines.append(f"{rank}: {rec['config']}, {result}" + (" - winner" if winner else ""))
+        fate = " - declared winner" if winner else " - not selected"
+        star_lines.append(f"{rank}: {rec['config']}, {result}{fate}")
     x_max = max([1.5, *points_x]) * 1.25  # room for the rank numbers and the 1x..3x line labels
     y_max = max([1.5, *points_y]) * 1.1
     xs = np.linspace(0, x_max, 50)

@@ -25,6 +25,9 @@ TRACKED_PACKAGES: tuple[str, ...] = (
 )
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
+# Version of the manifest's own layout. 2: the runner adds ``device_profile_key`` and
+# ``timing_conditions`` (see ``runner.conditions``); manifests without this field are version 1.
+MANIFEST_VERSION = 2
 
 
 def git_state(directory: str | Path = _PACKAGE_DIR) -> tuple[str | None, bool | None]:
@@ -76,14 +79,16 @@ def build_manifest(seeds: dict, device: str, extra: dict | None = None) -> dict:
         extra: more top-level fields (e.g. the command line); may not overwrite the standard ones.
 
     Returns:
-        A JSON-serialisable dict with ``git_sha``, ``git_dirty``, ``packages``, ``python``,
-        ``platform``, ``device``, ``seeds``, ``row_schema_version`` and ``created_utc`` (ISO 8601).
+        A JSON-serialisable dict with ``manifest_version``, ``git_sha``, ``git_dirty``, ``packages``,
+        ``python``, ``platform``, ``device``, ``seeds``, ``row_schema_version`` and ``created_utc``
+        (ISO 8601).
 
     Raises:
         ValueError: ``extra`` repeats a standard field.
     """
     sha, dirty = git_state()
     manifest: dict[str, Any] = {
+        "manifest_version": MANIFEST_VERSION,
         "git_sha": sha,
         "git_dirty": dirty,
         "packages": package_versions(),

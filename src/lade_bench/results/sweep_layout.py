@@ -5,7 +5,7 @@
     <sweep_root>/
       _locks/index.lock                   held for the instant of an index update
       _locks/cell-<cell id>.lock          held by the job running that cell (owner, heartbeat)
-      _locks/device_profile-<kind>.lock   held by the job measuring that device kind's profile
+      _locks/device_profile-<key>.lock    held by the job measuring that profile key's curve
       _plan/launch.json                   the cells the latest multirun launch planned
       _plan/jobs/<job key>.json           which cell each planned job turned out to be
 
@@ -37,9 +37,9 @@ def cell_lock_path(sweep_root: str | os.PathLike[str], cell_id: str) -> Path:
     return locks_dir(sweep_root) / f"cell-{cell_id}.lock"
 
 
-def profile_lock_path(sweep_root: str | os.PathLike[str], device_kind_slug: str) -> Path:
-    """The lock of the job measuring the device profile of one device kind."""
-    return locks_dir(sweep_root) / f"device_profile-{device_kind_slug}.lock"
+def profile_lock_path(sweep_root: str | os.PathLike[str], key_slug: str) -> Path:
+    """The lock of the job measuring the device profile of one key (``ProfileKey.slug()``)."""
+    return locks_dir(sweep_root) / f"device_profile-{key_slug}.lock"
 
 
 def plan_dir(sweep_root: str | os.PathLike[str]) -> Path:

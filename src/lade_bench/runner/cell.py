@@ -19,7 +19,8 @@ the missing rows are generated again. A cell is never "done" over damaged rows.
 Many jobs may run one sweep at once (Slurm, Ray, two terminals): a cell is run by the job that holds
 its lock (``lade_bench.runner.locks``), from the first write to the last, and every write checks that
 the lock is still held. A job that finds a cell owned by another live job skips it (or waits,
-``cell_lock.when_owned``); the device profile is measured by one job per device kind. Every row,
+``cell_lock.when_owned``); the device profile is measured by one job per profile key (device kind,
+model, dtype, attention implementation). Every row,
 the manifest and the index name the run that wrote them (``lade_bench.runner.provenance``).
 """
 
@@ -49,11 +50,10 @@ from lade_bench.models.loading import (
 )
 from lade_bench.models.pipeline import PipelineParallelError, load_pipeline_parallel
 from lade_bench.profiling.device_profile import (
-    PROFILE_JSON,
     PROFILES_DIR,
+    ProfileKey,
     device_kind,
     has_profile,
-    kind_slug,
     publish_profile,
     sweep_profile,
 )
@@ -73,6 +73,7 @@ from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job
 from lade_bench.results.writer import ROWS_JSONL, salvage_rows_jsonl, write_rows_jsonl
+from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_pending_rows, count_units, run_samples
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
@@ -192,12 +193,17 @@ def _run_owned_cell(
         run=me.as_record(),
     )
     try:
+        # Before the model loads: the load average is the machine's, and the resume gap ends now.
+        conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
         cell_model = _load_model(plan, ranks)
         _profile_device_once(plan, cell_model, me, settings)
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
-        writer.write_json(MANIFEST_JSON, _manifest(plan, sample_set, len(samples), me, ranks))
+        manifest = _manifest(plan, sample_set, len(samples), me, ranks, conditions)
+        writer.write_json(MANIFEST_JSON, manifest)
         appended = _generate(plan, cell_model, sample_set, writer, me)
+        # The end snapshot, into this run's manifest (not a new run: previous_runs stays as it is).
+        writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
         del cell_model  # drop the weights now: the next cell of a sweep loads its own into this process
         writer.finalize()
         rows = load_rows(plan.cell_dir, verify=False)
@@ -510,32 +516,41 @@ def _load_replica(plan: CellPlan) -> CellModel:
     return CellModel(model, tokenizer, stop_token_ids(model, tokenizer))
 
 
-def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity, locks: LockSettings) -> None:
-    """Measure the device's forward-time curve unless the sweep has one for this kind of device.
+def profile_key(plan: CellPlan) -> ProfileKey:
+    """The device profile a cell's speedups are predicted from: its device kind, model, dtype and attention."""
+    return ProfileKey(
+        device_kind=device_kind(plan.device),
+        model=str(plan.cfg.model.name),
+        dtype=str(plan.semantic["dtype"]),
+        attn_implementation=str(plan.semantic["attn_implementation"]),
+    )
 
-    Done before any timed generation, on the model the sweep runs, so the curve describes exactly
-    the device and model behind the sweep's speedups. Of several jobs on one kind of device, the one
-    holding the profile's lock measures; the others go on with their cells (never waiting on it).
+
+def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity, locks: LockSettings) -> None:
+    """Measure the forward-time curve unless the sweep has one for this cell's profile key.
+
+    Done before any timed generation, on the model the cell runs, so the curve describes exactly
+    the device, model, dtype and attention behind the cell's speedups. Of several jobs needing one
+    key, the one holding the key's lock measures; the others go on with their cells (never waiting).
     """
     settings = plan.cfg.device_profile
-    kind = device_kind(plan.device)
-    if not settings.enabled or has_profile(plan.sweep_root, kind):
+    key = profile_key(plan)
+    if not settings.enabled or has_profile(plan.sweep_root, key):
         return
     only_one = LockSettings(locks.heartbeat_s, locks.stale_after_s, when_owned="skip")
-    ownership = claim(profile_lock_path(plan.sweep_root, kind_slug(kind)), me, only_one, f"device profile of {kind}")
+    lock = profile_lock_path(plan.sweep_root, key.slug())
+    ownership = claim(lock, me, only_one, f"device profile of {key.describe()}")
     if ownership is None:
         return
     try:
-        # Under the profile's lock, a profile temp file is a leftover of a job killed while saving one.
-        for leftover in [
-            *remove_temp_files(plan.sweep_root, [PROFILE_JSON]),
-            *remove_temp_files(plan.sweep_root / PROFILES_DIR),
-        ]:
+        # Under the key's lock, a profile temp file is a leftover of a job killed while saving one
+        # (temp names carry the final name, so only this key's are removed).
+        for leftover in remove_temp_files(plan.sweep_root / PROFILES_DIR, [f"{key.slug()}.json"]):
             log.info("removed %s, left by an interrupted run", leftover)
-        if has_profile(plan.sweep_root, kind):  # measured by another job while we looked
+        if has_profile(plan.sweep_root, key):  # measured by another job while we looked
             return
         shape = (plan.lookahead.ngram, plan.lookahead.window, plan.lookahead.guesses)
-        log.info("measuring forward time vs new tokens on %s (once per sweep and device kind)", kind)
+        log.info("measuring forward time vs new tokens for %s (once per sweep and profile key)", key.describe())
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         profile = sweep_profile(
             cell_model.model,
@@ -543,6 +558,8 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity,
             context_tokens=settings.context_tokens,
             warmup=settings.warmup,
             repeats=settings.repeats,
+            model_name=key.model,
+            attn_implementation=key.attn_implementation,
         )
         ownership.ensure_held()
         log.info("device profile: %s", publish_profile(plan.sweep_root, profile))
@@ -562,7 +579,12 @@ def _generate(plan: CellPlan, cell_model: CellModel, sample_set: SampleSet, writ
 
 
 def _manifest(
-    plan: CellPlan, sample_set: SampleSet, loaded: int, me: RunIdentity, ranks: Ranks | None = None
+    plan: CellPlan,
+    sample_set: SampleSet,
+    loaded: int,
+    me: RunIdentity,
+    ranks: Ranks | None = None,
+    conditions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cfg = plan.cfg
     previous = []
@@ -584,6 +606,10 @@ def _manifest(
             "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
             "overrides": _hydra_overrides(),
             "dtype": plan.semantic["dtype"],
+            # Which device profile predicts this cell (the report matches it against device_profiles/).
+            "device_profile_key": profile_key(plan).as_record(),
+            # What else the machine was doing while this run timed the cell (runner.conditions).
+            "timing_conditions": conditions,
             # Ranks of a multi-device cell (lookahead parallelism, tensor-parallel AR); 1 and no backend otherwise.
             "parallel": ranks.describe() if ranks is not None else {"world_size": 1, "backend": None},
             "samples": {

@@ -246,7 +246,7 @@ class WandbConfig:
 
 @dataclass
 class DeviceProfileConfig:
-    """Schema of ``device_profile``: the forward-time-vs-tokens curve measured once per sweep."""
+    """Schema of ``device_profile``: the forward-time-vs-tokens curve measured once per sweep and profile key."""
 
     enabled: bool = MISSING
     context_tokens: int = MISSING

@@ -3,9 +3,10 @@
 Jobs are killed at any instant (``kill -9``, preemption, a full disk), and some of what they leave
 is not inside a cell (where the cell's owner cleans up): temp files of atomic writes in the sweep
 folder, ``_plan/`` and ``device_profiles/``; the temp and renamed files of a lock acquire or break;
-locks whose owner is dead or that hold no owner record; a sweep ``device_profile.json`` never
-published. Many jobs may run one sweep at once, so only what is certainly left over goes: files
-older than the lock grace period (a write takes milliseconds), and locks no live process holds.
+locks whose owner is dead or that hold no owner record; a damaged device profile (set aside as
+``<name>.damaged``, so that the next job needing its key measures it again). Many jobs may run one
+sweep at once, so only what is certainly left over goes: files older than the lock grace period (a
+write takes milliseconds), and locks no live process holds.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ _ABANDONED = {"dead": "its process is gone", "orphaned": "it has no owner record
 
 
 def tidy_sweep(sweep_root: str | os.PathLike[str]) -> list[Path]:
-    """Remove a sweep's certain leftovers of killed jobs and republish its device profile if needed.
+    """Remove a sweep's certain leftovers of killed jobs and set damaged device profiles aside.
 
-    Returns the files removed or written (each is also logged).
+    Returns the files removed or set aside (each is also logged).
     """
     root = Path(sweep_root)
     if not root.is_dir():
@@ -38,11 +39,12 @@ def tidy_sweep(sweep_root: str | os.PathLike[str]) -> list[Path]:
     for folder in (root, plan_dir(root), plan_dir(root) / JOBS_DIR, root / PROFILES_DIR):
         touched += remove_temp_files(folder, older_than_s=ORPHAN_GRACE_S)
     touched += remove_lock_leftovers(locks_dir(root))
-    repaired = repair_profile(root)
-    if repaired is not None:
-        touched.append(repaired)
+    set_aside = repair_profile(root)
     for path in touched:
-        log.info("%s: left by an interrupted run, %s", path, "rebuilt" if path == repaired else "removed")
+        log.info("%s: left by an interrupted run, removed", path)
+    for path in set_aside:
+        log.warning("%s: damaged, kept as %s.damaged; the next job needing it measures it again", path, path.name)
+    touched += set_aside
     return touched + _break_abandoned_locks(locks_dir(root))
 
 

@@ -24,6 +24,11 @@ from lade_bench.decoding.params import VERIFICATION_LAYOUTS
 from lade_bench.methods import methods_where
 from lade_bench.runner.config_schema import LadeBenchConfig, register_configs
 
+# The values of tune.winner (see tune.validate.declare_winner); here, as tune.validate imports this module.
+SEARCH_RANK_1 = "search_rank_1"
+SPLIT_HELDOUT = "split_heldout"
+WINNER_RULES = (SEARCH_RANK_1, SPLIT_HELDOUT)
+
 TUNE_SCHEMA_NAME = "lade_bench_tune_schema"
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -60,7 +65,10 @@ class TuneConfig:
         timeout_s: stop the search after this many seconds (null: no limit); resumable.
         probe_samples: samples the search measures every configuration on.
         heldout_samples: further samples, never seen by the search, for the validation.
-        top_k: best configurations of the search that the held-out validation compares.
+        top_k: best configurations of the search that the held-out validation runs.
+        winner: how the winner is declared (``tune.validate.WINNER_RULES``): ``search_rank_1``
+            (the search's best, before validation) or ``split_heldout`` (the best of the top-k on
+            one half of the held-out samples, reported on the other half).
         prune: skip configurations whose speedup bound cannot beat the best measured so far.
         prune_after_units: probe units (sample turns) measured before the bound from the measured
             acceptance may stop a configuration (the prior bound needs none).
@@ -68,8 +76,9 @@ class TuneConfig:
         baselines: arms besides AR that the held-out validation also runs (prompt lookup).
         reference_presets: ``lookahead`` presets (e.g. ``paper_7b``) also run on the held-out samples,
             beside the top-k, for comparison; never candidates for the winner.
-        profile_from: a device_profile.json (or a sweep folder holding one) to reuse; null: the tune
-            folder's own, measured once.
+        profile_from: a device profile JSON file, or a sweep folder holding one of the tune's
+            (device kind, model, dtype, attention implementation), to reuse; null: the tune folder's
+            own, measured once.
         space: the search space.
     """
 
@@ -83,6 +92,7 @@ class TuneConfig:
     probe_samples: int = MISSING
     heldout_samples: int = MISSING
     top_k: int = MISSING
+    winner: str = MISSING
     prune: bool = MISSING
     prune_after_units: int = MISSING
     sampler_seed: int = MISSING
@@ -159,6 +169,7 @@ class TuneSettings:
     probe_samples: int
     heldout_samples: int
     top_k: int
+    winner: str
     prune: bool
     prune_after_units: int
     sampler_seed: int
@@ -192,6 +203,13 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         raise TuneConfigError(
             f"tune.top_k={tune.top_k} exceeds the {space.size()} configuration(s) of tune.space; lower top_k"
         )
+    if tune.winner not in WINNER_RULES:
+        raise TuneConfigError(f"tune.winner={tune.winner!r} is not allowed; use one of {list(WINNER_RULES)}")
+    if tune.winner == SPLIT_HELDOUT and tune.heldout_samples < 2:
+        raise TuneConfigError(
+            f"tune.winner={SPLIT_HELDOUT} splits the held-out samples in two halves: tune.heldout_samples="
+            f"{tune.heldout_samples} is too few, use >= 2 (20 keeps 10 per half, the fewest an interval needs)"
+        )
     baselines = tuple(str(arm) for arm in tune.baselines)
     # Arms the held-out validation may compare besides AR and the tuned lookahead (Method.tuner_baseline).
     allowed = methods_where(lambda m: m.tuner_baseline)
@@ -207,7 +225,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
     profile_from = Path(tune.profile_from).expanduser() if tune.profile_from else None
     if profile_from is not None and not profile_from.exists():
         raise TuneConfigError(
-            f"tune.profile_from={tune.profile_from!r} does not exist (a device_profile.json or its folder)"
+            f"tune.profile_from={tune.profile_from!r} does not exist (a device profile JSON file, or a sweep folder)"
         )
     return TuneSettings(
         name=tune.name,
@@ -220,6 +238,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         probe_samples=int(tune.probe_samples),
         heldout_samples=int(tune.heldout_samples),
         top_k=int(tune.top_k),
+        winner=str(tune.winner),
         prune=bool(tune.prune),
         prune_after_units=int(tune.prune_after_units),
         sampler_seed=int(tune.sampler_seed),

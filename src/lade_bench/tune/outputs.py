@@ -19,7 +19,7 @@ from lade_bench.report.table_format import to_markdown
 from lade_bench.report.tune_figure import TUNE_RECORD
 from lade_bench.results.atomic import atomic_write_json, atomic_write_text
 from lade_bench.tune.config import PRESET_SUBDIR, TuneConfigError
-from lade_bench.tune.validate import HeldoutResult
+from lade_bench.tune.validate import SPLIT_HELDOUT, HeldoutResult, WinnerChoice
 
 HELDOUT_MD = "heldout.md"
 HELDOUT_CSV = "heldout.csv"
@@ -64,11 +64,19 @@ def format_speedup(record: Mapping[str, Any], value_key: str = "speedup") -> str
     return f"{float(value):.3f}x (n={n}; {note})" if note else f"{float(value):.3f}x (n={n})"
 
 
-def heldout_records(results: Sequence[HeldoutResult], winner: HeldoutResult | None) -> list[dict[str, Any]]:
-    """One JSON-ready record per top-k configuration (every number with its n and interval or reason)."""
+def heldout_records(results: Sequence[HeldoutResult], choice: WinnerChoice) -> list[dict[str, Any]]:
+    """One JSON-ready record per held-out cell (every number with its n and interval or reason).
+
+    ``arms`` and ``vs_prompt_lookup`` are on the samples ``choice`` reports (every held-out sample,
+    or the report half of a split); ``arms_all_heldout`` keeps every held-out sample's, and
+    ``selection_speedup`` the selection half's speedup (a split only). ``selected`` is False for the
+    top-k configurations that are not the declared winner (and for reference presets).
+    """
     out = []
     for result in results:
-        lookahead = result.arms.get("lookahead", {})
+        reported = choice.reported.get(result.key, result.arms)
+        lookahead = reported.get("lookahead", {})
+        winner = result.rank is not None and result.key == choice.winner.key
         record = {
             "config": result.key,
             "reference": result.reference,
@@ -79,53 +87,68 @@ def heldout_records(results: Sequence[HeldoutResult], winner: HeldoutResult | No
             "prompt_as_reference": result.params.prompt_as_reference,
             "verification": result.params.verification,
             "probe_speedup": result.probe_speedup,
-            "winner": winner is not None and result.rank is not None and result.key == winner.key,
+            "winner": winner,
+            "selected": winner,
+            "selection_speedup": choice.selection_speedup.get(result.key) if result.rank is not None else None,
             "cell_dir": str(result.cell_dir),
             "mean_step_tokens": result.mean_step_tokens,
             "compression_ratio": lookahead.get("compression_ratio"),
-            "arms": {arm: _plain(rec) for arm, rec in result.arms.items()},
-            "vs_prompt_lookup": _plain(result.vs_prompt_lookup),
+            "arms": {arm: _plain(rec) for arm, rec in reported.items()},
+            "vs_prompt_lookup": _plain(choice.reported_vs_prompt_lookup.get(result.key, result.vs_prompt_lookup)),
+            "arms_all_heldout": {arm: _plain(rec) for arm, rec in result.arms.items()},
         }
         out.append(record)
     return out
 
 
-def heldout_table(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The held-out table as display strings (one row per top-k configuration, the winner marked)."""
+def heldout_table(records: Sequence[Mapping[str, Any]], rule: str | None = None) -> pd.DataFrame:
+    """The held-out table as display strings (one row per held-out cell; the declared winner marked).
+
+    With ``rule`` ``split_heldout``, a column gives each candidate's speedup on the selection half,
+    and every other number is on the report half.
+    """
+    split = rule == SPLIT_HELDOUT
     rows = []
     for rec in records:
         arms = rec["arms"]
         lookahead = arms.get("lookahead", {})
         matches = lookahead.get("matches_ar")
-        label = rec["config"] + (" (winner)" if rec["winner"] else "")
+        label = rec["config"] + (" (declared winner)" if rec["winner"] else " (not selected)")
         if rec.get("reference"):
             label = f"{rec['reference']}: {rec['config']} (reference preset, not a candidate)"
-        rows.append(
-            {
-                "configuration": label,
-                "search rank": "-" if rec["rank_in_search"] is None else rec["rank_in_search"],
-                "probe speedup": _num(rec["probe_speedup"], ".3f", suffix="x", missing="-"),
-                "held-out lookahead vs AR": format_speedup(lookahead),
-                "prompt lookup vs AR": format_speedup(arms["prompt_lookup"]) if "prompt_lookup" in arms else "not run",
-                "lookahead vs prompt lookup": format_speedup(rec["vs_prompt_lookup"]),
-                "tokens/step": _num(rec["compression_ratio"]),
-                "input tokens/step": _num(rec["mean_step_tokens"], ".1f"),
-                "matches AR": "n/a"
-                if matches is None or not math.isfinite(float(matches))
-                else f"{float(matches):.0%}",
-            }
-        )
+        row = {
+            "configuration": label,
+            "search rank": "-" if rec["rank_in_search"] is None else rec["rank_in_search"],
+            "probe speedup": _num(rec["probe_speedup"], ".3f", suffix="x", missing="-"),
+        }
+        if split:
+            row["selection half speedup"] = _num(rec.get("selection_speedup"), ".3f", suffix="x", missing="-")
+        reported = "report half" if split else "held-out"
+        row |= {
+            f"{reported} lookahead vs AR": format_speedup(lookahead),
+            "prompt lookup vs AR": format_speedup(arms["prompt_lookup"]) if "prompt_lookup" in arms else "not run",
+            "lookahead vs prompt lookup": format_speedup(rec["vs_prompt_lookup"]),
+            "tokens/step": _num(rec["compression_ratio"]),
+            "input tokens/step": _num(rec["mean_step_tokens"], ".1f"),
+            "matches AR": "n/a" if matches is None or not math.isfinite(float(matches)) else f"{float(matches):.0%}",
+        }
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def write_heldout_table(tune_dir: Path, records: Sequence[Mapping[str, Any]], preamble: str) -> tuple[Path, Path]:
-    """``heldout.md`` (with a preamble saying how the winner was chosen) and ``heldout.csv`` (full precision)."""
-    table = heldout_table(records)
+def write_heldout_table(
+    tune_dir: Path, records: Sequence[Mapping[str, Any]], preamble: str, rule: str | None = None
+) -> tuple[Path, Path]:
+    """``heldout.md`` (with a preamble saying how the winner was chosen) and ``heldout.csv`` (full precision).
+
+    ``rule`` is ``tune.winner`` (see :func:`heldout_table`).
+    """
+    table = heldout_table(records, rule)
     md = tune_dir / HELDOUT_MD
     atomic_write_text(md, preamble.rstrip() + "\n\n" + to_markdown(table))
     flat = []
     for rec in records:
-        row = {k: v for k, v in rec.items() if k not in ("arms", "vs_prompt_lookup")}
+        row = {k: v for k, v in rec.items() if k not in ("arms", "vs_prompt_lookup", "arms_all_heldout")}
         for arm, stats in rec["arms"].items():
             for key in (
                 "speedup",

@@ -25,7 +25,7 @@ from lade_bench.profiling.device_profile import describe_device, device_kind, ki
 from lade_bench.report.figures import TUNE_FIGURE, save_figure
 from lade_bench.report.tune_figure import draw_tune_figure
 from lade_bench.results.atomic import remove_temp_files
-from lade_bench.runner.cell import load_cell_model  # the runner's own loading and checks, not a copy
+from lade_bench.runner.cell import load_cell_model, profile_key  # the runner's own loading and checks, not a copy
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_units
 from lade_bench.runner.locks import LockSettings, claim
@@ -55,7 +55,14 @@ from lade_bench.tune.search import (
     recover_interrupted,
     run_search,
 )
-from lade_bench.tune.validate import HeldoutResult, cell_config, choose_winner, validate_config
+from lade_bench.tune.validate import (
+    SPLIT_HELDOUT,
+    HeldoutResult,
+    WinnerChoice,
+    cell_config,
+    declare_winner,
+    validate_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -172,12 +179,13 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
         console.print(f"resuming: {key} was interrupted by a kill; measuring it again first")
     profile, origin = obtain_profile(
         cell_model.model,
-        plan.device,
+        profile_key(plan),
         tune_dir,
         settings.space,
         settings.profile_from,
         cfg.device_profile,
         also=list(settings.references.values()),
+        aliases=[str(cfg.model.name_or_path)] if cfg.model.get("name_or_path") else [],
     )
     console.print(f"device profile: {origin}", markup=False, highlight=False)
     units = build_units(plan, cell_model, probe, range(len(probe)))
@@ -206,24 +214,28 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
         + ", ".join(f"{config_key(p)} ({s:.3f}x on the probe)" for p, s in top)
     )
     results = _validate(cfg, prep, top, cell_model, heldout, me)
-    winner = choose_winner(results)
-    records = heldout_records(results, winner)
+    choice = declare_winner(results, settings.winner, [s.sample_id for s in heldout])
+    winner = choice.winner
+    records = heldout_records(results, choice)
     record = {
         **_record(base, study, profile),
         "stopped": stopped,
         "heldout": records,
         "winner": winner.key,
-        "winner_selection": _selection_text(settings, len(top), len(heldout)),
+        "winner_rule": choice.rule,
+        "selection_sample_ids": list(choice.selection_ids),
+        "report_sample_ids": list(choice.report_ids),
+        "winner_selection": _selection_text(settings, choice, len(top)),
         "preset": str(prep.preset),
     }
     record_path = write_record(tune_dir, record)
-    table_md, _ = write_heldout_table(tune_dir, records, _table_preamble(record, winner))
-    header = _preset_header(record, winner, records)
+    table_md, _ = write_heldout_table(tune_dir, records, _table_preamble(record, choice), choice.rule)
+    header = _preset_header(record, choice, records)
     prep.preset.parent.mkdir(parents=True, exist_ok=True)
     write_preset(prep.preset, winner, header, tune_dir)
     png, _ = save_figure(draw_tune_figure(record), tune_dir / FIGURES_DIR, TUNE_FIGURE)
     outcome = TuneOutcome(tune_dir, record_path, prep.preset, table_md, png, winner.key, stopped)
-    _print_outcome(console, outcome, record, winner, settings.preset_conf_dir)
+    _print_outcome(console, outcome, record, choice, settings.preset_conf_dir)
     return outcome
 
 
@@ -374,21 +386,33 @@ def _finite(value: Any) -> bool:
     return value is not None and math.isfinite(float(value))
 
 
-def _selection_text(settings: TuneSettings, k: int, n_heldout: int) -> str:
+def _selection_text(settings: TuneSettings, choice: WinnerChoice, k: int) -> str:
+    """How the winner was declared and what its number means, in a reader's words."""
     references = ", ".join(settings.references)
     compared = (
         f" The reference presets ({references}) ran on the same samples for comparison only." if references else ""
     )
+    against = f"AR{' and ' + ', '.join(settings.baselines) if settings.baselines else ''}"
+    intervals = f" Intervals are paired bootstraps over samples, shown only from {MIN_CI_UNITS} samples up."
+    if choice.rule == SPLIT_HELDOUT:
+        return (
+            f"The top-{k} configurations by probe speedup (declared by the search before any held-out sample ran) "
+            f"were each run against {against} on the held-out samples the search never saw. Rule "
+            f"tune.winner={SPLIT_HELDOUT}: the winner is the one with the best speedup on the selection half "
+            f"({len(choice.selection_ids)} samples: {', '.join(map(str, choice.selection_ids))}); every number "
+            f"reported is on the other half only ({len(choice.report_ids)} samples: "
+            f"{', '.join(map(str, choice.report_ids))}), which the choice never looked at.{intervals}{compared}"
+        )
     return (
-        f"The top-{k} configurations by probe speedup (declared by the search before any held-out sample ran) were "
-        f"each run against AR{' and ' + ', '.join(settings.baselines) if settings.baselines else ''} on {n_heldout} "
-        f"held-out samples the search never saw; the winner is the one of these {k} with the best held-out speedup, "
-        f"so its held-out number carries a selection among {k} (not among the whole space). Intervals are paired "
-        f"bootstraps over samples, shown only from {MIN_CI_UNITS} samples up.{compared}"
+        f"The winner is the search's rank 1 (rule tune.winner={choice.rule}, fixed in the config before the tune "
+        f"ran), declared before any held-out sample ran; the held-out samples ({len(choice.report_ids)}, never "
+        f"seen by the search) measure it, choose nothing, so its held-out number carries no selection. The other "
+        f"{k - 1} of the top-{k} ran on the same samples against {against} and are reported beside it as not "
+        f"selected.{intervals}{compared}"
     )
 
 
-def _table_preamble(record: dict[str, Any], winner: HeldoutResult) -> str:
+def _table_preamble(record: dict[str, Any], choice: WinnerChoice) -> str:
     search = record["search"]
     lines = [
         f"# Tuned lookahead: {record['model']} on {record['dataset']} ({record['device']})",
@@ -403,73 +427,101 @@ def _table_preamble(record: dict[str, Any], winner: HeldoutResult) -> str:
         f"Probe samples: {', '.join(map(str, record['probe_sample_ids']))}. "
         f"Held-out samples: {', '.join(map(str, record['heldout_sample_ids']))}.",
     ]
-    if winner.speedup < 1:
+    if choice.winner_speedup < 1:
         lines += [
             "",
-            f"Lookahead loses to AR on the held-out samples here: the winner runs at {winner.speedup:.3f}x of AR.",
+            f"Lookahead loses to AR on the {_reported_samples(choice)} here: the declared winner runs at "
+            f"{choice.winner_speedup:.3f}x of AR.",
         ]
-    for line in _references_ahead(record, winner):
+    for line in _references_ahead(record, choice):
         lines += ["", line]
     return "\n".join(lines)
 
 
-def _references_ahead(record: dict[str, Any], winner: HeldoutResult) -> list[str]:
-    """Sentences naming the reference presets that did better than the winner on the held-out samples."""
+def _reported_samples(choice: WinnerChoice) -> str:
+    """Which samples a reported number is on, in words."""
+    if choice.rule == SPLIT_HELDOUT:
+        return f"report half of the held-out samples (n={len(choice.report_ids)})"
+    return "held-out samples"
+
+
+def _references_ahead(record: dict[str, Any], choice: WinnerChoice) -> list[str]:
+    """Sentences naming the reference presets that did better than the winner on the reported samples."""
     out = []
     for rec in record["heldout"]:
         speed = rec["arms"]["lookahead"].get("speedup")
-        if rec["reference"] and speed is not None and speed > winner.speedup:
+        if rec["reference"] and speed is not None and speed > choice.winner_speedup:
             out.append(
-                f"The reference preset {rec['reference']} ({rec['config']}) did better on these held-out samples "
-                f"({speed:.3f}x vs {winner.speedup:.3f}x); it was not a candidate of the search."
+                f"The reference preset {rec['reference']} ({rec['config']}) did better on the "
+                f"{_reported_samples(choice)} ({speed:.3f}x vs {choice.winner_speedup:.3f}x); it was not a candidate "
+                "of the search."
             )
     return out
 
 
-def _preset_header(record: dict[str, Any], winner: HeldoutResult, records: list[dict[str, Any]]) -> list[str]:
+def _preset_header(record: dict[str, Any], choice: WinnerChoice, records: list[dict[str, Any]]) -> list[str]:
     from lade_bench.tune.outputs import format_speedup
 
     mine = next(r for r in records if r["winner"])
+    k = sum(r["rank_in_search"] is not None for r in records)
+    if choice.rule == SPLIT_HELDOUT:
+        declared = (
+            f"winner among the top-{k}, picked on {len(choice.selection_ids)} of the "
+            f"{len(record['heldout_sample_ids'])} held-out samples (tune.winner={SPLIT_HELDOUT}) and reported on "
+            f"the other {len(choice.report_ids)}."
+        )
+        where = "on the report half"
+    else:
+        declared = (
+            f"declared winner: search rank {mine['rank_in_search']} (tune.winner={choice.rule}), before "
+            f"validation; validated with the other {k - 1} of the top-{k} on {len(record['heldout_sample_ids'])} "
+            "held-out samples."
+        )
+        where = "on the held-out samples"
     header = [
         f"Tuned by `python -m lade_bench.tune` for {record['model']} on {record['dataset']},",
         f"device {record['device']}, sampling {record['sampling']}, {record['max_new_tokens']} new tokens.",
         f"Search: {record['search']['evaluated']} configurations on {len(record['probe_sample_ids'])} probe samples; "
-        f"winner among the top-{sum(r['rank_in_search'] is not None for r in records)} on "
-        f"{len(record['heldout_sample_ids'])} held-out samples.",
-        f"Held-out speedup over AR: {format_speedup(mine['arms']['lookahead'])}.",
+        + declared,
+        f"Declared winner's speedup over AR {where}: {format_speedup(mine['arms']['lookahead'])}.",
     ]
     if "prompt_lookup" in mine["arms"]:
         header.append(f"Prompt lookup on the same samples: {format_speedup(mine['arms']['prompt_lookup'])}.")
-    if winner.speedup < 1:
+    if choice.winner_speedup < 1:
         header.append("Lookahead LOSES to AR here: plain AR (or prompt lookup, if faster) is the better choice.")
     header.append("Every configuration evaluated: tune_record.json; held-out table: heldout.md (tune folder below).")
     return header
 
 
 def _print_outcome(
-    console: Console, outcome: TuneOutcome, record: dict[str, Any], winner: HeldoutResult, conf_dir: Path
+    console: Console, outcome: TuneOutcome, record: dict[str, Any], choice: WinnerChoice, conf_dir: Path
 ) -> None:
     """What was found and where every output went (plain text: paths hold characters rich would parse)."""
     from lade_bench.tune.outputs import format_speedup
 
-    lines = [f"held-out validation on {len(record['heldout_sample_ids'])} samples:"]
+    winner = choice.winner
+    n_heldout = len(record["heldout_sample_ids"])
+    lines = [f"held-out validation on {n_heldout} samples (reported: {_reported_samples(choice)}):"]
     for rec in record["heldout"]:
         arms = rec["arms"]
         parts = [f"held-out vs AR {format_speedup(arms['lookahead'])}"]
+        if rec.get("selection_speedup") is not None:
+            parts.insert(0, f"selection half {rec['selection_speedup']:.3f}x")
         if "prompt_lookup" in arms:
             parts.append(f"prompt lookup vs AR {format_speedup(arms['prompt_lookup'])}")
         if rec["reference"]:
             label = f"{rec['reference']} = {rec['config']} (reference preset)"
         else:
-            label = f"{rec['config']}{' (winner)' if rec['winner'] else ''}"
+            label = f"{rec['config']}{' (declared winner)' if rec['winner'] else ' (not selected)'}"
             parts.insert(0, f"probe {rec['probe_speedup']:.3f}x")
         lines.append(f"  {label}: " + "; ".join(parts))
     lines.append(f"winner: {winner.key}. {record['winner_selection']}")
-    if winner.speedup < 1:
+    if choice.winner_speedup < 1:
         lines.append(
-            f"lookahead loses to AR here: the winner runs at {winner.speedup:.3f}x of AR on the held-out samples"
+            f"lookahead loses to AR here: the winner runs at {choice.winner_speedup:.3f}x of AR on the "
+            f"{_reported_samples(choice)}"
         )
-    lines += _references_ahead(record, winner)
+    lines += _references_ahead(record, choice)
     usage = f"python -m lade_bench.run lookahead=tuned/{outcome.preset.stem}"
     # A folder Hydra does not search by itself must be added to its search path.
     if conf_dir.resolve() not in [d.resolve() for d in search_dirs()]:

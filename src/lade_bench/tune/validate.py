@@ -4,9 +4,17 @@ The search ranks configurations on the probe samples, so the best probe speedup 
 is the maximum of noisy measurements). The top ``tune.top_k`` configurations, declared by that ranking
 before any held-out sample is generated, are each run as an ordinary cell (AR, lookahead and the
 baselines on the same held-out samples, the runner's loop: paired, alternating order, rows on disk)
-in the tune folder. The winner is the top-k configuration with the best held-out speedup: a choice
-among k on the held-out samples, so its held-out number still carries a small selection effect
-(k candidates, not the whole space); every top-k result is shown beside it.
+in the tune folder.
+
+The winner is never picked on the samples its number is reported on (:func:`declare_winner`), by the
+rule ``tune.winner`` fixes before the tune runs:
+
+* ``search_rank_1``: the search's rank 1, declared before validation; its held-out number is an
+  honest estimate (nothing was chosen on those samples). The other top-k run beside it and are
+  reported as not selected.
+* ``split_heldout``: the held-out samples are split in two (the first half, rounded up, selects; the
+  rest reports): the top-k configuration with the best speedup on the selection half wins, and every
+  configuration's number is reported on the other half only.
 
 Each cell is resumable like a run's (rows already on disk are not generated again), and the tune
 folder is a sweep folder: ``python -m lade_bench.report <tune folder>`` reports the held-out cells.
@@ -30,6 +38,7 @@ from lade_bench.results import MANIFEST_JSON, CellWriter, build_manifest, load_r
 from lade_bench.runner.execute import CellModel, run_samples
 from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity
+from lade_bench.tune.config import SEARCH_RANK_1, SPLIT_HELDOUT, WINNER_RULES
 from lade_bench.tune.search import config_key
 
 CONFIG_YAML = "config.yaml"
@@ -76,6 +85,8 @@ class HeldoutResult:
         vs_prompt_lookup: lookahead's speedup over prompt lookup on the same samples (a paired
             ratio; NaN without that baseline), with its interval or the reason there is none.
         mean_step_tokens: lookahead's mean input tokens per decode step on the held-out samples.
+        reference: the preset's name when this is a reference preset run for comparison.
+        rows: the cell's rows (every held-out sample), from which a split's halves are summarised.
     """
 
     params: LookaheadParams
@@ -86,6 +97,7 @@ class HeldoutResult:
     vs_prompt_lookup: dict[str, Any]
     mean_step_tokens: float
     reference: str | None = None
+    rows: pd.DataFrame | None = None
 
     @property
     def key(self) -> str:
@@ -133,18 +145,102 @@ def validate_config(
         vs_prompt_lookup=_versus(rows, "lookahead", "prompt_lookup", sampled=plan.sampling.do_sample),
         mean_step_tokens=float(records["lookahead"]["step_tokens_mean"]),
         reference=reference,
+        rows=rows,
     )
 
 
-def choose_winner(results: Sequence[HeldoutResult]) -> HeldoutResult:
-    """The top-k configuration with the best held-out lookahead speedup (ties: the better search rank).
+@dataclass(frozen=True)
+class WinnerChoice:
+    """The declared winner, by which rule, and every configuration's numbers on the samples reported.
 
-    Reference presets are never chosen: they were not among the search's declared candidates.
+    Attributes:
+        rule: ``tune.winner`` (see :data:`WINNER_RULES`).
+        winner: the declared winner (a top-k configuration, never a reference preset).
+        selection_ids: the held-out samples the choice looked at (none for ``search_rank_1``).
+        report_ids: the held-out samples every reported number comes from.
+        selection_speedup: lookahead's speedup on ``selection_ids`` per configuration key
+            (``split_heldout`` only; empty otherwise).
+        reported: per configuration key (reference presets included), the ``stats.summarize_cell``
+            records per arm on ``report_ids``, and ``vs_prompt_lookup`` on them.
     """
-    ranked = [(r, r.rank) for r in results if r.rank is not None and math.isfinite(r.speedup)]
-    if not ranked:
-        raise RuntimeError("no top-k configuration has a held-out speedup (every held-out row failed?)")
-    return max(ranked, key=lambda pair: (pair[0].speedup, -pair[1]))[0]
+
+    rule: str
+    winner: HeldoutResult
+    selection_ids: tuple[str, ...]
+    report_ids: tuple[str, ...]
+    selection_speedup: dict[str, float]
+    reported: dict[str, dict[str, dict[str, Any]]]
+    reported_vs_prompt_lookup: dict[str, dict[str, Any]]
+
+    @property
+    def winner_speedup(self) -> float:
+        """The declared winner's lookahead speedup over AR on the reported samples."""
+        return float(self.reported[self.winner.key]["lookahead"]["speedup"])
+
+
+def split_heldout_ids(heldout_ids: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(selection, report)`` halves of the held-out samples: the first half (rounded up), then the rest.
+
+    The held-out samples are already a seeded random draw (``dataset.shuffle_seed``), so their order
+    carries no information; a split by position is fixed before any held-out row exists.
+
+    Raises:
+        ValueError: fewer than 2 samples (a half would be empty).
+    """
+    ids = tuple(heldout_ids)
+    if len(ids) < 2:
+        raise ValueError(f"tune.winner={SPLIT_HELDOUT} needs at least 2 held-out samples, got {len(ids)}")
+    middle = (len(ids) + 1) // 2
+    return ids[:middle], ids[middle:]
+
+
+def declare_winner(results: Sequence[HeldoutResult], rule: str, heldout_ids: Sequence[str]) -> WinnerChoice:
+    """The winner by ``rule`` (see the module docstring), never chosen on the samples it is reported on.
+
+    Args:
+        results: every held-out cell (top-k configurations by rank, then reference presets).
+        rule: ``search_rank_1`` or ``split_heldout``.
+        heldout_ids: the held-out sample ids, in their drawn order.
+
+    Raises:
+        ValueError: ``rule`` is not one of :data:`WINNER_RULES`.
+        RuntimeError: the declared winner (or, for a split, every candidate) has no speedup (every
+            held-out row failed?).
+    """
+    candidates = sorted((r for r in results if r.rank is not None), key=lambda r: r.rank or 0)
+    if not candidates:
+        raise RuntimeError("no top-k configuration was validated")
+    if rule == SEARCH_RANK_1:
+        winner = candidates[0]
+        if not math.isfinite(winner.speedup):
+            raise RuntimeError(
+                f"the declared winner {winner.key} (search rank 1) has no held-out speedup (every held-out row failed?)"
+            )
+        reported = {r.key: r.arms for r in results}
+        versus = {r.key: r.vs_prompt_lookup for r in results}
+        return WinnerChoice(rule, winner, (), tuple(heldout_ids), {}, reported, versus)
+    if rule != SPLIT_HELDOUT:
+        raise ValueError(f"tune.winner={rule!r} is not allowed; use one of {list(WINNER_RULES)}")
+    selection_ids, report_ids = split_heldout_ids(heldout_ids)
+    selection = {r.key: _on_samples(r, selection_ids)[0]["lookahead"]["speedup"] for r in candidates}
+    finite = [r for r in candidates if math.isfinite(selection[r.key])]
+    if not finite:
+        raise RuntimeError("no top-k configuration has a speedup on the selection half of the held-out samples")
+    # Ties go to the better search rank (candidates are in rank order and max keeps the first).
+    winner = max(finite, key=lambda r: selection[r.key])
+    halves = {r.key: _on_samples(r, report_ids) for r in results}
+    reported = {key: arms for key, (arms, _) in halves.items()}
+    versus = {key: vs for key, (_, vs) in halves.items()}
+    return WinnerChoice(rule, winner, selection_ids, report_ids, selection, reported, versus)
+
+
+def _on_samples(result: HeldoutResult, sample_ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """The cell's per-arm records and lookahead-vs-prompt-lookup on ``sample_ids`` only."""
+    rows = result.rows if result.rows is not None else load_rows(result.cell_dir)
+    part = rows[rows["sample_id"].astype(str).isin([str(s) for s in sample_ids])]
+    sampled = bool(part["do_sample"].astype(bool).any()) if len(part) else False
+    records = {rec["arm"]: rec for rec in stats.summarize_cell(part)}
+    return records, _versus(part, "lookahead", "prompt_lookup", sampled=sampled)
 
 
 def _versus(rows: pd.DataFrame, arm: str, baseline: str, *, sampled: bool) -> dict[str, Any]:

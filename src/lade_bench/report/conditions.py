@@ -1,0 +1,167 @@
+"""Timing conditions in the report: which cells ran under interference, and how much identical AR work drifted.
+
+Reads what the runner recorded in each cell's manifest (``timing_conditions``, see
+``lade_bench.runner.conditions``). A cell ran under interference when any of these held during a run
+that timed its rows:
+
+* the 1-minute load average, before or after, exceeded the number of CPUs the process could use
+  (its affinity): something else competed for them;
+* another lade_bench or pytest process was running at its start or end;
+* it resumed rows an earlier run left (a resume gap): its rows were timed at two different times.
+
+The drift of the AR arm (:func:`ar_drift`) compares cells of one sweep whose AR arm did identical
+work (same model, dataset, sampling settings and seed, same sample turns, same number of generated
+tokens): their AR time per token would be equal on a quiet, stable machine, so its relative spread
+(max - min over the median) is the noise floor of every speedup between those cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from lade_bench import stats
+from lade_bench.report.sweep import CellFiles
+
+NOT_RECORDED = "timing conditions not recorded (cell recorded before they were)"
+# Columns that make two cells' AR work identical (with the sample turns and the tokens generated).
+_AR_WORK = ("sweep", "model", "dataset", "do_sample", "temperature", "top_p", "top_k", "seed")
+
+
+def interference(conditions: Mapping[str, Any] | None) -> list[str]:
+    """Why a run of a cell was timed under interference (empty: no sign of it), from its ``timing_conditions``.
+
+    Returns ``[NOT_RECORDED]`` when the manifest has none (cells recorded before version 2).
+    """
+    if not conditions:
+        return [NOT_RECORDED]
+    reasons = []
+    cpus = conditions.get("cpu_affinity_count")
+    for moment in ("start", "end"):
+        snap = conditions.get(moment) or {}
+        load = snap.get("load_average")
+        if cpus and load and float(load[0]) > float(cpus):
+            reasons.append(f"load average {float(load[0]):.2f} at the {moment} above the {cpus} CPU(s) of its affinity")
+        others = snap.get("suite_processes") or []
+        if others:
+            pids = ", ".join(str(p.get("pid")) for p in others[:5]) + (" ..." if len(others) > 5 else "")
+            reasons.append(f"{len(others)} other lade_bench/pytest process(es) at the {moment} (pid {pids})")
+    gap = conditions.get("resume_gap_s")
+    if gap is not None:
+        reasons.append(f"resumed after a gap of {float(gap) / 60:.1f} min since its last row")
+    return reasons
+
+
+def cell_interference(cell: CellFiles) -> list[str]:
+    """Interference reasons of every run that wrote the cell's rows (its manifest and ``previous_runs``)."""
+    manifest = cell.manifest or {}
+    runs = [*(manifest.get("previous_runs") or []), manifest]
+    reasons: list[str] = []
+    for run in runs:
+        for reason in interference(run.get("timing_conditions")):
+            if reason not in reasons:
+                reasons.append(reason)
+    return reasons
+
+
+def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
+    """One row per cell: its affinity, threads, load before/after, and why it ran under interference (or "none")."""
+    records = []
+    for cell in cells:
+        conditions = (cell.manifest or {}).get("timing_conditions") or {}
+        start, end = conditions.get("start") or {}, conditions.get("end") or {}
+        reasons = cell_interference(cell)
+        records.append(
+            {
+                "sweep": cell.sweep,
+                "cell": cell.path.name,
+                "cpu affinity": _cpus(conditions.get("cpu_affinity")),
+                "torch threads": conditions.get("torch_threads", "-"),
+                "load before": _load(start),
+                "load after": _load(end),
+                "interference": "; ".join(reasons) if reasons else "none seen",
+            }
+        )
+    return pd.DataFrame.from_records(
+        records,
+        columns=["sweep", "cell", "cpu affinity", "torch threads", "load before", "load after", "interference"],
+    )
+
+
+def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
+    """Spread of AR's time per token across cells of one sweep that did identical AR work.
+
+    Args:
+        rows: per-sample rows of one or more sweeps.
+
+    Returns:
+        One row per group of >= 2 cells with identical AR work: the group's ``sweep``, ``model``,
+        ``dataset``, ``n_cells`` (the n of the spread), ``ar_ms_per_token_min``, ``_median``, ``_max``
+        and ``relative_spread`` = (max - min) / median. AR time per token of a cell = its AR rows'
+        summed wall time over their summed new tokens.
+    """
+    columns = ["sweep", "model", "dataset", "n_cells", "ar_ms_per_token_min", "ar_ms_per_token_median"]
+    columns += ["ar_ms_per_token_max", "relative_spread"]
+    ar = stats.ok_rows(rows[rows["arm"] == stats.BASELINE_ARM]) if len(rows) else rows
+    groups: dict[tuple, list[float]] = {}
+    for _, cell in ar.groupby(["sweep", "cell_id"], sort=True):
+        tokens = float(cell["new_tokens"].sum())
+        if tokens <= 0:
+            continue
+        work = tuple(cell[c].iloc[0] for c in _AR_WORK)
+        units = tuple(sorted(zip(cell["sample_id"].astype(str), cell["turn"], cell["repeat"], strict=True)))
+        groups.setdefault((*work, units, int(tokens)), []).append(1000 * float(cell["wall_time_s"].sum()) / tokens)
+    records = []
+    for work, values in groups.items():
+        if len(values) < 2:
+            continue
+        series = pd.Series(values)
+        median = float(series.median())
+        records.append(
+            {
+                "sweep": work[0],
+                "model": work[1],
+                "dataset": work[2],
+                "n_cells": len(values),
+                "ar_ms_per_token_min": float(series.min()),
+                "ar_ms_per_token_median": median,
+                "ar_ms_per_token_max": float(series.max()),
+                "relative_spread": (float(series.max()) - float(series.min())) / median,
+            }
+        )
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def drift_table(drift: pd.DataFrame) -> pd.DataFrame:
+    """:func:`ar_drift` as display strings."""
+    return pd.DataFrame(
+        {
+            "sweep": drift["sweep"],
+            "model": drift["model"],
+            "dataset": drift["dataset"],
+            "cells (n)": drift["n_cells"],
+            "AR ms/token min / median / max": [
+                f"{a:.2f} / {b:.2f} / {c:.2f}"
+                for a, b, c in zip(
+                    drift["ar_ms_per_token_min"],
+                    drift["ar_ms_per_token_median"],
+                    drift["ar_ms_per_token_max"],
+                    strict=True,
+                )
+            ],
+            "relative spread": [f"{s:.1%}" for s in drift["relative_spread"]],
+        }
+    )
+
+
+def _cpus(affinity: Any) -> str:
+    if not affinity:
+        return "-"
+    return f"{len(affinity)}: " + ",".join(str(c) for c in affinity[:16]) + (" ..." if len(affinity) > 16 else "")
+
+
+def _load(snapshot: Mapping[str, Any]) -> str:
+    load = snapshot.get("load_average")
+    return f"{float(load[0]):.2f}" if load else "-"
