@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from lade_bench.results import load_rows
 from lade_bench.tune.tuner import run_tune
@@ -29,3 +30,6 @@ def test_the_assisted_arm_runs_beside_ar_and_lookahead_on_the_heldout_samples(tm
     rows = load_rows(heldout["cell_dir"])
     assert set(rows["arm"]) == {"ar", "lookahead", "assisted"} and rows["error"].isna().all()
     assert (rows.loc[rows["arm"] == "assisted", "draft_forwards"] > 0).all()
+    # Held-out cells are timed, so they record their timing conditions as a runner cell does.
+    conditions = json.loads((Path(heldout["cell_dir"]) / "manifest.json").read_text())["timing_conditions"]
+    assert conditions["cpu_affinity_count"] >= 1 and conditions["end"]["load_average"] is not None

@@ -34,7 +34,8 @@ from lade_bench import stats
 from lade_bench.datasets import Sample
 from lade_bench.decoding import LookaheadParams
 from lade_bench.models.loading import describe_device
-from lade_bench.results import MANIFEST_JSON, CellWriter, build_manifest, load_rows
+from lade_bench.results import MANIFEST_JSON, ROWS_JSONL, CellWriter, build_manifest, load_rows
+from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.execute import CellModel, run_samples
 from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity
@@ -131,8 +132,12 @@ def validate_config(
     plan = plan_cell(cell_config(cfg, params, arms, sweep_root))
     writer = CellWriter(plan.cell_dir)
     writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
-    writer.write_json(MANIFEST_JSON, _manifest(plan, samples, me))
+    # Timing conditions as the runner records them: the held-out numbers are timed too.
+    conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
+    manifest = {**_manifest(plan, samples, me), "timing_conditions": conditions}
+    writer.write_json(MANIFEST_JSON, manifest)
     run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
+    writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
     writer.finalize()
     rows = load_rows(plan.cell_dir)
     records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
