@@ -100,6 +100,8 @@ def _n_text(counts: Sequence[object] | pd.Series, what: str = "samples") -> str:
     values = sorted({int(cast(SupportsInt, c)) for c in counts if pd.notna(c)})
     if not values:
         return f"n=0 {what}"
+    if values == [1]:
+        return f"n=1 {what.removesuffix('s')}"
     span = str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}"
     return f"n={span} {what}"
 
@@ -268,6 +270,9 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
                         j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=fontsize,
                         color=_contrasting_text(cmap(norm(values[i, j]))),
                     )  # fmt: skip
+                else:
+                    # Said in words: the grey of an empty square is close to the near-white of parity.
+                    ax.text(j, i, "not run", ha="center", va="center", fontsize=0.8 * fontsize, color="0.35")
         ax.set_xticks(range(len(windows)), [str(w) for w in windows])
         ax.set_yticks(range(len(guesses)), [str(g) for g in guesses])
         ax.set_xlabel("window W (lookahead columns)", fontsize=9)
@@ -500,6 +505,7 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
     for ax, ((model, sweep_name, dataset, _), cell) in zip(axes, panels, strict=True):
         arms = aggregate.sorted_arms(cell["arm"].unique())
         width = 0.8 / len(arms)
+        tallest = 0.0
         for i, arm in enumerate(arms):
             arm_rows = cell[cell["arm"] == arm]
             hist = stats.accept_histogram(arm_rows)
@@ -512,6 +518,9 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
                 f"({len(arm_rows)} rows, {int(counts.sum())} passes)"
             )
             ax.bar(lengths + offset, counts / counts.sum(), width, color=method_color(arm), label=label)
+            tallest = max(tallest, float(counts.max() / counts.sum()))
+        # Head room for the legend (one line per arm and its title) above the tallest bar.
+        ax.set_ylim(0.0, tallest * (1.25 + 0.1 * len(arms)))
         ax.set_xlabel("tokens emitted per forward pass (prefill included)", fontsize=9)
         ax.set_ylabel("fraction of forward passes", fontsize=9)
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -520,7 +529,7 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
         name = " | ".join([str(model), *([str(sweep_name)] if several_sweeps else []), str(dataset)])
         name = _wrap(f"{name} | {_shape_text(rec)}{ref}", _chars_across(panel_w - 0.6, 9))
         ax.set_title(f"{name}\n{_n_text([cell['sample_id'].nunique()])} (paired)", fontsize=9)
-        ax.legend(fontsize=7, title=f"cell: {dataset}, {_shape_text(rec)}", title_fontsize=7)
+        ax.legend(fontsize=7, title=f"cell: {dataset}, {_shape_text(rec)}", title_fontsize=7, loc="upper right")
     return _titled(
         fig, title, context, "n = samples every arm of the cell completed; rows = (sample, turn, repeat) runs"
     )
