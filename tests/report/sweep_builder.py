@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 import yaml
 
@@ -274,3 +275,30 @@ def tiny_test_model() -> torch.nn.Module:
     from lade_bench.models import tiny_model
 
     return tiny_model("llama", init_scale=2.0, seed=7)
+
+
+def as_model(rows: pd.DataFrame, model: str, *, sweep: str | None = None) -> pd.DataFrame:
+    """A copy of ``rows`` as if run on another model (and sweep): new names and cell ids, same measurements.
+
+    For figures and tables that must keep models (or sweeps) apart: concatenated with the original,
+    the result reads as a report over two models whose cells share every configuration.
+    """
+    suffix = f"-{model}" + (f"-{sweep}" if sweep else "")
+    copy = rows.assign(model=model, cell_id=rows["cell_id"].astype(str) + suffix)
+    return copy.assign(sweep=sweep) if sweep else copy
+
+
+def with_speedups(rows: pd.DataFrame, speedups: dict[tuple[int, int, int], float]) -> pd.DataFrame:
+    """A copy of ``rows`` whose greedy cells of shape (N, W, G) have exactly the given lookahead speedup.
+
+    Every greedy row takes 1 s (speedup 1 for every arm) except the lookahead rows of a listed shape,
+    which take ``1 / speedup`` s, so the ratio of summed wall times is the listed value whatever the
+    machine timed. Sampled cells keep their measured times.
+    """
+    out = rows.copy()
+    greedy = ~out["do_sample"].astype(bool)
+    out.loc[greedy, "wall_time_s"] = 1.0
+    for (ngram, window, guesses), speedup in speedups.items():
+        shape = (out["ngram"] == ngram) & (out["window"] == window) & (out["guesses"] == guesses)
+        out.loc[greedy & shape & (out["arm"] == "lookahead"), "wall_time_s"] = 1.0 / speedup
+    return out

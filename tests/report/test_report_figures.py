@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from lade_bench import stats
@@ -64,29 +63,3 @@ def test_sampling_only_sweep(sweep):
         with pytest.raises(FigureSkipped):
             FIGURES[name].draw(sampled)
     assert FIGURES["rouge_parity"].draw(sampled) is not None
-
-
-def test_heatmap_keeps_cells_without_prompt_as_reference(sweep):
-    # The paper's W x G ablation runs with prompt-as-reference off; those cells must get panels too.
-    greedy = _subset(sweep, ~sweep.rows["do_sample"])
-    fig = FIGURES["speedup_heatmap_wg"].draw(greedy)
-    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    assert any("prompt ref off" in t for t in titles) and any("prompt ref on" in t for t in titles)
-    off_only = _subset(sweep, ~sweep.rows["do_sample"] & ~sweep.rows["prompt_as_reference"].astype(bool))
-    assert FIGURES["speedup_heatmap_wg"].draw(off_only) is not None
-
-
-def test_speedup_bars_wrap_many_groups_into_rows_on_one_scale(sweep):
-    from lade_bench.report.figures import BAR_GROUPS_PER_ROW, draw_speedup_bars
-
-    # Copies of the headline under other dataset names: a combined report's dozen groups, drawn small.
-    one_cell = sweep.headline[sweep.headline["cell_id"] == sweep.headline["cell_id"].iloc[0]]
-    copies = [one_cell.assign(dataset=f"data{i}") for i in range(2 * BAR_GROUPS_PER_ROW + 1)]
-    summary = pd.concat(copies, ignore_index=True)
-    fig = draw_speedup_bars(summary, "title", "context")
-    axes = fig.axes
-    assert len(axes) == 3  # 9 groups at 4 per row
-    ticks = [t.get_text() for ax in axes for t in ax.get_xticklabels()]
-    assert [t.split("\n")[0] for t in ticks] == [f"data{i}" for i in range(9)]
-    assert fig.get_size_inches()[0] < 20  # the unwrapped figure was 1.3 in per bar: 48 in here
-    assert len({ax.get_ylim() for ax in axes}) == 1 and len({ax.get_xlim() for ax in axes}) == 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +20,10 @@ from typing import SupportsInt, cast
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import TwoSlopeNorm
+from matplotlib import colormaps
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from lade_bench import stats
 from lade_bench.methods import REFERENCE, method_color, method_label, registered_methods
@@ -60,15 +63,59 @@ class FigureOutput:
     pdf: Path
 
 
-def _titled(fig: Figure, title: str, context: str) -> Figure:
-    fig.suptitle(f"{title}\n{context}", fontsize=10)
+# Average glyph width as a fraction of the font size (DejaVu Sans), to wrap text to a known width.
+_GLYPH_WIDTH = 0.6
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width`` characters, broken at `` | `` first, then between words."""
+    lines: list[str] = []
+    for part in text.split(" | "):
+        if lines and len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " | " + part
+        else:
+            lines.extend(textwrap.wrap(part, width) or [""])
+    return "\n".join(lines)
+
+
+def _chars_across(width_in: float, fontsize: float) -> int:
+    """How many characters of ``fontsize`` points fit across ``width_in`` inches (with a margin)."""
+    return max(20, int(0.92 * width_in * 72 / (_GLYPH_WIDTH * fontsize)))
+
+
+def _titled(fig: Figure, title: str, context: str, n_note: str = "") -> Figure:
+    """Suptitle: the title, the provenance line and what n counts, wrapped to the figure's width.
+
+    Wrapping matters: a provenance line naming several sweeps and models is wider than a one-panel
+    figure, and a suptitle wider than its figure is cut off at both edges.
+    """
+    width = _chars_across(fig.get_figwidth(), 10)
+    lines = [_wrap(title, width), _wrap(context, width)] + ([_wrap(n_note, width)] if n_note else [])
+    fig.suptitle("\n".join(lines), fontsize=10)
     return fig
+
+
+def _n_text(counts: Sequence[object] | pd.Series, what: str = "samples") -> str:
+    """``"n=20 samples"``, or ``"n=18-20 samples"`` when the counts differ (empty counts: ``"n=0"``)."""
+    values = sorted({int(cast(SupportsInt, c)) for c in counts if pd.notna(c)})
+    if not values:
+        return f"n=0 {what}"
+    if values == [1]:
+        return f"n=1 {what.removesuffix('s')}"
+    span = str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}"
+    return f"n={span} {what}"
+
+
+def _arm_units(records: pd.DataFrame) -> pd.Series:
+    """Samples behind a cell's comparison: the non-AR arms' ``n_units`` (AR's when it is alone)."""
+    others = records[records["arm"] != stats.BASELINE_ARM]
+    return (others if len(others) else records)["n_units"]
 
 
 def _grid(n_panels: int, panel_w: float = 4.4, panel_h: float = 3.6, max_cols: int = 3) -> tuple[Figure, list]:
     cols = min(max_cols, max(1, n_panels))
     rows = math.ceil(n_panels / cols)
-    fig = Figure(figsize=(panel_w * cols, panel_h * rows + 0.9), layout="constrained")
+    fig = Figure(figsize=(panel_w * cols, panel_h * rows + 1.1), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
     for ax in axes[n_panels:]:
         ax.set_visible(False)
@@ -148,144 +195,276 @@ def _varying(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return [c for c in columns if frame[c].nunique(dropna=False) > 1]
 
 
+def _contrasting_text(rgba: Sequence[float]) -> str:
+    """Black or white, whichever contrasts more with a cell of colour ``rgba`` (WCAG contrast ratio)."""
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    red, green, blue = (linear(float(c)) for c in rgba[:3])
+    luminance = 0.2126 * red + 0.7152 * green + 0.0722 * blue
+    # Contrast ratios (L1 + 0.05) / (L2 + 0.05) against white (L = 1) and black (L = 0).
+    return "white" if (1.05 / (luminance + 0.05)) > ((luminance + 0.05) / 0.05) else "black"
+
+
+# Colour bar ticks of the heatmap: ratios that read at a glance, reciprocal pairs around 1.
+_RATIO_TICKS = (0.125, 0.25, 0.5, 0.67, 1.0, 1.5, 2.0, 4.0, 8.0)
+
+
+def _has_grid(panel: pd.DataFrame) -> bool:
+    """Whether a panel's cells span at least two W or two G values (a 1 x 1 "grid" shows nothing)."""
+    return bool(panel["window"].nunique() > 1 or panel["guesses"].nunique() > 1)
+
+
 def speedup_heatmap_wg(sweep: Sweep) -> Figure:
-    """Lookahead speedup over W x G, one panel per dataset (and N, model, sweep where they vary)."""
+    """Lookahead speedup over W x G, one panel per (model, dataset, N) whose cells form a grid.
+
+    Panels also split on sweep, prompt-as-reference and verification where these vary. Cells that
+    are alone at their (model, dataset, N) draw nothing: a 1 x 1 heatmap is a single number, which
+    the bar figure shows with its interval.
+
+    Raises:
+        FigureSkipped: no greedy lookahead cells, or none of them has a neighbour in W or G.
+    """
     data = _greedy_lookahead(sweep.summary)
     if data.empty:
         raise FigureSkipped("no greedy lookahead cells")
     # Prompt-as-reference changes what the pool holds, so on/off cells never share a panel; flat and
-    # trie cells of one shape would fall on the same square.
-    varying = _varying(data, _SPLIT_KEYS)
-    panel_keys = [c for c in _SPLIT_KEYS if c in varying] + ["dataset", "ngram"]
-    groups = list(data.groupby(panel_keys, sort=True))
-    fig, axes = _grid(len(groups))
-    finite = data["speedup"].dropna()
-    low = min(float(finite.min()) if len(finite) else 1.0, 0.95)
-    high = max(float(finite.max()) if len(finite) else 1.0, 1.05)
-    norm = TwoSlopeNorm(vcenter=1.0, vmin=low, vmax=high)
+    # trie cells of one shape would fall on the same square; cells of two sweeps ran at different times.
+    varying = _varying(data, ("sweep", "verification"))
+    panel_keys = ["model", *varying, "dataset", "ngram", "prompt_as_reference"]
+    groups = [(key, panel) for key, panel in data.groupby(panel_keys, sort=True) if _has_grid(panel)]
+    if not groups:
+        raise FigureSkipped(
+            "no (model, dataset, N) has greedy lookahead cells at two or more values of W or G "
+            "(1 x 1 grids are not drawn)"
+        )
+    panel_w = 4.2
+    fig, axes = _grid(len(groups), panel_w=panel_w, panel_h=3.8)
+    drawn = pd.concat([panel for _, panel in groups])
+    finite = drawn["speedup"].dropna()
+    # Logarithmic and symmetric around 1.0 (0.5x as red as 2x is blue): colour intensity means the
+    # same factor on both sides of parity, and 1.0 is the white middle of the diverging map.
+    spread = max(
+        1.05,
+        float(finite.max()) if len(finite) else 1.0,
+        1.0 / float(finite.min()) if len(finite) and finite.min() > 0 else 1.0,
+    )
+    norm = LogNorm(vmin=1.0 / spread, vmax=spread)
+    cmap = colormaps["RdBu"]
     image = None
     for ax, (key, panel) in zip(axes, groups, strict=True):
         grid = panel.pivot_table(index="guesses", columns="window", values="speedup", aggfunc="first")
         windows = [int(w) for w in grid.columns]
         guesses = [int(g) for g in grid.index]
         values = grid.to_numpy(dtype=float)
-        image = ax.imshow(np.ma.masked_invalid(values), cmap="RdBu", norm=norm, origin="lower", aspect="auto")
+        ax.set_facecolor("0.9")  # an (N, W, G) the sweep did not run
+        image = ax.imshow(np.ma.masked_invalid(values), cmap=cmap, norm=norm, origin="lower", aspect="auto")
+        # Font sized so that "0.65" fills at most ~70% of the narrower side of a square.
+        square_pt = min((panel_w - 1.3) * 72 / len(windows), 2.6 * 72 / len(guesses))
+        fontsize = max(5.0, min(9.0, 0.7 * square_pt / (4 * _GLYPH_WIDTH)))
         for i in range(len(guesses)):
             for j in range(len(windows)):
                 if np.isfinite(values[i, j]):
-                    ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=8)
+                    ax.text(
+                        j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=fontsize,
+                        color=_contrasting_text(cmap(norm(values[i, j]))),
+                    )  # fmt: skip
+                else:
+                    # Said in words: the grey of an empty square is close to the near-white of parity.
+                    ax.text(j, i, "not run", ha="center", va="center", fontsize=0.8 * fontsize, color="0.35")
         ax.set_xticks(range(len(windows)), [str(w) for w in windows])
         ax.set_yticks(range(len(guesses)), [str(g) for g in guesses])
-        ax.set_xlabel("window W (lookahead columns)")
-        ax.set_ylabel("guesses G (n-grams verified / step)")
-        ax.set_title(_panel_name(panel_keys, key), fontsize=9)
-    assert image is not None  # data is not empty, so there is at least one panel
-    fig.colorbar(image, ax=axes, label=SPEEDUP_LABEL, shrink=0.9)
-    return _titled(fig, "Lookahead speedup over W × G (greedy; < 1 means slower than AR)", sweep.context_line())
+        ax.set_xlabel("window W (lookahead columns)", fontsize=9)
+        ax.set_ylabel("guesses G (n-grams verified / step)", fontsize=9)
+        name = _wrap(_panel_name(panel_keys, key), _chars_across(panel_w - 0.6, 9))
+        ax.set_title(f"{name}\n{_n_text(panel['n_units'])} per cell", fontsize=9)
+    assert image is not None  # groups is not empty, so there is at least one panel
+    bar = fig.colorbar(image, ax=axes, label=SPEEDUP_LABEL + " (1 = AR, log scale)", shrink=0.9)
+    ticks = [t for t in _RATIO_TICKS if 1.0 / spread <= t <= spread]
+    bar.set_ticks(ticks, labels=[f"{t:g}" for t in ticks])
+    bar.ax.minorticks_off()
+    return _titled(
+        fig,
+        "Lookahead speedup over W × G (greedy; < 1 means slower than AR; red slower, blue faster)",
+        sweep.context_line(),
+        "n = samples per cell, every arm on the same samples",
+    )
 
 
 def speedup_compression_vs_n(sweep: Sweep) -> Figure:
-    """Speedup (with CI) and compression against N, one line per (dataset, W, G)."""
+    """Speedup (with CI) and compression against N, one row of panels per model, one line per (dataset, W, G)."""
     data = _greedy_lookahead(sweep.summary)
-    varying = _varying(data, _SPLIT_KEYS)
-    series_keys = [c for c in _SPLIT_KEYS if c in varying] + [
-        "dataset",
-        "window",
-        "guesses",
-    ]
-    series = [(k, s.sort_values("ngram")) for k, s in data.groupby(series_keys, sort=True) if s["ngram"].nunique() > 1]
-    if not series:
+    varying = _varying(data, ("sweep", "prompt_as_reference", "verification"))
+    series_keys = [*varying, "dataset", "window", "guesses"]
+    models = []
+    for model, model_data in data.groupby("model", sort=True):
+        grouped = model_data.groupby(series_keys, sort=True)
+        series = [(k, s.sort_values("ngram")) for k, s in grouped if s["ngram"].nunique() > 1]
+        if series:
+            models.append((str(model), series))
+    if not models:
         raise FigureSkipped("needs greedy lookahead cells at two or more values of N with the same W and G")
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
-    ax_speed, ax_comp = fig.subplots(1, 2)
-    for key, s in series:
-        label = _panel_name(series_keys, key)
-        n = s["ngram"].astype(int).to_numpy()
-        ax_speed.plot(n, s["speedup"], marker="o", label=label)
-        _error_bars(ax_speed, n, s["speedup"], s["speedup_ci_low"], s["speedup_ci_high"])
-        ax_comp.plot(n, s["compression_ratio"], marker="o", label=label)
-    ax_speed.axhline(1.0, color="grey", lw=0.8, ls="--")
-    for ax, ylabel in ((ax_speed, SPEEDUP_LABEL), (ax_comp, COMPRESSION_LABEL)):
-        ax.set_xlabel("n-gram size N (tokens)")
-        ax.set_ylabel(ylabel)
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.legend(fontsize=7)
-    missing = missing_interval_note(pd.concat([s for _, s in series]))  # the plotted cells only
-    ax_speed.set_title("speedup (95% CI)" + (f"\n{missing}" if missing else ""), fontsize=9)
-    ax_comp.set_title("compression", fontsize=9)
-    return _titled(fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line())
+    fig = Figure(figsize=(10, 4.0 * len(models) + 1.0), layout="constrained")
+    axes = fig.subplots(len(models), 2, squeeze=False)
+    # Series names can be long (sweep | prompt ref | dataset | W | G): wrapped, in one legend per row.
+    label_width = _chars_across(4.0, 7)
+    title_width = _chars_across(4.6, 9)
+    for (model, series), (ax_speed, ax_comp) in zip(models, axes, strict=True):
+        for key, s in series:
+            label = _wrap(f"{_panel_name(series_keys, key)} | {_n_text(s['n_units'])}", label_width)
+            n = s["ngram"].astype(int).to_numpy()
+            ax_speed.plot(n, s["speedup"], marker="o", label=label)
+            _error_bars(ax_speed, n, s["speedup"], s["speedup_ci_low"], s["speedup_ci_high"])
+            ax_comp.plot(n, s["compression_ratio"], marker="o")
+        ax_speed.axhline(1.0, color="grey", lw=0.8, ls="--")
+        for ax, ylabel in ((ax_speed, SPEEDUP_LABEL), (ax_comp, COMPRESSION_LABEL)):
+            ax.set_xlabel("n-gram size N (tokens)")
+            ax.set_ylabel(ylabel)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+        ax_speed.legend(fontsize=7)
+        missing = missing_interval_note(pd.concat([s for _, s in series]))  # the plotted cells only
+        ax_speed.set_title(
+            _wrap(f"{model} | speedup (95% CI)", title_width) + (f"\n{missing}" if missing else ""), fontsize=9
+        )
+        ax_comp.set_title(_wrap(f"{model} | compression (lines as on the left)", title_width), fontsize=9)
+    return _titled(
+        fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line(), "n = samples per point (legend)"
+    )
 
 
-# Groups per row of the bar figure: a combined report (several sweeps and models) has a dozen groups or
-# more, which on one axis made a figure tens of inches wide that no viewer can read.
-BAR_GROUPS_PER_ROW = 4
+# Bars per row of the bar figure: a model with many groups (several sweeps and datasets) wraps into
+# rows of this many bars rather than making a figure tens of inches wide that no viewer can read.
+BAR_SLOTS_PER_ROW = 24
+# Empty space between two groups of bars, in bar widths.
+_GROUP_GAP = 0.8
+
+
+@dataclass(frozen=True)
+class _BarRow:
+    """One row of the bar figure: some of one model's groups, each a (groupby key, records) pair."""
+
+    model: str
+    groups: list
+    continued: bool
+
+    def extent(self, arms: Sequence[str]) -> float:
+        """Width of the row in bar slots, gaps between groups included."""
+        bars = sum(len(_group_arms(group, arms)) for _, group in self.groups)
+        return bars + _GROUP_GAP * (len(self.groups) - 1)
+
+
+def _group_arms(group: pd.DataFrame, arms: Sequence[str]) -> list[str]:
+    """The arms (in report order) that a group has a record of."""
+    present = set(group["arm"])
+    return [arm for arm in arms if arm in present]
+
+
+def _bar_rows(summary: pd.DataFrame, group_keys: list[str], arms: Sequence[str]) -> list[_BarRow]:
+    """One model per row (a model never shares a row), wrapping a model at :data:`BAR_SLOTS_PER_ROW` bars."""
+    rows: list[_BarRow] = []
+    for model, model_summary in summary.groupby("model", sort=True):
+        chunk: list = []
+        slots = 0
+        for key, group in model_summary.groupby(group_keys, sort=False):
+            width = len(_group_arms(group, arms))
+            if chunk and slots + width > BAR_SLOTS_PER_ROW:
+                rows.append(_BarRow(str(model), chunk, continued=any(r.model == str(model) for r in rows)))
+                chunk, slots = [], 0
+            chunk.append((key, group))
+            slots += width
+        if chunk:
+            rows.append(_BarRow(str(model), chunk, continued=any(r.model == str(model) for r in rows)))
+    return rows
 
 
 def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure:
-    """Grouped bars: per (sweep, model, dataset) group, each arm's speedup with its 95% CI.
+    """Grouped bars: per (sweep, dataset, cell) group, each arm's speedup with its 95% CI; one model per row.
 
-    Groups wrap into rows of :data:`BAR_GROUPS_PER_ROW`, all rows on the same speedup scale.
+    A model with more than :data:`BAR_SLOTS_PER_ROW` bars continues on the next row (titled so); all
+    rows share the speedup scale and the bar width. Each bar's value sits above its error bar, and
+    each group's tick names the lookahead shape and n (samples, every arm on the same ones).
 
     Raises:
         FigureSkipped: ``summary`` is empty.
     """
     if summary.empty:
         raise FigureSkipped("no greedy cells")
-    group_keys = [c for c in ("sweep", "model") if c in _varying(summary, ("sweep", "model"))] + ["dataset", "cell_id"]
-    groups = list(summary.groupby(group_keys, sort=False))
+    group_keys = [*_varying(summary, ("sweep",)), "dataset", "cell_id"]
     arms = aggregate.sorted_arms(summary["arm"].unique())
-    chunks = [groups[i : i + BAR_GROUPS_PER_ROW] for i in range(0, len(groups), BAR_GROUPS_PER_ROW)]
-    per_row = max(len(c) for c in chunks)
-    fig = Figure(figsize=(max(5.0, 0.55 * per_row * len(arms) + 1.5), 4.4 * len(chunks)), layout="constrained")
-    axes = fig.subplots(len(chunks), 1, sharey=True, squeeze=False)[:, 0]
+    rows = _bar_rows(summary, group_keys, arms)
+    extent = max(row.extent(arms) for row in rows)
+    fig = Figure(figsize=(max(6.0, 0.42 * extent + 1.8), 3.9 * len(rows) + 1.4), layout="constrained")
+    axes = fig.subplots(len(rows), 1, sharey=True, squeeze=False)[:, 0]
+    tops = [1.0]
+    for ax, row in zip(axes, rows, strict=True):
+        tops.append(_bars_panel(ax, row.groups, arms, group_keys))
+        ax.set_xlim(-0.8, extent - 0.2)  # every row on the same horizontal scale, short rows included
+        ax.set_ylabel(speedup_axis_label(summary) + ", 95% CI", fontsize=9)
+        ax.set_title(row.model + (" (continued)" if row.continued else ""), fontsize=10, loc="left")
+    # Room above the highest label (value over error bar), the same on every row (shared y).
+    axes[0].set_ylim(0.0, 1.18 * max(t for t in tops if np.isfinite(t)))
     missing = missing_interval_note(summary)
-    for row, (ax, chunk) in enumerate(zip(axes, chunks, strict=True)):
-        _bars_panel(ax, chunk, arms, group_keys, per_row)
-        ax.set_ylabel(speedup_axis_label(summary) + ", 95% CI")
-        if row == len(chunks) - 1:
-            ax.set_xlabel("dataset (lookahead configuration)" + (f"\n{missing}" if missing else ""))
-        if row == 0:
-            ax.legend(fontsize=8)
-    return _titled(fig, title, context)
+    axes[-1].set_xlabel("dataset (lookahead configuration; n = samples)" + (f"\n{missing}" if missing else ""))
+    handles = [Patch(color=method_color(arm), label=method_label(arm)) for arm in arms]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(arms), fontsize=8, frameon=False)
+    return _titled(fig, title, context, "n = samples per group, every arm on the same samples (paired)")
 
 
-def _bars_panel(ax, groups: list, arms: list[str], group_keys: list[str], slots: int) -> None:
-    """One row of the bar figure: ``groups`` side by side, each with one bar per arm that it has."""
-    width = 0.8 / len(arms)
-    for i, arm in enumerate(arms):
-        xs, ys, lows, highs, notes = [], [], [], [], []
-        for g, (_, group) in enumerate(groups):
-            rec = group[group["arm"] == arm]
-            if rec.empty:
-                continue
-            xs.append(g + (i - (len(arms) - 1) / 2) * width)
-            ys.append(float(rec["speedup"].iloc[0]))
-            lows.append(float(rec["speedup_ci_low"].iloc[0]))
-            highs.append(float(rec["speedup_ci_high"].iloc[0]))
-            notes.append("" if arm == stats.BASELINE_ARM else str(rec["speedup_ci_note"].iloc[0] or ""))
-        bars = ax.bar(xs, np.nan_to_num(ys), width, color=method_color(arm), label=method_label(arm))
-        _error_bars(ax, xs, ys, lows, highs)
-        ax.bar_label(
-            bars, labels=[_bar_text(y, note) for y, note in zip(ys, notes, strict=True)], fontsize=7, padding=2
-        )
-    ticks = []
+def _bars_panel(ax, groups: list, arms: Sequence[str], group_keys: list[str]) -> float:
+    """One row of the bar figure: ``groups`` side by side, each with one bar per arm that it has.
+
+    Returns:
+        The highest point drawn (bar top or error bar top), for the shared y limit.
+    """
+    highest = 0.0
+    ticks, centres = [], []
+    x = 0.0
+    placed: dict[str, tuple[list, list, list, list, list]] = {arm: ([], [], [], [], []) for arm in arms}
     for key, group in groups:
+        present = _group_arms(group, arms)
+        for arm in present:
+            rec = group[group["arm"] == arm].iloc[0]
+            xs, ys, lows, highs, notes = placed[arm]
+            xs.append(x)
+            ys.append(float(rec["speedup"]))
+            lows.append(float(rec["speedup_ci_low"]))
+            highs.append(float(rec["speedup_ci_high"]))
+            notes.append("" if arm == stats.BASELINE_ARM else str(rec["speedup_ci_note"] or ""))
+            x += 1.0
+        centres.append(x - 1.0 - (len(present) - 1) / 2)
+        x += _GROUP_GAP
         look = group[group["arm"] == "lookahead"]
         shape = ""
         if len(look):
             r = look.iloc[0]
             shape = f"\nN={int(r['ngram'])} W={int(r['window'])} G={int(r['guesses'])}"
-        # One line per key: "sweep | model | dataset" on one line overran the neighbouring groups.
-        ticks.append(_panel_name(group_keys[:-1], key[:-1]).replace(" | ", "\n") + shape)
-    ax.set_xticks(range(len(groups)), ticks, fontsize=8)
-    ax.set_xlim(-0.6, slots - 0.4)  # every row on the same horizontal scale, short last row included
+        # One line per key: "sweep | dataset" on one line overran the neighbouring groups.
+        name = _panel_name(group_keys[:-1], key[:-1]).replace(" | ", "\n")
+        ticks.append(f"{name}{shape}\n{_n_text(_arm_units(group), 'samples')}")
+    for arm in arms:
+        xs, ys, lows, highs, notes = placed[arm]
+        if not xs:
+            continue
+        ax.bar(xs, np.nan_to_num(ys), 0.9, color=method_color(arm), label=method_label(arm))
+        _error_bars(ax, xs, ys, lows, highs)
+        for bx, y, high, note in zip(xs, ys, highs, notes, strict=True):
+            # Above the error bar's cap, not inside it: a label under the cap is overprinted.
+            top = max(y if np.isfinite(y) else 0.0, high if np.isfinite(high) else -math.inf)
+            highest = max(highest, top)
+            ax.annotate(
+                _bar_text(y, note), (bx, top), xytext=(0, 3), textcoords="offset points",
+                ha="center", va="bottom", fontsize=7,
+            )  # fmt: skip
+    ax.set_xticks(centres, ticks, fontsize=8)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    return highest
 
 
 def _bar_text(value: float, note: str) -> str:
-    """A bar's label: its value, and "no CI" under it when there are too few samples for an interval."""
-    text = f"{value:.2f}"
-    return f"{text}\nno CI" if note.startswith("no interval") else text
+    """A bar's label: its value, and "no CI" over it when there are too few samples for an interval."""
+    text = f"{value:.2f}" if np.isfinite(value) else "n/a"
+    return f"no CI\n{text}" if note.startswith("no interval") else text
 
 
 def speedup_bars(sweep: Sweep) -> Figure:
@@ -297,82 +476,149 @@ def speedup_bars(sweep: Sweep) -> Figure:
     )
 
 
+def _shape_text(rec: pd.Series | dict) -> str:
+    """``"N=5 W=7 G=7"`` of a cell record (lookahead's configuration in that cell)."""
+    return f"N={int(rec['ngram'])} W={int(rec['window'])} G={int(rec['guesses'])}"
+
+
 def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figure:
-    """Fraction of forward passes per number of tokens they emitted, one panel per non-AR arm.
+    """Fraction of forward passes per number of tokens they emitted: one panel per (model, cell), one series per arm.
+
+    Never pooled across models, sweeps or cells: a pooled histogram's mean matches no reported
+    compression ratio. Each legend entry names the arm, its mean (the cell's compression) and its
+    n; the legend's title names the cell.
 
     Raises:
         FigureSkipped: ``rows`` has no error-free non-AR rows.
     """
-    data = stats.ok_rows(rows[rows["arm"] != stats.BASELINE_ARM])
+    # Each cell's paired rows (every arm on the same units), so that each mean is the compression
+    # ratio the tables report for that cell and arm.
+    paired = [stats.common_rows(cell) for _, cell in rows.groupby(list(stats.CELL_KEY), sort=False)]
+    data = pd.concat(paired, ignore_index=True) if paired else rows.iloc[:0]
+    data = data[(data["arm"] != stats.BASELINE_ARM) & data["accept_lengths"].map(_has_lengths)]
     if data.empty:
         raise FigureSkipped("no non-AR rows")
-    arms = aggregate.sorted_arms(data["arm"].unique())
-    fig, axes = _grid(len(arms), panel_w=5.0)
-    for ax, arm in zip(axes, arms, strict=True):
-        arm_rows = data[data["arm"] == arm]
-        series = [(str(name), group) for name, group in arm_rows.groupby("dataset", sort=True)]
-        width = 0.8 / len(series)
-        for i, (dataset, group) in enumerate(series):
-            hist = stats.accept_histogram(group)
+    panels = list(data.groupby(["model", "sweep", "dataset", "cell_id"], sort=True))
+    several_sweeps = data["sweep"].nunique() > 1
+    panel_w = 5.0
+    fig, axes = _grid(len(panels), panel_w=panel_w, panel_h=3.8)
+    for ax, ((model, sweep_name, dataset, _), cell) in zip(axes, panels, strict=True):
+        arms = aggregate.sorted_arms(cell["arm"].unique())
+        width = 0.8 / len(arms)
+        tallest = 0.0
+        for i, arm in enumerate(arms):
+            arm_rows = cell[cell["arm"] == arm]
+            hist = stats.accept_histogram(arm_rows)
             lengths = np.array(list(hist), dtype=int)
             counts = np.array(list(hist.values()), dtype=float)
             mean = float((lengths * counts).sum() / counts.sum())
-            offset = (i - (len(series) - 1) / 2) * width
-            ax.bar(lengths + offset, counts / counts.sum(), width, label=f"{dataset} (mean {mean:.2f})")
-        ax.set_xlabel("tokens emitted per forward pass (prefill included)")
-        ax.set_ylabel("fraction of forward passes")
+            offset = (i - (len(arms) - 1) / 2) * width
+            label = (
+                f"{method_label(arm)}: mean {mean:.2f}, n={arm_rows['sample_id'].nunique()} samples "
+                f"({len(arm_rows)} rows, {int(counts.sum())} passes)"
+            )
+            ax.bar(lengths + offset, counts / counts.sum(), width, color=method_color(arm), label=label)
+            tallest = max(tallest, float(counts.max() / counts.sum()))
+        # Head room for the legend (one line per arm and its title) above the tallest bar.
+        ax.set_ylim(0.0, tallest * (1.25 + 0.1 * len(arms)))
+        ax.set_xlabel("tokens emitted per forward pass (prefill included)", fontsize=9)
+        ax.set_ylabel("fraction of forward passes", fontsize=9)
         ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(method_label(arm), fontsize=9)
-        ax.legend(fontsize=7)
-    return _titled(fig, title, context)
+        rec = cell.iloc[0]
+        ref = "" if bool(rec["prompt_as_reference"]) else " | prompt ref off"
+        name = " | ".join([str(model), *([str(sweep_name)] if several_sweeps else []), str(dataset)])
+        name = _wrap(f"{name} | {_shape_text(rec)}{ref}", _chars_across(panel_w - 0.6, 9))
+        ax.set_title(f"{name}\n{_n_text([cell['sample_id'].nunique()])} (paired)", fontsize=9)
+        ax.legend(fontsize=7, title=f"cell: {dataset}, {_shape_text(rec)}", title_fontsize=7, loc="upper right")
+    return _titled(
+        fig, title, context, "n = samples every arm of the cell completed; rows = (sample, turn, repeat) runs"
+    )
+
+
+def _has_lengths(value: object) -> bool:
+    """Whether a row's ``accept_lengths`` holds at least one step (arms without steps record none)."""
+    return value is not None and len(cast(Sequence[int], value)) > 0
 
 
 def accept_length_histogram(sweep: Sweep) -> Figure:
-    """Accepted tokens per step of each method, pooled over the headline cells' reported samples."""
+    """Accepted tokens per step of each method in each headline cell, on that cell's reported samples."""
     if sweep.headline_choice.empty:
         raise FigureSkipped("no greedy cells")
     rows = stats.headline_rows(sweep.rows, sweep.headline_choice)
-    return draw_accept_histogram(rows, "Tokens accepted per forward pass (greedy headline cells)", sweep.context_line())
+    return draw_accept_histogram(
+        rows, "Tokens accepted per forward pass (greedy headline cells, one panel per cell)", sweep.context_line()
+    )
+
+
+ROUGE_METRICS: tuple[tuple[str, str], ...] = (("rouge1", "ROUGE-1"), ("rouge2", "ROUGE-2"), ("rougeL", "ROUGE-L"))
 
 
 def rouge_parity(sweep: Sweep) -> Figure:
-    """Mean ROUGE-1/2/L (x100, bootstrap CI) of AR and each method, per sampling cell."""
+    """Paired ROUGE difference (arm minus AR, x100, 95% CI over samples) of each method, per sampling cell.
+
+    Each difference is ``stats.quality_delta`` on the cell's ``common_rows``: the arm and AR scored
+    on the same prompts and seeds, differenced per sample, the interval resampling samples. The
+    parity question is whether that difference is near 0, which two per-arm intervals cannot show.
+    """
     sampled = sweep.summary[sweep.summary["do_sample"].astype(bool)]
     if sampled.empty:
         raise FigureSkipped("no sampling cells (do_sample=true)")
     sampled = sampled[sampled["rougeL"].notna()]
     if sampled.empty:
         raise FigureSkipped("the sampling cells have no ROUGE scores (not a summarisation dataset)")
-    cells = list(sampled.groupby(list(stats.CELL_KEY), sort=False))
-    fig, axes = _grid(len(cells), panel_w=5.0)
-    metrics = ("rouge1", "rouge2", "rougeL")
+    cells = [
+        (key, cell)
+        for key, cell in sampled.groupby(list(stats.CELL_KEY), sort=False)
+        if (cell["arm"] != stats.BASELINE_ARM).any() and (cell["arm"] == stats.BASELINE_ARM).any()
+    ]
+    if not cells:
+        raise FigureSkipped("no sampling cell has both AR and another arm with ROUGE scores")
+    cells.sort(key=lambda item: (str(item[1]["model"].iloc[0]), str(item[0][0]), str(item[1]["dataset"].iloc[0])))
+    several_sweeps = sampled["sweep"].nunique() > 1
+    panel_w = 5.2
+    fig, axes = _grid(len(cells), panel_w=panel_w, panel_h=3.9)
     for ax, (key, cell) in zip(axes, cells, strict=True):
         notes: set[str] = set()
+        units: list[int] = []
         cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
         # Every arm on the same paired units, so a failed sample on one arm cannot shift the parity.
         paired = stats.common_rows(cell_rows)
-        arms = aggregate.sorted_arms(cell["arm"].unique())
+        arms = [a for a in aggregate.sorted_arms(cell["arm"].unique()) if a != stats.BASELINE_ARM]
         width = 0.8 / len(arms)
         for i, arm in enumerate(arms):
-            arm_rows = paired[paired["arm"] == arm]
-            estimates = [
-                stats.mean_estimate(stats.per_key_quality(arm_rows, m), intervals=sweep.intervals) for m in metrics
-            ]
-            notes.update(s.note for s in estimates if s.note)
-            means = [100 * s.value for s in estimates]
-            xs = np.arange(len(metrics)) + (i - (len(arms) - 1) / 2) * width
-            ax.bar(xs, np.nan_to_num(means), width, color=method_color(arm), label=method_label(arm))
-            _error_bars(ax, xs, means, [100 * s.low for s in estimates], [100 * s.high for s in estimates])
+            deltas = [stats.quality_delta(paired, arm, m, intervals=sweep.intervals) for m, _ in ROUGE_METRICS]
+            notes.update(d.note for d in deltas if d.note)
+            units.extend(d.n_units for d in deltas)
+            values = [100 * d.value for d in deltas]
+            xs = np.arange(len(ROUGE_METRICS)) + (i - (len(arms) - 1) / 2) * width
+            ax.plot(xs, values, "o", color=method_color(arm), label=f"{method_label(arm)} − AR")
+            _error_bars(ax, xs, values, [100 * d.low for d in deltas], [100 * d.high for d in deltas])
+            for x, v in zip(xs, values, strict=True):
+                if np.isfinite(v):
+                    ax.annotate(f"{v:+.1f}", (x, v), xytext=(5, 0), textcoords="offset points", fontsize=7,
+                                va="center")  # fmt: skip
+        ax.axhline(0.0, color=method_color(REFERENCE), lw=0.8, ls="--")
+        base = cell[cell["arm"] == stats.BASELINE_ARM].iloc[0]
+        # AR's own mean under each tick: a difference of 1 point reads differently at 2 and at 40.
+        ax.set_xticks(range(len(ROUGE_METRICS)), [f"{label}\n(AR {100 * base[m]:.1f})" for m, label in ROUGE_METRICS])
+        ax.set_xlim(-0.6, len(ROUGE_METRICS) - 0.4)
+        ax.set_ylabel("paired Δ ROUGE F1 (arm − AR, ×100)\nmean, 95% CI over samples", fontsize=9)
+        ax.set_xlabel("metric" + (f"\n{'; '.join(sorted(notes))}: no error bars" if notes else ""), fontsize=9)
         rec = cell.iloc[0]
-        ax.set_xticks(range(len(metrics)), ["ROUGE-1", "ROUGE-2", "ROUGE-L"])
-        ax.set_ylabel("ROUGE F1 (×100, mean, 95% CI over samples)")
-        ax.set_xlabel("metric" + (f"\n{'; '.join(sorted(notes))}: no error bars" if notes else ""))
-        ax.set_title(
-            f"{rec['dataset']} | T={rec['temperature']:g} top-p={rec['top_p']:g} top-k={int(rec['top_k'])}",
-            fontsize=9,
+        sweep_part = f"{rec['sweep']} | " if several_sweeps else ""
+        name = _wrap(
+            f"{rec['model']} | {sweep_part}{rec['dataset']} | T={rec['temperature']:g} top-p={rec['top_p']:g} "
+            f"top-k={int(rec['top_k'])}",
+            _chars_across(panel_w - 0.6, 9),
         )
+        ax.set_title(f"{name}\n{_n_text(units, 'paired samples')}", fontsize=9)
         ax.legend(fontsize=7)
-    return _titled(fig, "ROUGE parity under sampling (same prompts and seeds per arm)", sweep.context_line())
+    return _titled(
+        fig,
+        "ROUGE parity under sampling: paired difference arm − AR (same prompts and seeds; 0 = parity)",
+        sweep.context_line(),
+        "n = samples scored by both arms (the pairs each difference is over)",
+    )
 
 
 def device_profile(sweep: Sweep) -> Figure:
@@ -388,7 +634,7 @@ def device_profile(sweep: Sweep) -> Figure:
         )
     predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
     n_lookahead = int((sweep.summary["arm"] == "lookahead").sum()) if len(sweep.summary) else 0
-    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    fig = Figure(figsize=(11, 5.4), layout="constrained")
     ax_curve, ax_pred = fig.subplots(1, 2)
     for stored in sweep.profiles:
         profile, label = stored.profile, stored.label()
@@ -431,7 +677,15 @@ def device_profile(sweep: Sweep) -> Figure:
     if unmatched > 0:
         title += f"\n{unmatched} lookahead cell(s) without a profile of their model: not predicted"
     ax_pred.set_title(title, fontsize=9)
-    return _titled(fig, "Device profile: cost of a wider forward pass", sweep.context_line())
+    return _titled(
+        fig, "Device profile: cost of a wider forward pass", sweep.context_line(),
+        f"measured speedups over {_lookahead_units(sweep.summary)} per cell",
+    )  # fmt: skip
+
+
+def _lookahead_units(summary: pd.DataFrame) -> str:
+    """``"n=3-6 samples"``: the samples behind the lookahead cells' measured speedups."""
+    return _n_text(summary.loc[summary["arm"] == "lookahead", "n_units"])
 
 
 def cell_world_sizes(sweep: Sweep) -> dict[tuple[str, str], int]:
@@ -493,7 +747,8 @@ FIGURES: dict[str, FigureSpec] = {
     for spec in (
         FigureSpec(
             "speedup_heatmap_wg",
-            "Lookahead speedup over AR across window W and guesses G (greedy, prompt as reference).",
+            "Lookahead speedup over AR across window W and guesses G (greedy): one panel per model, dataset "
+            "and N whose cells span two or more W or G values; n = samples per cell.",
             speedup_heatmap_wg,
         ),
         FigureSpec(
@@ -503,17 +758,20 @@ FIGURES: dict[str, FigureSpec] = {
         ),
         FigureSpec(
             "speedup_bars",
-            "Per-dataset speedup over AR of lookahead, prompt lookup (and other arms) with 95% CIs.",
+            "Per-dataset speedup over AR of lookahead, prompt lookup (and other arms) with 95% CIs, one model "
+            "per row; n = samples per group.",
             speedup_bars,
         ),
         FigureSpec(
             "accept_length_histogram",
-            "Tokens accepted per forward pass; the mean equals the compression ratio.",
+            "Tokens accepted per forward pass, one panel per model and headline cell (never pooled); each "
+            "arm's mean equals its compression ratio in that cell.",
             accept_length_histogram,
         ),
         FigureSpec(
             "rouge_parity",
-            "ROUGE of AR vs lookahead under sampling: parity means lookahead keeps the output distribution.",
+            "ROUGE under sampling as the paired difference arm minus AR (per sample, same prompts and seeds), "
+            "with its 95% bootstrap CI over samples: an interval around 0 means the arm keeps AR's quality.",
             rouge_parity,
         ),
         FigureSpec(
