@@ -21,12 +21,14 @@ from typing import SupportsInt, cast
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from lade_bench import stats
 from lade_bench.methods import REFERENCE, method_color, method_label, registered_methods
+from lade_bench.profiling.device_profile import StoredProfile
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tune_figure import draw_tune_figure, load_record
@@ -622,10 +624,11 @@ def rouge_parity(sweep: Sweep) -> Figure:
 
 
 def device_profile(sweep: Sweep) -> Figure:
-    """Measured forward time vs tokens per pass per profile key, and predicted vs measured speedup per (N, W, G).
+    """Per profile key (device kind, model, dtype, attention), one row: its forward time vs tokens per
+    pass, and predicted vs measured speedup of the lookahead cells it predicts.
 
-    Each lookahead cell is predicted from the profile of its own device kind, model, dtype and
-    attention implementation; cells without one are counted in the right panel's title, not drawn.
+    Each lookahead cell is predicted from the profile of its own key, so a row holds one model; cells
+    without a profile of their own are counted in the figure's title, not drawn.
     """
     if not sweep.profiles:
         raise FigureSkipped(
@@ -634,53 +637,65 @@ def device_profile(sweep: Sweep) -> Figure:
         )
     predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
     n_lookahead = int((sweep.summary["arm"] == "lookahead").sum()) if len(sweep.summary) else 0
-    fig = Figure(figsize=(11, 5.4), layout="constrained")
-    ax_curve, ax_pred = fig.subplots(1, 2)
-    for stored in sweep.profiles:
-        profile, label = stored.profile, stored.label()
-        ks = np.asarray(profile["token_counts"], dtype=float)
-        ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
-        (line,) = ax_curve.plot(ks, ms, marker=".", ls=":" if stored.legacy else "-", label=label)
+    rows = len(sweep.profiles)
+    fig = Figure(figsize=(11, 1.0 + 4.2 * rows), layout="constrained")
+    axes = np.asarray(fig.subplots(rows, 2)).reshape(rows, 2)
+    for (ax_curve, ax_pred), stored in zip(axes, sweep.profiles, strict=True):
+        label = stored.label()
         marks = predicted[predicted["profile"] == label]
-        if len(marks):
-            ax_curve.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color=line.get_color(), ms=6)
-    ax_curve.set_xscale("log", base=2)
-    context_tokens = sorted({int(p.profile["context_tokens"]) for p in sweep.profiles})
-    ax_curve.set_xlabel(f"new tokens per forward pass k (KV cache of {'/'.join(map(str, context_tokens))} tokens)")
-    ax_curve.set_ylabel("forward time (ms, median)")
-    ax_curve.set_title("forward time vs tokens per profile (× = a cell's tokens per step)", fontsize=9)
-    ax_curve.legend(fontsize=6)
-    if predicted.empty:
-        ax_pred.text(0.5, 0.5, "no lookahead cells to predict", ha="center", va="center", transform=ax_pred.transAxes)
-    else:
-        ax_pred.scatter(predicted["predicted_speedup"], predicted["speedup"], color=method_color("lookahead"))
-        several_datasets = predicted["dataset"].nunique() > 1
-        for rec in predicted.to_dict("records"):
-            label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
-            label += "" if rec["prompt_as_reference"] else " noref"
-            label += "" if rec["verification"] == "flat" else f" {rec['verification']}"
-            label += " sampled" if rec["do_sample"] else ""
-            label += f" {rec['dataset']}" if several_datasets else ""
-            ax_pred.annotate(label, (rec["predicted_speedup"], rec["speedup"]), fontsize=6, xytext=(3, 3),
-                             textcoords="offset points")  # fmt: skip
-        both = np.concatenate([predicted["predicted_speedup"], predicted["speedup"]]).astype(float)
-        both = both[np.isfinite(both)]
-        lo, hi = (float(both.min()), float(both.max())) if both.size else (0.5, 1.5)
-        lo, hi = min(lo, 1.0) * 0.9, max(hi, 1.0) * 1.1
-        ax_pred.plot([lo, hi], [lo, hi], ls="--", color="grey", lw=0.8, label="measured = predicted")
-        ax_pred.axhline(1.0, color="grey", lw=0.5)
-        ax_pred.legend(fontsize=7)
-    ax_pred.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
-    ax_pred.set_ylabel("measured speedup over AR (×; per token when sampled)")
+        _profile_curve(ax_curve, stored, marks)
+        _predicted_vs_measured(ax_pred, marks)
+        ax_curve.set_title(textwrap.fill(label, 70), fontsize=8)
     unmatched = n_lookahead - len(predicted)
-    title = f"predicted (from the cell's own profile) vs measured, n={len(predicted)} cells"
+    note = f"predicted vs measured: n={len(predicted)} lookahead cells, each from its own profile"
     if unmatched > 0:
-        title += f"\n{unmatched} lookahead cell(s) without a profile of their model: not predicted"
-    ax_pred.set_title(title, fontsize=9)
+        note += f"; {unmatched} cell(s) without a profile of their model: not predicted"
     return _titled(
         fig, "Device profile: cost of a wider forward pass", sweep.context_line(),
-        f"measured speedups over {_lookahead_units(sweep.summary)} per cell",
+        f"{note}; measured speedups over {_lookahead_units(sweep.summary)} per cell",
     )  # fmt: skip
+
+
+def _profile_curve(ax: Axes, stored: StoredProfile, marks: pd.DataFrame) -> None:
+    """One profile's median forward time against new tokens per pass, with its cells' step widths."""
+    profile = stored.profile
+    ks = np.asarray(profile["token_counts"], dtype=float)
+    ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
+    (line,) = ax.plot(ks, ms, marker=".", ls=":" if stored.legacy else "-", label="median forward time")
+    if len(marks):
+        ax.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color=line.get_color(), ms=6,
+                label="a cell's tokens per step")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(f"new tokens per forward pass k (KV cache of {int(profile['context_tokens'])} tokens)")
+    ax.set_ylabel("forward time (ms, median)")
+    ax.legend(fontsize=7)
+
+
+def _predicted_vs_measured(ax: Axes, predicted: pd.DataFrame) -> None:
+    """The cells of one profile: speedup predicted from their compression and the profile, and measured."""
+    ax.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
+    ax.set_ylabel("measured speedup over AR (×; per token when sampled)")
+    if predicted.empty:
+        ax.text(0.5, 0.5, "no lookahead cell uses this profile", ha="center", va="center", transform=ax.transAxes)
+        return
+    ax.scatter(predicted["predicted_speedup"], predicted["speedup"], color=method_color("lookahead"))
+    several_datasets = predicted["dataset"].nunique() > 1
+    for rec in predicted.to_dict("records"):
+        label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
+        label += "" if rec["prompt_as_reference"] else " noref"
+        label += "" if rec["verification"] == "flat" else f" {rec['verification']}"
+        label += " sampled" if rec["do_sample"] else ""
+        label += f" {rec['dataset']}" if several_datasets else ""
+        ax.annotate(label, (rec["predicted_speedup"], rec["speedup"]), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")  # fmt: skip
+    both = np.concatenate([predicted["predicted_speedup"], predicted["speedup"]]).astype(float)
+    both = both[np.isfinite(both)]
+    lo, hi = (float(both.min()), float(both.max())) if both.size else (0.5, 1.5)
+    lo, hi = min(lo, 1.0) * 0.9, max(hi, 1.0) * 1.1
+    ax.plot([lo, hi], [lo, hi], ls="--", color="grey", lw=0.8, label="measured = predicted")
+    ax.axhline(1.0, color="grey", lw=0.5)
+    ax.set_title(f"predicted vs measured, n={len(predicted)} cells", fontsize=8)
+    ax.legend(fontsize=7)
 
 
 def _lookahead_units(summary: pd.DataFrame) -> str:
