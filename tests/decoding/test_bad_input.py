@@ -85,7 +85,8 @@ def test_flash_attention_is_refused_before_forward(counted_model):
     model.config._attn_implementation = "flash_attention_2"
     try:
         with pytest.raises(
-            UnsupportedModelError, match=r"attn_implementation='flash_attention_2'.*\['eager', 'sdpa', 'flex_attention'\]"
+            UnsupportedModelError,
+            match=r"attn_implementation='flash_attention_2'.*\['eager', 'sdpa', 'flex_attention'\]",
         ):
             lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
     finally:

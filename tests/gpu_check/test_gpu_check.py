@@ -45,6 +45,7 @@ def test_the_time_budget_is_shared_by_work():
     assert flex[0]["work"] == 6 * 256 and flex[1]["work"] == 2 * 128
 
 
+@pytest.mark.slow
 def test_flex_arm_runs_lookahead_on_the_flex_model(monkeypatch):
     import transformers.integrations.flex_attention as hf_flex
     from torch.nn.attention.flex_attention import flex_attention

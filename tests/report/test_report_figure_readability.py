@@ -107,6 +107,7 @@ def test_heatmap_text_contrasts_with_its_cell(sweep):
     assert not _overlaps(list(ax.texts), fig)
 
 
+@pytest.mark.slow
 def test_no_two_texts_overlap_and_titles_fit_the_figure(sweep, two_models):
     long_name = "a-long-model-name-instruct-v2-with-a-suffix"
     long_rows = pd.concat(

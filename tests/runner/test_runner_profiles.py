@@ -22,6 +22,9 @@ from lade_bench.tune.profile import obtain_profile
 
 from .conftest import TINY
 
+# A real two-model multirun with its device profiles serves the module: the slow lane.
+pytestmark = pytest.mark.slow
+
 PROFILED = ["device_profile.enabled=true", "device_profile.warmup=0", "device_profile.repeats=1"]
 PROFILED += ["device_profile.context_tokens=8", "warmup=0", "max_new_tokens=6"]
 MODELS = {"tiny-llama": "tiny_llama", "tiny-qwen2": "tiny_qwen2"}

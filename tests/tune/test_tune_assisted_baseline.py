@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from lade_bench.results import load_rows
 from lade_bench.tune.tuner import run_tune
 
 from .conftest import TINY_TUNE, compose_tune, tmp_outputs
 
 
+@pytest.mark.slow
 def test_the_assisted_arm_runs_beside_ar_and_lookahead_on_the_heldout_samples(tmp_path):
     overrides = [
         *TINY_TUNE,

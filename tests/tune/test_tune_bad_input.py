@@ -67,6 +67,7 @@ def test_preset_of_another_tune_is_not_overwritten(tmp_path):
     assert prepare(compose_tune([*overrides, "tune.overwrite_preset=true"])).preset == preset
 
 
+@pytest.mark.slow
 def test_cli_too_few_samples_is_a_one_line_error_before_the_model_loads(tmp_path):
     command = [sys.executable, "-m", "lade_bench.tune", *TINY_TUNE, *tmp_outputs(tmp_path), "dataset.limit=3"]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -30,6 +30,9 @@ from lade_bench.tune.tuner import run_tune
 
 from .conftest import CONF_DIR, TINY_TUNE, compose_tune, tmp_outputs
 
+# One real tune (killed mid-trial, then resumed) serves the module: end to end, the slow lane.
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 TRIALS = 5
 KILL_IN = 3  # the kill comes inside the third configuration measured
@@ -56,7 +59,6 @@ def tune(tmp_path_factory):
     return {"root": root, "tune_dir": tune_dir, "before": before, "after": _study_trials(tune_dir), "outcome": outcome}
 
 
-@pytest.mark.slow
 def test_resume_reuses_finished_trials_and_measures_the_interrupted_one_again(tune):
     before, after = tune["before"], tune["after"]
     finished = (TrialState.COMPLETE, TrialState.PRUNED)
