@@ -72,7 +72,7 @@ def group_option_file(group: str, name: str, dirs: list[Path] | None = None) -> 
     available = sorted(
         {str(p.relative_to(f / group).with_suffix("")) for f in folders for p in (f / group).rglob("*.yaml")}
     )
-    raise PresetError(f"{name!r} is not a {group} preset ({group}=<name>); use any of {available}")
+    raise PresetError(f"{name!r} is not a {group} preset; use any of {available}")
 
 
 def group_option(group: str, name: str, dirs: list[Path] | None = None) -> dict[str, Any]:
