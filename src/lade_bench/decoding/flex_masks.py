@@ -49,10 +49,7 @@ def step_visibility(layout: StepLayout, position: int, window: int | None) -> to
     table[:, position:] = visible
     if window is None:
         return table
-    query_positions = layout.position_offsets.to(visible.device) + position
-    cache_positions = torch.arange(position, device=visible.device)
-    key_positions = torch.cat([cache_positions, query_positions])
-    return table & ((query_positions[:, None] - key_positions[None, :]) < window)
+    return table & layout.within_window(position, window).to(visible.device)
 
 
 def step_mask_mod(layout: StepLayout, position: int, window: int | None) -> MaskMod:

@@ -57,6 +57,19 @@ class StepLayout:
         """
         return self.mask_block == 0
 
+    def within_window(self, position: int, window: int) -> torch.Tensor:
+        """(q, position + q) bool: the keys a sliding-window layer lets each step token see.
+
+        The query at position id i sees the key at position id j only if ``i - j < window``, measured
+        on position ids, so a window or candidate token sees what the same token would see in
+        autoregressive decoding. The one statement of the rule: the float masks (``masks.py``) and
+        the flex_attention block masks (``flex_masks.py``) both apply it.
+        """
+        query_positions = self.position_offsets + position
+        cache_positions = torch.arange(position, device=query_positions.device)
+        key_positions = torch.cat([cache_positions, query_positions])
+        return (query_positions[:, None] - key_positions[None, :]) < window
+
 
 def build_step_layout(
     levels: int,

@@ -93,10 +93,7 @@ def sliding_step_mask(full: torch.Tensor, layout: StepLayout, position: int, win
     Returns ``full`` itself when no query is ``window`` or more positions past the first token: the
     restriction would then mask nothing.
     """
-    query_positions = layout.position_offsets + position
-    if int(query_positions.max()) < window:
+    if int(layout.position_offsets.max()) + position < window:
         return full
-    cache_positions = torch.arange(position, device=query_positions.device)
-    key_positions = torch.cat([cache_positions, query_positions])
-    too_far = (query_positions[:, None] - key_positions[None, :]) >= window
+    too_far = ~layout.within_window(position, window)
     return full.masked_fill(too_far.to(full.device)[None, None], torch.finfo(full.dtype).min)
