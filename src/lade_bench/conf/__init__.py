@@ -77,7 +77,10 @@ def group_option_file(group: str, name: str, dirs: list[Path] | None = None) -> 
 
 def group_option(group: str, name: str, dirs: list[Path] | None = None) -> dict[str, Any]:
     """The values option ``name`` of ``group`` states (its own keys only: schema defaults not added)."""
-    path = group_option_file(group, name, dirs)
+    return _option_values(group_option_file(group, name, dirs))
+
+
+def _option_values(path: Path) -> dict[str, Any]:
     values = OmegaConf.to_container(OmegaConf.load(path))
     if not isinstance(values, dict):
         raise PresetError(f"{path} is not a mapping of settings")
@@ -96,8 +99,8 @@ def lookahead_preset(name: str, dirs: list[Path] | None = None) -> Any:
     """
     from lade_bench.decoding.params import DecodingConfigError, LookaheadParams
 
-    values = group_option("lookahead", name, dirs)
     path = group_option_file("lookahead", name, dirs)
+    values = _option_values(path)
     # Callers measure one device: a preset's rank count is a launch setting, not a decoding one.
     if values.pop("devices", 1) != 1:
         raise PresetError(f"lookahead preset {path} sets devices != 1; a one-device preset is needed here")

@@ -85,9 +85,9 @@ def stage_plan(
     ``flex_attention``: the first (speed) stage also runs the flex_attention lookahead arm.
     """
     plan = []
+    every = presets()
     for index, dtype in enumerate(dtypes):
         speed = index == 0
-        every = presets()
         chosen = every if speed else {EXACTNESS_PRESET: every[EXACTNESS_PRESET]}
         tokens = max_new_tokens if speed else exactness_new_tokens
         flex = speed and flex_attention
