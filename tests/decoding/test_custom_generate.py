@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from transformers.generation.stopping_criteria import MaxTimeCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 import lade_bench
@@ -106,6 +107,7 @@ def test_batch_larger_than_one_is_refused(models):
         ({"num_beams": 2}, r"num_beams=2 is not supported.*use num_beams=1"),
         ({"attention_mask": torch.tensor([[0] + [1] * 29])}, r"attention_mask with padding"),
         ({"stopping_criteria": StoppingCriteriaList([MaxTimeCriteria(5.0)])}, r"stopping_criteria is not supported"),
+        ({"streamer": BaseStreamer()}, r"streamer is not supported"),
     ],
 )
 def test_bad_arguments_are_refused_by_name(models, kwargs, message):

@@ -52,7 +52,8 @@ def prompt_ids_as_list(input_ids: Sequence[int] | torch.Tensor) -> list[int]:
             if input_ids.shape[0] != 1:
                 raise DecodingConfigError(
                     f"batch size {input_ids.shape[0]} is not supported: lookahead decoding runs one "
-                    "sequence at a time (batch size 1), like the paper's experiments"
+                    f"sequence at a time, like the paper's experiments; pass input_ids of shape 1 x L "
+                    f"(got {tuple(input_ids.shape)}; allowed batch size: 1)"
                 )
             input_ids = input_ids[0]
         elif input_ids.dim() != 1:

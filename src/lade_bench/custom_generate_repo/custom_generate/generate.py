@@ -51,12 +51,13 @@ def generate(
             ``return_dict_in_generate`` are honoured, and ``generate``'s keyword overrides apply.
         logits_processor: only temperature / top-k / top-p warpers (lookahead reproduces them itself).
         stopping_criteria: not supported (refused): lookahead stops at EOS and the length limit.
-        streamer: not supported (refused).
+        streamer: not supported (refused here, before ``generate`` would feed it the prompt).
         assistant_model: not supported (refused): lookahead needs no draft model.
         lookahead_seed: seeds the window initialisation and every sampling draw.
         **kwargs: ``lookahead_n`` (N), ``lookahead_w`` (W), ``lookahead_g`` (G),
             ``lookahead_prompt_as_reference``, ``lookahead_verification`` ("flat" or "trie"); the
-            rest go to ``generate`` (``max_new_tokens``, ``do_sample``, ``attention_mask``, ...).
+            rest go to ``generate`` (``max_new_tokens``, ``do_sample``, ``attention_mask``, ...); the
+            engine refuses what it cannot honour there (beams, a batch, padding).
 
     Returns:
         What ``generate`` returns: a 1 x (L + new) tensor of the prompt and the new ids, or a
@@ -121,10 +122,10 @@ def lookahead_params(kwargs: dict[str, Any]) -> LookaheadParams:
 
 
 def check_single_prompt(input_ids: torch.Tensor | None, kwargs: dict[str, Any]) -> None:
-    """Refuse anything but one prompt of token ids (lookahead decodes batch size 1).
+    """Refuse a prompt given as embeddings, or none at all (the engine decodes token ids).
 
     Raises:
-        DecodingConfigError: for a batch of more than one prompt, inputs_embeds or no prompt.
+        DecodingConfigError: for inputs_embeds or no prompt.
     """
     if kwargs.get("inputs_embeds") is not None:
         raise DecodingConfigError(
@@ -132,8 +133,4 @@ def check_single_prompt(input_ids: torch.Tensor | None, kwargs: dict[str, Any]) 
         )
     if input_ids is None:
         raise DecodingConfigError("no prompt given: pass input_ids of shape 1 x L (batch size 1)")
-    if input_ids.dim() == 2 and input_ids.shape[0] != 1:
-        raise DecodingConfigError(
-            f"batch size {input_ids.shape[0]} is not supported: lookahead decoding runs one sequence at a "
-            f"time; pass input_ids of shape 1 x L (got {tuple(input_ids.shape)}; allowed batch size: 1)"
-        )
+    # A batch of several prompts is refused by the engine itself (checks.prompt_ids_as_list).
