@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lade_bench.report.conditions import NOT_RECORDED, ar_drift, cell_interference, interference
+from lade_bench.report.conditions import NOT_RECORDED, cell_interference, interference
 from lade_bench.report.sweep import CellFiles
 from lade_bench.runner import run_cell
 from lade_bench.runner.conditions import own_tree, start_conditions, suite_processes
+from lade_bench.stats import ar_drift
 
 from ..stats.rows import frame, row
 from .conftest import TINY

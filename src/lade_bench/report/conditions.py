@@ -9,10 +9,8 @@ that timed its rows:
 * another lade_bench or pytest process was running at its start or end;
 * it resumed rows an earlier run left (a resume gap): its rows were timed at two different times.
 
-The drift of the AR arm (:func:`ar_drift`) compares cells of one sweep whose AR arm did identical
-work (same model, dataset, sampling settings and seed, same sample turns, same number of generated
-tokens): their AR time per token would be equal on a quiet, stable machine, so its relative spread
-(max - min over the median) is the noise floor of every speedup between those cells.
+The drift of the AR arm across cells with identical AR work is a statistic (``stats.ar_drift``);
+:func:`drift_table` shows it.
 """
 
 from __future__ import annotations
@@ -22,12 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from lade_bench import stats
 from lade_bench.report.sweep import CellFiles
 
 NOT_RECORDED = "timing conditions not recorded (cell recorded before they were)"
-# Columns that make two cells' AR work identical (with the sample turns and the tokens generated).
-_AR_WORK = ("sweep", "model", "dataset", "do_sample", "temperature", "top_p", "top_k", "seed")
 
 
 def interference(conditions: Mapping[str, Any] | None) -> list[str]:
@@ -90,52 +85,8 @@ def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
     )
 
 
-def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
-    """Spread of AR's time per token across cells of one sweep that did identical AR work.
-
-    Args:
-        rows: per-sample rows of one or more sweeps.
-
-    Returns:
-        One row per group of >= 2 cells with identical AR work: the group's ``sweep``, ``model``,
-        ``dataset``, ``n_cells`` (the n of the spread), ``ar_ms_per_token_min``, ``_median``, ``_max``
-        and ``relative_spread`` = (max - min) / median. AR time per token of a cell = its AR rows'
-        summed wall time over their summed new tokens.
-    """
-    columns = ["sweep", "model", "dataset", "n_cells", "ar_ms_per_token_min", "ar_ms_per_token_median"]
-    columns += ["ar_ms_per_token_max", "relative_spread"]
-    ar = stats.ok_rows(rows[rows["arm"] == stats.BASELINE_ARM]) if len(rows) else rows
-    groups: dict[tuple, list[float]] = {}
-    for _, cell in ar.groupby(["sweep", "cell_id"], sort=True):
-        tokens = float(cell["new_tokens"].sum())
-        if tokens <= 0:
-            continue
-        work = tuple(cell[c].iloc[0] for c in _AR_WORK)
-        units = tuple(sorted(zip(cell["sample_id"].astype(str), cell["turn"], cell["repeat"], strict=True)))
-        groups.setdefault((*work, units, int(tokens)), []).append(1000 * float(cell["wall_time_s"].sum()) / tokens)
-    records = []
-    for work, values in groups.items():
-        if len(values) < 2:
-            continue
-        series = pd.Series(values)
-        median = float(series.median())
-        records.append(
-            {
-                "sweep": work[0],
-                "model": work[1],
-                "dataset": work[2],
-                "n_cells": len(values),
-                "ar_ms_per_token_min": float(series.min()),
-                "ar_ms_per_token_median": median,
-                "ar_ms_per_token_max": float(series.max()),
-                "relative_spread": (float(series.max()) - float(series.min())) / median,
-            }
-        )
-    return pd.DataFrame.from_records(records, columns=columns)
-
-
 def drift_table(drift: pd.DataFrame) -> pd.DataFrame:
-    """:func:`ar_drift` as display strings."""
+    """``stats.ar_drift`` as display strings."""
     return pd.DataFrame(
         {
             "sweep": drift["sweep"],

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lade_bench import stats
 from lade_bench.report import aggregate, conditions
 from lade_bench.report.figures import FigureOutput
 from lade_bench.report.sweep import Sweep
@@ -116,7 +117,7 @@ def _conditions_html(sweep: Sweep) -> str:
         "their speedups compare times taken under different conditions.</p>",
         to_html(cells, caption="Timing conditions per cell (from each manifest's timing_conditions)"),
     ]
-    drift = conditions.ar_drift(sweep.rows)
+    drift = stats.ar_drift(sweep.rows)
     if drift.empty:
         parts.append("<p>No two cells of a sweep did identical AR work, so no AR drift can be measured.</p>")
     else:

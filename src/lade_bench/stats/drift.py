@@ -1,0 +1,60 @@
+"""Drift of identical baseline work across the cells of a sweep: the noise floor of comparisons between cells.
+
+Cells of one sweep whose AR arm did identical work (same model, dataset, sampling settings and seed,
+same sample turns, same number of generated tokens) would take the same AR time per token on a
+quiet, stable machine; the relative spread of that time (max - min over the median) is how much
+two such cells' speedups can differ from timing alone.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from lade_bench.stats.units import BASELINE_ARM, ok_rows
+
+# Columns that make two cells' AR work identical (with the sample turns and the tokens generated).
+_AR_WORK = ("sweep", "model", "dataset", "do_sample", "temperature", "top_p", "top_k", "seed")
+
+
+def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
+    """Spread of AR's time per token across cells of one sweep that did identical AR work.
+
+    Args:
+        rows: per-sample rows of one or more sweeps.
+
+    Returns:
+        One row per group of >= 2 cells with identical AR work: the group's ``sweep``, ``model``,
+        ``dataset``, ``n_cells`` (the n of the spread), ``ar_ms_per_token_min``, ``_median``, ``_max``
+        and ``relative_spread`` = (max - min) / median. AR time per token of a cell = its AR rows'
+        summed wall time over their summed new tokens.
+    """
+    columns = ["sweep", "model", "dataset", "n_cells", "ar_ms_per_token_min", "ar_ms_per_token_median"]
+    columns += ["ar_ms_per_token_max", "relative_spread"]
+    ar = ok_rows(rows[rows["arm"] == BASELINE_ARM]) if len(rows) else rows
+    groups: dict[tuple, list[float]] = {}
+    for _, cell in ar.groupby(["sweep", "cell_id"], sort=True):
+        tokens = float(cell["new_tokens"].sum())
+        if tokens <= 0:
+            continue
+        work = tuple(cell[c].iloc[0] for c in _AR_WORK)
+        units = tuple(sorted(zip(cell["sample_id"].astype(str), cell["turn"], cell["repeat"], strict=True)))
+        groups.setdefault((*work, units, int(tokens)), []).append(1000 * float(cell["wall_time_s"].sum()) / tokens)
+    records = []
+    for work, values in groups.items():
+        if len(values) < 2:
+            continue
+        series = pd.Series(values)
+        median = float(series.median())
+        records.append(
+            {
+                "sweep": work[0],
+                "model": work[1],
+                "dataset": work[2],
+                "n_cells": len(values),
+                "ar_ms_per_token_min": float(series.min()),
+                "ar_ms_per_token_median": median,
+                "ar_ms_per_token_max": float(series.max()),
+                "relative_spread": (float(series.max()) - float(series.min())) / median,
+            }
+        )
+    return pd.DataFrame.from_records(records, columns=columns)
