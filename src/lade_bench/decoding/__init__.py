@@ -44,6 +44,8 @@ _EXPORTS = {
     "flex_attention_available": "lade_bench.decoding.checks",
     "UnsupportedModelError": "lade_bench.decoding.checks",
     "check_custom_mask_support": "lade_bench.decoding.checks",
+    "COMPILE_MODES": "lade_bench.decoding.compiled",
+    "CompiledForwards": "lade_bench.decoding.compiled",
     "ForwardRecord": "lade_bench.decoding.executor",
     "StepExecutor": "lade_bench.decoding.executor",
     "StepInput": "lade_bench.decoding.executor",
@@ -59,6 +61,8 @@ _EXPORTS = {
 
 __all__ = [
     "BLOCK_MASK_ATTENTION",
+    "COMPILE_MODES",
+    "CompiledForwards",
     "DecodeResult",
     "DecodingConfigError",
     "ForwardRecord",

@@ -53,6 +53,9 @@ class GenerationRequest:
             section absent here means the engine's defaults (``bench`` and ``gpu_check`` give only
             ``lookahead``).
         parallel: the rank group of a multi-device cell (lookahead parallelism); None on one device.
+        compiled: the cell's ``lade_bench.decoding.compiled.CompiledForwards`` when it runs compiled
+            (``compile=true``: static KV cache, compiled forwards); None: eager. Only methods with
+            ``Method.compiles`` get one (the plan refuses the others in a compiled cell).
     """
 
     models: Mapping[str, Any]
@@ -63,6 +66,7 @@ class GenerationRequest:
     sampling: Any = None
     settings: Settings = field(default_factory=dict)
     parallel: Any = None
+    compiled: Any = None
 
     @property
     def model(self) -> Any:
@@ -102,6 +106,8 @@ class Method:
         tuner_baseline: ``tune.baselines`` may name it (validated on the tuner's held-out samples).
         refuse: cfg -> why a cell config cannot run the method (None: it can); checked in the plan.
         scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).
+        compiles: it has a compiled mode (static KV cache, compiled forward; ``compile=true``): its
+            generate honours ``GenerationRequest.compiled``. A compiled cell refuses the others.
     """
 
     name: str
@@ -118,6 +124,7 @@ class Method:
     tuner_baseline: bool = False
     refuse: Callable[[Any], str | None] | None = None
     scaling_label: str | None = None
+    compiles: bool = False
 
     @property
     def greedy_only(self) -> bool:
