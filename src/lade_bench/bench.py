@@ -2,6 +2,8 @@
 
     python -m lade_bench.bench [--prompts 4] [--max-new-tokens 96] [--lookahead 5,7,7 5,7,7,trie] ...
     python -m lade_bench.bench --methods ar jacobi       # any registered method that runs on one model
+    python -m lade_bench.bench --compile --dtype bfloat16 # the compiled mode (static cache, torch.compile)
+    python -m lade_bench.bench --step-cost                # forward cost per step width, per (dtype, compile)
 
 Arms are timed by the one timing harness (``runner.timing``: order flipped per prompt, warm-up,
 pairing) in one process, so drift and noise hit every arm alike. The lookahead method runs once per
@@ -24,7 +26,8 @@ from rich.table import Table
 from tqdm import tqdm
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
-from lade_bench.decoding import VERIFICATION_LAYOUTS, DecodeResult, LookaheadParams
+from lade_bench.decoding import VERIFICATION_LAYOUTS, CompiledForwards, DecodeResult, LookaheadParams
+from lade_bench.decoding.timing import model_device
 from lade_bench.methods import (
     REFERENCE,
     UnknownMethodError,
@@ -36,6 +39,7 @@ from lade_bench.methods import (
 from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
 from lade_bench.metrics.task_accuracy import match_rate
 from lade_bench.models.embedded import load_embedded_smollm2
+from lade_bench.profiling import default_token_counts, measure_forward_curve
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import run_paired
 
@@ -83,7 +87,12 @@ def parse_lookahead(text: str) -> LookaheadParams:
 
 
 def build_arms(
-    model, eos: int | None, max_new_tokens: int, configs: list[LookaheadParams], methods: list[str]
+    model,
+    eos: int | None,
+    max_new_tokens: int,
+    configs: list[LookaheadParams],
+    methods: list[str],
+    compiled: CompiledForwards | None = None,
 ) -> dict[str, Arm]:
     """Name -> function(prompt ids) for every arm of the benchmark; "ar" first (the reference).
 
@@ -93,17 +102,18 @@ def build_arms(
         max_new_tokens: budget of every generation.
         configs: the lookahead configurations (one arm each, named by N, W, G and the layout).
         methods: registered methods, each run with the engine's default settings; "ar" is added first.
+        compiled: run every arm in the compiled mode (all arms in one mode, as in a cell); None: eager.
     """
     stop_ids = [eos] if eos is not None else []
     arms: dict[str, Arm] = {}
     for method in [REFERENCE, *[m for m in methods if m != REFERENCE]]:
         if method != "lookahead":
-            arms[method] = bind_method(method, model, max_new_tokens, stop_ids)
+            arms[method] = bind_method(method, model, max_new_tokens, stop_ids, compiled=compiled)
             continue
         for params in configs:
             name = f"lookahead N={params.ngram} W={params.window} G={params.guesses}"
             name += "" if params.verification == "flat" else f" {params.verification}"
-            arms[name] = bind_method(method, model, max_new_tokens, stop_ids, {"lookahead": params})
+            arms[name] = bind_method(method, model, max_new_tokens, stop_ids, {"lookahead": params}, compiled)
     return arms
 
 
@@ -201,6 +211,18 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument(
         "--cache-dir", default=None, help="where the converted model lives (default ~/.cache/lade_bench)"
     )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="run every arm compiled (static KV cache, torch.compile; compile time is untimed and reported)",
+    )
+    parser.add_argument(
+        "--step-cost",
+        action="store_true",
+        help="instead of the arms: forward time per step width for each --step-cost-dtypes x --step-cost-modes",
+    )
+    parser.add_argument("--step-cost-dtypes", nargs="+", default=["float32", "bfloat16"], choices=list(_DTYPES))
+    parser.add_argument("--step-cost-modes", nargs="+", default=["eager", "compiled"], choices=["eager", "compiled"])
     parser.add_argument("--output", default="runs/bench", help="folder for the JSON report (default runs/bench)")
     args = parser.parse_args(argv)
     configs = args.lookahead or [parse_lookahead(c) for c in ("5,7,7", "4,3,3", "3,2,2", "2,4,4")]
@@ -210,20 +232,29 @@ def main(argv: list[str] | None = None) -> Path:
     if not console.is_terminal:
         console = Console(width=130)  # logs and CI: keep the table on one line per arm
     output_dir = Path(args.output).resolve()
+    if args.step_cost:
+        return step_cost_main(args, configs, console, output_dir)
+    if args.compile:
+        not_compiled = [m for m in methods if not get_method(m).compiles]
+        if not_compiled:
+            allowed = list(methods_where(lambda method: method.compiles))
+            parser.error(f"--compile: {not_compiled} have no compiled mode; use --methods from {allowed}")
     console.print(f"Engine benchmark; the report will be written under {output_dir}")
     model, tokenizer = load_embedded_smollm2(args.cache_dir, dtype=getattr(torch, args.dtype), device=args.device)
     samples = load_dataset_samples("mt_bench", limit=args.prompts)
     prompts = [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
-    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, methods)
+    compiled = CompiledForwards() if args.compile else None
+    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, methods, compiled)
     started = time.time()
     results = run_benchmark(arms, prompts, args.warmup)
     rows = summarise(results)
     device = (
         torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else platform.processor() or "cpu"
     )
+    mode = f"compiled ({compiled.mode_on(model_device(model))})" if compiled is not None else "eager"
     title = (
         f"SmolLM2-135M-Instruct, {len(prompts)} MT-Bench prompts, {args.max_new_tokens} new tokens max, "
-        f"{args.dtype} on {device} ({torch.get_num_threads()} threads)"
+        f"{args.dtype} {mode} on {device} ({torch.get_num_threads()} threads)"
     )
     console.print(render_table(rows, title))
     report = {
@@ -237,6 +268,69 @@ def main(argv: list[str] | None = None) -> Path:
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(path, report)
     console.print(f"report: {path}")
+    return path
+
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def step_cost_curves(
+    load: Callable[[torch.dtype], torch.nn.Module],
+    dtypes: list[str],
+    modes: list[str],
+    token_counts: list[int],
+    context_tokens: int = 128,
+    backend: str = "inductor",
+) -> list[dict]:
+    """One forward-time curve (``profiling.measure_forward_curve``) per (dtype, mode), in that order.
+
+    Args:
+        load: dtype -> the model in that dtype (loaded once per dtype).
+        modes: ``eager`` and/or ``compiled`` (a static cache and the forward compiled per width).
+        backend: torch.compile's backend for the compiled curves (``CompiledForwards.backend``).
+    """
+    curves = []
+    for dtype in dtypes:
+        model = load(_DTYPES[dtype])
+        for mode in modes:
+            compiled = CompiledForwards(backend=backend) if mode == "compiled" else None
+            curves.append(measure_forward_curve(model, token_counts, context_tokens=context_tokens, compiled=compiled))
+    return curves
+
+
+def render_step_costs(curves: list[dict], title: str) -> Table:
+    """Forward time per step width, each curve's column also as a multiple of its one-token step."""
+    table = Table(title=title)
+    table.add_column("tokens per step", justify="right")
+    for curve in curves:
+        table.add_column(f"{curve['dtype']} {curve['compile_mode']}", justify="right")
+    for index, tokens in enumerate(curves[0]["token_counts"]):
+        cells = []
+        for curve in curves:
+            seconds = curve["forward_time_s"][index]
+            cells.append(f"{seconds * 1e3:.1f} ms ({seconds / curve['forward_time_s'][0]:.2f}x)")
+        table.add_row(str(tokens), *cells)
+    return table
+
+
+def step_cost_main(
+    args: argparse.Namespace, configs: list[LookaheadParams], console: Console, output_dir: Path
+) -> Path:
+    """``--step-cost``: measure, print and save the step-cost curves of the embedded model."""
+    shapes = [(p.ngram, p.window, p.guesses) for p in configs]
+    counts = default_token_counts(shapes, largest=64)
+
+    def load(dtype: torch.dtype) -> torch.nn.Module:
+        return load_embedded_smollm2(args.cache_dir, dtype=dtype, device=args.device)[0]
+
+    console.print(f"Step-cost curves for {args.step_cost_dtypes} x {args.step_cost_modes} at {counts} tokens per step")
+    curves = step_cost_curves(load, args.step_cost_dtypes, args.step_cost_modes, counts)
+    title = f"SmolLM2-135M-Instruct forward time per step, {curves[0]['device']} (context 128 tokens, median)"
+    console.print(render_step_costs(curves, title))
+    path = output_dir / f"step-cost-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, {"title": title, "args": {k: str(v) for k, v in vars(args).items()}, "curves": curves})
+    console.print(f"step-cost curves: {path}")
     return path
 
 

@@ -136,3 +136,20 @@ def test_damaged_profiles_are_named_then_set_aside(tmp_path):
         load_profiles(tmp_path)
     assert repair_profile(tmp_path) == [damaged]
     assert load_profiles(tmp_path) == [] and damaged.with_name("x--y--z--w.json.damaged").is_file()
+
+
+def test_a_compiled_curve_is_keyed_apart_from_the_eager_one(tmp_path, model):
+    from lade_bench.decoding.compiled import CompiledForwards
+
+    compiled = CompiledForwards(mode="default", cache_block=32, backend="eager")
+    profile = measure_forward_curve(model, [1, 3], context_tokens=16, warmup=0, repeats=2, compiled=compiled)
+    eager = measure_forward_curve(model, [1, 3], context_tokens=16, warmup=0, repeats=2)
+    assert profile["compile_mode"] == "default" and eager["compile_mode"] == "eager"
+    compiled_key, eager_key = profile_key(profile), profile_key(eager)
+    assert compiled_key.compile_mode == "default" and eager_key.compile_mode == "eager"
+    assert key_profile_path(tmp_path, compiled_key) != key_profile_path(tmp_path, eager_key)
+    assert "compiled default" in compiled_key.describe()
+    # Eager keys keep their pre-compile file names, and a record without the field is eager.
+    legacy_v2 = {k: v for k, v in eager_key.as_record().items() if k != "compile_mode"}
+    assert ProfileKey.from_record(legacy_v2) == eager_key
+    assert eager_key.slug().count("--") == 3 and compiled_key.slug().count("--") == 4

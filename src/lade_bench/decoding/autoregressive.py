@@ -9,9 +9,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from transformers import GenerationConfig
+from transformers import CompileConfig, GenerationConfig
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
+from lade_bench.decoding.compiled import CompiledForwards, recompiles_allowed
 from lade_bench.decoding.params import (
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_NUM_TOKENS,
@@ -21,6 +22,7 @@ from lade_bench.decoding.params import (
     validate_max_new_tokens,
 )
 from lade_bench.decoding.position_limits import check_position_limits, prompt_lookup_reach
+from lade_bench.decoding.static_step import full_static_cache
 from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
 
 
@@ -33,12 +35,18 @@ def autoregressive_generate(
     sampling: SamplingParams | None = None,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,
+    compiled: CompiledForwards | None = None,
 ) -> DecodeResult:
     """The paper's "HuggingFace greedy search" baseline (or plain sampling): ``model.generate``.
 
     ``seed`` seeds torch's global generator right before the call, which is what ``generate``
-    samples from.
+    samples from. ``compiled``: the compiled mode (transformers' recipe for fast generation: a
+    static KV cache and the decoding forward compiled, CUDA graphs on a GPU); None: eager.
     """
+    if compiled is not None:
+        return compiled_autoregressive_generate(
+            model, input_ids, max_new_tokens, compiled, sampling=sampling, eos_token_id=eos_token_id, seed=seed
+        )
     return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, method="ar")
 
 
@@ -53,20 +61,89 @@ def prompt_lookup_generate(
     sampling: SamplingParams | None = None,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,
+    compiled: CompiledForwards | None = None,
 ) -> DecodeResult:
     """Prompt lookup decoding, transformers' ``prompt_lookup_num_tokens`` (a baseline of the paper).
 
     Args:
         num_tokens: tokens copied from the prompt as candidates per step (>= 1).
         max_ngram_size: longest n-gram matched against the prompt (>= 1).
+        compiled: the compiled mode: transformers' candidate rule on a static-shape compiled step
+            (``static_prompt_lookup.py``; its assisted generation cannot run on a static cache);
+            None: eager ``generate``.
     """
     require_int("prompt_lookup num_tokens", num_tokens, minimum=1)
     require_int("prompt_lookup max_ngram_size", max_ngram_size, minimum=1)
     validate_max_new_tokens(max_new_tokens)
     # Checked here, not in generate: its candidates reach past the sequence like lookahead's window.
     check_position_limits(model, len(prompt_ids_as_list(input_ids)), max_new_tokens, prompt_lookup_reach(num_tokens))
+    if compiled is not None:
+        from lade_bench.decoding.static_prompt_lookup import static_prompt_lookup_generate
+
+        return static_prompt_lookup_generate(
+            model,
+            prompt_ids_as_list(input_ids),
+            max_new_tokens,
+            compiled,
+            num_tokens=num_tokens,
+            max_ngram_size=max_ngram_size,
+            sampling=sampling or SamplingParams(),
+            stop_ids=eos_set(eos_token_id),
+            seed=seed,
+        )
     extra = {"prompt_lookup_num_tokens": num_tokens, "max_matching_ngram_size": max_ngram_size}
     return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, "prompt_lookup", extra)
+
+
+def compiled_autoregressive_generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    compiled: CompiledForwards,
+    *,
+    sampling: SamplingParams | None = None,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+) -> DecodeResult:
+    """AR through ``generate`` on a static cache with the decoding forward compiled (compile untimed).
+
+    The cache length is the prompt plus the budget rounded up (``CompiledForwards.cache_length``),
+    so prompts of similar length share one compiled graph; every layer keeps every entry
+    (``static_step.full_static_cache``: sliding layers too). ``generate`` compiles its own forward
+    (``compile_config``, on every device); its prefill runs eager.
+
+    Counting: AR runs exactly one forward per new token (the prefill yields the first), which is
+    what the eager arm's forward hook counts too; here the hook stays off so nothing runs Python
+    inside the compiled region.
+    """
+    validate_max_new_tokens(max_new_tokens)
+    prompt = prompt_ids_as_list(input_ids)
+    device = model_device(model)
+    cache_length = compiled.cache_length(len(prompt) + max_new_tokens)
+    compile_config = CompileConfig(backend=compiled.backend, fullgraph=False, dynamic=False)
+    # The eager backend takes no mode (CompileConfig's default, reduce-overhead, would reach it and warn).
+    compile_config.mode = compiled.mode_on(device) if compiled.backend == "inductor" else None  # type: ignore[assignment]
+    # transformers compiles on GPU-like devices only unless told that every device is meant.
+    compile_config._compile_all_devices = True  # type: ignore[assignment]
+
+    def generation() -> DecodeResult:
+        cache = full_static_cache(model, cache_length)
+        result = _generate(
+            model,
+            prompt,
+            max_new_tokens,
+            sampling,
+            eos_token_id,
+            seed,
+            method="ar",
+            extra={"compile_config": compile_config},
+            generate_kwargs={cache_argument_name(model): cache},
+            count_forwards=False,
+        )
+        return result
+
+    with recompiles_allowed():
+        return compiled.run((id(model), "ar", cache_length), device, generation)
 
 
 def _generate(
@@ -80,6 +157,7 @@ def _generate(
     extra: dict | None = None,
     generate_kwargs: dict | None = None,
     meter: Any = None,
+    count_forwards: bool = True,
 ) -> DecodeResult:
     """One ``model.generate`` call, timed and counted (the shared body of every ``generate`` baseline).
 
@@ -88,6 +166,8 @@ def _generate(
         generate_kwargs: further ``generate`` arguments (``assistant_model``, the tokenizers).
         meter: a context manager entered around the call beside the target's counter (the draft's
             forward meter); its ``stats()`` go into ``DecodeResult.stats``.
+        count_forwards: count forwards with a forward hook; False: one forward per new token (plain
+            AR only, where that is what generate does).
     """
     sampling = sampling or SamplingParams()
     validate_max_new_tokens(max_new_tokens)
@@ -109,7 +189,7 @@ def _generate(
         **(extra or {}),
     )
     prompt_tensor = torch.tensor([prompt], device=device)
-    counter = _ForwardCounter(model, len(prompt))
+    counter = _ForwardCounter(model, len(prompt)) if count_forwards else contextlib.nullcontext()
     sync = device_synchronizer(device)
     torch.manual_seed(seed)
     with counter, _checkpoint_generation_config_hidden(model), meter or contextlib.nullcontext():
@@ -124,13 +204,21 @@ def _generate(
         sync()
         wall = time.perf_counter() - started
     tokens = output[0, len(prompt) :].tolist()
+    if isinstance(counter, _ForwardCounter):
+        steps, accepted, inputs = (
+            counter.calls,
+            counter.accept_lengths(len(prompt) + len(tokens)),
+            counter.input_lengths,
+        )
+    else:
+        steps, accepted, inputs = len(tokens), [1] * len(tokens), [len(prompt)] + [1] * (len(tokens) - 1)
     return DecodeResult(
         tokens=tokens,
-        steps=counter.calls,
-        accept_lengths=counter.accept_lengths(len(prompt) + len(tokens)),
+        steps=steps,
+        accept_lengths=accepted,
         wall_time_s=wall,
         method=method if not sampling.do_sample else f"{method}_sampling",
-        step_tokens=counter.input_lengths,
+        step_tokens=inputs,
         stats=meter.stats() if meter is not None else {},
     )
 

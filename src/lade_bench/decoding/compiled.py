@@ -17,8 +17,9 @@ One :class:`CompiledForwards` lives for one cell and is shared by its arms. It
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,9 +31,29 @@ from lade_bench.decoding.params import DecodeResult, DecodingConfigError, requir
 # elsewhere (CUDA graphs exist only on CUDA).
 COMPILE_MODES = ("auto", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
+COMPILE_BACKENDS = ("inductor", "eager")
+
 # Untimed runs of a generation with unseen shapes: one compiles; CUDA graph trees record a graph on
 # the run after the warm-up one, so a GPU in a graph mode needs a second before the timed run.
 _FIRST_SIGHT_RUNS = {"default": 1, "max-autotune-no-cudagraphs": 1, "reduce-overhead": 2, "max-autotune": 2}
+
+
+# Compiled graphs one compiled function may hold in a cell: each (method, step shape, cache length) is
+# one; torch's default of 8 would be reached by a cell with several cache lengths.
+_RECOMPILE_LIMIT = 64
+
+
+@contextlib.contextmanager
+def recompiles_allowed() -> Iterator[None]:
+    """Scope in which compiled calls may compile up to ``_RECOMPILE_LIMIT`` shapes, and fail past it.
+
+    Past torch's limit dynamo silently falls back to eager, which would time an "eager" arm under a
+    compiled label; failing instead keeps the mode a row reports true.
+    """
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT, fail_on_recompile_limit_hit=True):
+        yield
 
 
 def resolve_compile_mode(mode: str, device: torch.device) -> str:
@@ -54,6 +75,26 @@ def resolve_compile_mode(mode: str, device: torch.device) -> str:
     return mode
 
 
+# Attention implementations the static-shape step runs on: they take its 4D float mask.
+STATIC_SHAPE_ATTENTION = ("sdpa", "eager")
+
+
+def check_static_shape_support(model: torch.nn.Module, parallel: Any = None) -> None:
+    """Refuse what the static-shape compiled step cannot run: several ranks, or a mask-less backend.
+
+    Raises:
+        DecodingConfigError: naming the problem and what is allowed.
+    """
+    if parallel is not None and getattr(parallel, "world_size", 1) > 1:
+        raise DecodingConfigError("the compiled mode runs on one device; lookahead parallelism (devices > 1) is eager")
+    implementation = getattr(model.config, "_attn_implementation", None)
+    if implementation not in STATIC_SHAPE_ATTENTION:
+        raise DecodingConfigError(
+            f"the compiled mode's static-shape step needs attn_implementation in {list(STATIC_SHAPE_ATTENTION)}, "
+            f"not {implementation!r} (flex_attention compiles its own kernels; flash_attention_2 takes no custom mask)"
+        )
+
+
 @dataclass
 class CompiledForwards:
     """One cell's compiled mode, shared by its arms (see the module docstring).
@@ -61,10 +102,14 @@ class CompiledForwards:
     Attributes:
         mode: a value of ``COMPILE_MODES``.
         cache_block: static cache lengths are rounded up to a multiple of this (>= 1).
+        backend: torch.compile's backend: ``inductor`` (generated kernels: the measured mode) or
+            ``eager`` (dynamo captures the same static-shape graphs and runs them with eager kernels:
+            what the CPU tests use to check the static-shape paths without paying inductor's compile).
     """
 
     mode: str = "auto"
     cache_block: int = 256
+    backend: str = "inductor"
     _seen: set[Hashable] = field(default_factory=set, repr=False)
     _compiled: dict[tuple[int, str], Callable[..., Any]] = field(default_factory=dict, repr=False)
 
@@ -72,6 +117,8 @@ class CompiledForwards:
         if self.mode not in COMPILE_MODES:
             raise DecodingConfigError(f"compile mode {self.mode!r} is not one of {list(COMPILE_MODES)}")
         require_int("compile cache_block", self.cache_block, minimum=1)
+        if self.backend not in COMPILE_BACKENDS:
+            raise DecodingConfigError(f"compile backend {self.backend!r} is not one of {list(COMPILE_BACKENDS)}")
 
     def mode_on(self, device: torch.device) -> str:
         """The torch.compile mode on ``device`` (``resolve_compile_mode``)."""
@@ -91,7 +138,9 @@ class CompiledForwards:
         forward = self._compiled.get(key)
         if forward is None:
             device = next(model.parameters()).device
-            forward = torch.compile(model.forward, mode=self.mode_on(device), dynamic=False, fullgraph=False)
+            # The eager backend takes no mode.
+            mode = self.mode_on(device) if self.backend == "inductor" else None
+            forward = torch.compile(model.forward, backend=self.backend, mode=mode, dynamic=False, fullgraph=False)
             self._compiled[key] = forward
         return forward
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import DynamicCache
+from transformers import Cache, DynamicCache
 
 
-def _layers(cache: DynamicCache) -> list[Any]:
+def _layers(cache: Cache) -> list[Any]:
     # Attention layers, each with ``keys``/``values`` tensors once filled; transformers types the
     # list as every layer kind (linear-attention ones have no keys), which lookahead refuses anyway.
     return list(cache.layers)
@@ -19,21 +19,31 @@ def commit_accepted(cache: DynamicCache, cur_position: int, step_tokens: int, ke
 
     After a step the cache holds ``cur_position`` accepted entries plus all ``step_tokens`` inputs of
     the step, cur first. Accepted guesses sit at ``kept_offsets`` (relative to cur) and must end up
-    right after cur. They are moved in place (only k entries per layer are copied) and the rest is
-    cut off, so no full-cache copy happens here. Every layer must hold the same entries (a config-less
+    right after cur. They are moved in place (:func:`move_accepted`) and the rest is cut off, so no
+    full-cache copy happens here. Every layer must hold the same entries (a config-less
     ``DynamicCache``: sliding-window layers are not trimmed, their masks hide what they must not see).
     """
-    kept = len(kept_offsets)
-    contiguous = kept_offsets == list(range(1, kept + 1))
-    if kept and not contiguous:
-        source = torch.tensor(kept_offsets, device=_layers(cache)[0].keys.device) + cur_position
-        target = slice(cur_position + 1, cur_position + 1 + kept)
-        for layer in _layers(cache):
-            layer.keys[:, :, target] = layer.keys.index_select(2, source)
-            layer.values[:, :, target] = layer.values.index_select(2, source)
-    surplus = step_tokens - 1 - kept
+    move_accepted(cache, cur_position, kept_offsets)
+    surplus = step_tokens - 1 - len(kept_offsets)
     if surplus:
         cache.crop(-surplus)
+
+
+def move_accepted(cache: Cache, cur_position: int, kept_offsets: list[int]) -> None:
+    """Move the accepted guesses' entries (at ``kept_offsets`` past cur) to right after cur, in place.
+
+    Only k entries per layer are copied. Entries past the accepted ones are left as they are: a
+    dynamic cache crops them (:func:`commit_accepted`), a static cache masks them until the next step
+    overwrites them.
+    """
+    kept = len(kept_offsets)
+    if not kept or kept_offsets == list(range(1, kept + 1)):
+        return
+    source = torch.tensor(kept_offsets, device=_layers(cache)[0].keys.device) + cur_position
+    target = slice(cur_position + 1, cur_position + 1 + kept)
+    for layer in _layers(cache):
+        layer.keys[:, :, target] = layer.keys.index_select(2, source)
+        layer.values[:, :, target] = layer.values.index_select(2, source)
 
 
 def pack_entries(cache: DynamicCache, positions: list[int]) -> torch.Tensor:

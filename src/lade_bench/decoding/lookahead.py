@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
+from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support, recompiles_allowed
 from lade_bench.decoding.executor import StepExecutor, StepInput
 from lade_bench.decoding.parallel import LookaheadGroup, ParallelExecutor
 from lade_bench.decoding.params import (
@@ -27,6 +28,7 @@ from lade_bench.decoding.pool import NGramPool
 from lade_bench.decoding.position_limits import check_position_limits, lookahead_reach
 from lade_bench.decoding.sampling import build_warpers, warped_probabilities
 from lade_bench.decoding.single_device import SingleDeviceExecutor
+from lade_bench.decoding.static_step import StaticShapeExecutor, lookahead_step_shape
 from lade_bench.decoding.timing import device_synchronizer, model_device
 from lade_bench.decoding.verify import verify_greedy, verify_sampling
 from lade_bench.decoding.window import LookaheadWindow, initial_guesses
@@ -43,6 +45,7 @@ def lookahead_generate(
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,
     parallel: LookaheadGroup | None = None,
+    compiled: CompiledForwards | None = None,
 ) -> DecodeResult:
     """Generate up to ``max_new_tokens`` tokens after ``input_ids`` with lookahead decoding.
 
@@ -62,6 +65,9 @@ def lookahead_generate(
         parallel: lookahead parallelism: every rank of this group calls with the same arguments and
             its own full model replica; each step's window columns and candidates are split over
             the ranks (``lade_bench.decoding.parallel``). None or one rank: a single device.
+        compiled: the compiled mode: every step padded to one shape on a static cache, compiled
+            (``static_step.py``), its compile untimed; None: eager. Single device, sdpa or eager
+            attention.
 
     Returns:
         DecodeResult; ``steps`` counts every forward: the prefill (which also carries the window's
@@ -73,8 +79,20 @@ def lookahead_generate(
     check_custom_mask_support(model)
     check_position_limits(model, len(prompt), max_new_tokens, lookahead_reach(params))
     stop_ids = eos_set(eos_token_id)
-    executor = choose_executor(model, params, sampling, parallel)
-    return _DecodingLoop(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, model_device(model)).run()
+    device = model_device(model)
+    if compiled is None:
+        executor = choose_executor(model, params, sampling, parallel)
+        return _DecodingLoop(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, device).run()
+    check_static_shape_support(model, parallel)
+    shape = lookahead_step_shape(params.ngram, params.window, params.guesses)
+    cache_length = compiled.cache_length(len(prompt) + max_new_tokens + shape.tokens)
+
+    def generation() -> DecodeResult:
+        executor = StaticShapeExecutor(model, params.verification, sampling.do_sample, compiled, shape, cache_length)
+        return _DecodingLoop(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, device).run()
+
+    with recompiles_allowed():
+        return compiled.run((id(model), "static_step", shape, cache_length), device, generation)
 
 
 def choose_executor(

@@ -38,7 +38,7 @@ def generate_ar(request: GenerationRequest) -> Any:
     """Plain autoregressive decoding (transformers' ``generate``): the reference of every speedup."""
     from lade_bench.decoding import autoregressive_generate
 
-    return _decode(autoregressive_generate, request, sampling=request.sampling)
+    return _decode(autoregressive_generate, request, sampling=request.sampling, compiled=request.compiled)
 
 
 def generate_lookahead(request: GenerationRequest) -> Any:
@@ -46,14 +46,27 @@ def generate_lookahead(request: GenerationRequest) -> Any:
     from lade_bench.decoding import lookahead_generate
 
     params = request.settings["lookahead"]
-    return _decode(lookahead_generate, request, params, sampling=request.sampling, parallel=request.parallel)
+    return _decode(
+        lookahead_generate,
+        request,
+        params,
+        sampling=request.sampling,
+        parallel=request.parallel,
+        compiled=request.compiled,
+    )
 
 
 def generate_prompt_lookup(request: GenerationRequest) -> Any:
     """transformers' prompt lookup decoding (``settings["prompt_lookup"]``: num_tokens, max_ngram_size)."""
     from lade_bench.decoding import prompt_lookup_generate
 
-    return _decode(prompt_lookup_generate, request, sampling=request.sampling, **request.section("prompt_lookup"))
+    return _decode(
+        prompt_lookup_generate,
+        request,
+        sampling=request.sampling,
+        compiled=request.compiled,
+        **request.section("prompt_lookup"),
+    )
 
 
 def generate_jacobi(request: GenerationRequest) -> Any:
@@ -192,7 +205,7 @@ def _refuse_ar_pp(cfg: Any) -> str | None:
 
 
 BUILTIN_METHODS: tuple[Method, ...] = (
-    Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f"),
+    Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True),
     Method(
         "lookahead",
         generate_lookahead,
@@ -205,6 +218,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         reach=_lookahead_reach,
         refuse=_refuse_lookahead,
         scaling_label="LP: lookahead parallelism",
+        compiles=True,
     ),
     Method(
         "prompt_lookup",
@@ -214,6 +228,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         sections=("prompt_lookup",),
         reach=_prompt_lookup_reach,
         tuner_baseline=True,
+        compiles=True,
     ),
     Method(
         "jacobi",

@@ -228,8 +228,17 @@ def runs_on_one_model(method: Method) -> bool:
     return method.models == (REPLICA,)
 
 
+def _compiles(method: Method) -> bool:
+    return method.compiles
+
+
 def bind_method(
-    name: str, model: Any, max_new_tokens: int, stop_ids: Sequence[int] = (), settings: Settings | None = None
+    name: str,
+    model: Any,
+    max_new_tokens: int,
+    stop_ids: Sequence[int] = (),
+    settings: Settings | None = None,
+    compiled: Any = None,
 ) -> Callable[[Sequence[int]], Any]:
     """``run(prompt_ids) -> DecodeResult``: method ``name``, greedy, on ``model`` alone (bench, gpu_check).
 
@@ -239,10 +248,12 @@ def bind_method(
         max_new_tokens: budget of every generation.
         stop_ids: ids that end a generation.
         settings: the config sections it reads (absent ones: the engine's defaults).
+        compiled: a ``CompiledForwards`` to run it compiled (``Method.compiles``); None: eager.
 
     Raises:
         UnknownMethodError: ``name`` is not registered.
-        ValueError: the method needs more than one model on one device (e.g. tensor-parallel AR).
+        ValueError: the method needs more than one model on one device (e.g. tensor-parallel AR), or
+            it has no compiled mode and ``compiled`` was given.
     """
     method = get_method(name)
     if not runs_on_one_model(method):
@@ -251,11 +262,17 @@ def bind_method(
             f"method {name!r} runs the model roles {list(method.models)}, not one model on one device; "
             f"here use one of [{', '.join(allowed)}]"
         )
+    if compiled is not None and not method.compiles:
+        raise ValueError(
+            f"method {name!r} has no compiled mode; compiled runs use one of [{', '.join(methods_where(_compiles))}]"
+        )
     fixed = dict(settings or {})
     stops = list(stop_ids)
 
     def run(prompt_ids: Sequence[int]) -> Any:
-        request = GenerationRequest({REPLICA: model}, prompt_ids, max_new_tokens, stops, settings=fixed)
+        request = GenerationRequest(
+            {REPLICA: model}, prompt_ids, max_new_tokens, stops, settings=fixed, compiled=compiled
+        )
         return method.generate(request)
 
     return run

@@ -38,8 +38,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import DynamicCache
+from transformers import Cache, DynamicCache
 
+from lade_bench.decoding.compiled import CompiledForwards, recompiles_allowed
+from lade_bench.decoding.static_step import full_static_cache
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
 from lade_bench.results.atomic import atomic_write_json
 
@@ -49,6 +51,8 @@ PROFILE_JSON = "device_profile.json"
 PROFILES_DIR = "device_profiles"
 # 2: keyed by (device kind, model, dtype, attention implementation); 1: per device kind.
 PROFILE_VERSION = 2
+# A profile key's compile mode when the forwards run eager (the only mode before compile=true).
+EAGER = "eager"
 # Joins the key's parts in a file name; kind_slug never produces it, so keyed and legacy names differ.
 _KEY_SEPARATOR = "--"
 
@@ -62,32 +66,45 @@ class ProfileKey:
         model: the model's name as the cells record it (``model.name``, e.g. ``"tiny-llama"``).
         dtype: torch dtype without its prefix, e.g. ``"float64"``.
         attn_implementation: the configured attention implementation, e.g. ``"sdpa"``.
+        compile_mode: ``"eager"``, or the torch.compile mode of a compiled run (static cache,
+            compiled forward), e.g. ``"default"``: compiled and eager forwards cost differently.
     """
 
     device_kind: str
     model: str
     dtype: str
     attn_implementation: str
+    compile_mode: str = EAGER
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ProfileKey | None:
-        """The key a profile (or a manifest's ``device_profile_key``) states; None when any part is missing."""
-        values = [record.get(f.name) for f in fields(cls)]
+        """The key a profile (or a manifest's ``device_profile_key``) states; None when any part is missing.
+
+        A record without ``compile_mode`` predates the compiled mode, so it is eager.
+        """
+        required = [f.name for f in fields(cls) if f.name != "compile_mode"]
+        values = [record.get(name) for name in required]
         if not all(isinstance(v, str) and v for v in values):
             return None
-        return cls(*(str(v) for v in values))
+        mode = record.get("compile_mode") or EAGER
+        return cls(**{name: str(value) for name, value in zip(required, values, strict=True)}, compile_mode=str(mode))
 
     def as_record(self) -> dict[str, str]:
         """The key as a JSON object (what profiles and manifests store)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def slug(self) -> str:
-        """File-name-safe form, e.g. ``cpu-x86-64-2-threads--tiny-llama--float64--sdpa``."""
-        return _KEY_SEPARATOR.join(kind_slug(getattr(self, f.name)) for f in fields(self))
+        """File-name-safe form, e.g. ``cpu-x86-64-2-threads--tiny-llama--float64--sdpa`` (eager keys keep
+        the name they had before the compiled mode, so their stored profiles are still found)."""
+        parts = [getattr(self, f.name) for f in fields(self) if f.name != "compile_mode"]
+        if self.compile_mode != EAGER:
+            parts.append(f"compiled-{self.compile_mode}")
+        return _KEY_SEPARATOR.join(kind_slug(part) for part in parts)
 
     def describe(self) -> str:
-        """``tiny-llama (float64, sdpa) on cpu x86_64 (2 threads)``."""
-        return f"{self.model} ({self.dtype}, {self.attn_implementation}) on {self.device_kind}"
+        """``tiny-llama (float64, sdpa) on cpu x86_64 (2 threads)``; compiled keys say so."""
+        mode = "" if self.compile_mode == EAGER else f", compiled {self.compile_mode}"
+        return f"{self.model} ({self.dtype}, {self.attn_implementation}{mode}) on {self.device_kind}"
 
 
 @dataclass(frozen=True)
@@ -147,6 +164,7 @@ def measure_forward_curve(
     seed: int = 0,
     model_name: str | None = None,
     attn_implementation: str | None = None,
+    compiled: CompiledForwards | None = None,
 ) -> dict[str, Any]:
     """Median time of one forward pass with k new tokens on a KV cache of ``context_tokens``, per k.
 
@@ -162,6 +180,9 @@ def measure_forward_curve(
             ``name_or_path``. The runner passes ``model.name``, which the cells record.
         attn_implementation: recorded as the key's attention implementation (the configured one);
             defaults to the one the model runs (``config._attn_implementation``).
+        compiled: measure the compiled mode's forwards (a full-length static cache, the forward
+            compiled for each k; the compile happens in the untimed warm-up, which is then at
+            least one pass); None: eager on a dynamic cache.
 
     Returns:
         A JSON-serialisable profile: ``token_counts``, ``forward_time_s`` (median per k, seconds),
@@ -192,19 +213,27 @@ def measure_forward_curve(
     clock = Stopwatch(device)
     medians = []
     with torch.no_grad():
-        cache = DynamicCache()
+        if compiled is None:
+            cache: Cache = DynamicCache()
+            forward: Any = model
+        else:
+            cache = full_static_cache(model, compiled.cache_length(context_tokens + counts[-1]))
+            forward = compiled.compiled_forward(model, "profile")
+            warmup = max(warmup, 1)  # the first pass of each k compiles
         model(input_ids=context, use_cache=True, **{cache_arg: cache})
-        for k in counts:
-            new_ids = torch.randint(0, vocab, (1, k), generator=generator).to(device)
-            times = []
-            for attempt in range(warmup + repeats):
-                clock.start()
-                model(input_ids=new_ids, use_cache=True, **{cache_arg: cache})
-                elapsed = clock.stop()
-                cache.crop(-k)  # transformers 5 crops by a negative count of tokens to drop
-                if attempt >= warmup:
-                    times.append(elapsed)
-            medians.append(statistics.median(times))
+        with recompiles_allowed():
+            for k in counts:
+                new_ids = torch.randint(0, vocab, (1, k), generator=generator).to(device)
+                positions = torch.arange(context_tokens, context_tokens + k, device=device)[None, :]
+                times = []
+                for attempt in range(warmup + repeats):
+                    clock.start()
+                    forward(input_ids=new_ids, position_ids=positions, use_cache=True, **{cache_arg: cache})
+                    elapsed = clock.stop()
+                    cache.crop(-k)  # transformers 5 crops by a negative count of tokens to drop
+                    if attempt >= warmup:
+                        times.append(elapsed)
+                medians.append(statistics.median(times))
     return {
         "version": PROFILE_VERSION,
         "token_counts": counts,
@@ -220,6 +249,7 @@ def measure_forward_curve(
         "attn_implementation": attn_implementation or str(getattr(config, "_attn_implementation", None) or "default"),
         # What the model ran, which "auto"-like settings leave to transformers.
         "attn_implementation_effective": str(getattr(config, "_attn_implementation", None)),
+        "compile_mode": EAGER if compiled is None else compiled.mode_on(device),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
     }
