@@ -68,6 +68,7 @@ def test_the_html_report_names_both_modes(both_modes):
     )
     assert page.count("compiled (default)") >= 4 and "<td>eager</td>" in page
     assert "never paired in a comparison" in page  # the rule, in the statistics section
+    assert "<th>Modes</th><td>eager, compiled (default)</td>" in page  # the overview
 
 
 def test_a_report_of_a_cell_whose_arms_ran_in_two_modes_is_refused(tmp_path):
