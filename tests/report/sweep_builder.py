@@ -159,6 +159,7 @@ def _row(spec: CellSpec, cid: str, sample_id: str, arm: str, repeat: int, seed: 
         "guesses": spec.guesses,
         "prompt_as_reference": spec.prompt_as_reference,
         "verification": "flat",
+        "compiled": False,
         "do_sample": spec.sampling.do_sample,
         "temperature": spec.sampling.temperature,
         "top_p": spec.sampling.top_p,

@@ -298,7 +298,8 @@ def test_a_single_candidate_needs_no_selection(tmp_path):
 def test_main_table_has_sweep_and_selection_columns(tmp_path):
     rows, _, half_b = _two_configs(tmp_path)
     table = tables.main_speedup_table(sweep_from_rows(rows))
-    assert list(table.columns[:4]) == ["Sweep", "Model", "Dataset", "Selection"]
+    assert list(table.columns[:5]) == ["Sweep", "Model", "Dataset", "Mode", "Selection"]
+    assert set(table["Mode"]) == {"eager"}
     assert set(table["Sweep"]) == {"unit"} and set(table["Selection"]) == {"best of 2 on half A"}
     assert set(table["Samples"]) == {str(len(half_b))} and set(table["W"]) == {"", "7"}
     caption = tables.PAPER_TABLES["main_speedup"].caption

@@ -23,6 +23,7 @@ def _row(sample_id, arm, wall, tokens, steps, turn=0, **extra):
         arm=arm,
         repeat=0,
         prompt_as_reference=True,
+        compiled=False,
         do_sample=False,
         temperature=1.0,
         top_p=1.0,

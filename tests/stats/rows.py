@@ -27,6 +27,8 @@ def row(cell: str, sample: str, arm: str, *, turn: int = 0, repeat: int = 0, **v
         window=shape[1],
         guesses=shape[2],
         prompt_as_reference=values.pop("prompt_as_reference", True),
+        compiled=values.pop("compiled", False),
+        compile_mode=values.pop("compile_mode", None),
         do_sample=values.pop("do_sample", False),
         temperature=1.0,
         top_p=1.0,

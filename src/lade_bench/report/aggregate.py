@@ -50,6 +50,9 @@ def statistics_rules(min_units: int = MIN_CI_UNITS) -> tuple[str, ...]:
         "The main table reports, per sweep, model and dataset, one cell chosen without looking at the "
         "samples it reports: the sweep's declared headline configuration, the only candidate, or the "
         "best on half A of the samples reported on half B (its Selection column says which).",
+        "Mode says how a cell ran: eager, or compiled (every method on a static KV cache with "
+        "torch.compile'd forwards; compile time is measured on untimed runs and left out of every time). "
+        "Cells of two modes are separate rows and are never paired in a comparison.",
     )
 
 

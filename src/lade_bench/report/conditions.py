@@ -92,6 +92,7 @@ def drift_table(drift: pd.DataFrame) -> pd.DataFrame:
             "sweep": drift["sweep"],
             "model": drift["model"],
             "dataset": drift["dataset"],
+            "mode": drift["mode"],
             "cells (n)": drift["n_cells"],
             "AR ms/token min / median / max": [
                 f"{a:.2f} / {b:.2f} / {c:.2f}"

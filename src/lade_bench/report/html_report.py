@@ -77,6 +77,8 @@ def _overview(sweep: Sweep) -> str:
         "Devices": ", ".join(sweep.devices) or "unknown",
         "Git": ", ".join(shas) + (" (dirty working tree)" if dirty else "") if shas else "unknown",
         "Cells": str(n_cells),
+        # Eager and/or compiled cells (compile=true): their speedups answer different questions.
+        "Modes": ", ".join(_modes(sweep.summary)) or "none",
         "Rows": f"{len(sweep.rows)} ({n_errors} with an error)",
     }
     if not sweep.index.empty and "status" in sweep.index:
@@ -84,6 +86,14 @@ def _overview(sweep: Sweep) -> str:
         items["Failed cells"] = str(len(failed))
     body = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in items.items())
     return f"<table>{body}</table>"
+
+
+def _modes(summary: pd.DataFrame) -> list[str]:
+    """The modes of the sweep's cells (``stats.mode_label``), eager first."""
+    if summary.empty:
+        return []
+    labels = {stats.mode_label(r["compiled"], r["compile_mode"]) for r in summary.to_dict("records")}
+    return sorted(labels, key=lambda label: (label != stats.EAGER, label))
 
 
 def _cells_html(sweep: Sweep) -> str:

@@ -3,7 +3,7 @@
 Three tables, each one function of a :class:`~lade_bench.report.sweep.Sweep` (so a notebook, the
 report CLI and a test get the same strings):
 
-* ``main_speedup``: per (sweep, model, dataset), the headline cell's arms (``stats.choose_headline``:
+* ``main_speedup``: per (sweep, model, dataset, mode), the headline cell's arms (``stats.choose_headline``:
   declared in advance, the only candidate, or selected on half A of the samples and reported on half
   B, as its Selection column says): speedup with CI, compression, throughput, match rate with AR
   (paper Table 1 / Figure 5 numbers).
@@ -11,6 +11,9 @@ report CLI and a test get the same strings):
   which covers the W=1, G=1 and no-prompt-reference rows of the paper's ablation.
 * ``sampling_rouge``: every sampling cell: ROUGE-1/2/L of AR and of each method, the paired difference
   in ROUGE-L with its CI, and the speedup per token (the paper's sampling quality table).
+
+Every table names each cell's mode (Mode: ``eager``, or ``compiled (<torch.compile mode>)``): every
+arm of a cell runs in its mode, and cells of two modes are never compared with each other.
 
 Every row carries its n: Samples (independent units of every interval), Pairs (paired (sample, turn,
 repeat) keys behind every number) and Errors (the method's own failed rows). A CI is printed only
@@ -50,6 +53,11 @@ SPEEDUP_HEADER = {
 VERIFICATION_HEADER = "Verification"
 # The share of a method's wall time spent in its draft model's forwards (assisted generation).
 DRAFT_SHARE_HEADER = "Draft time (%)"
+# Eager or compiled (static KV cache, torch.compile'd forwards): shown in every table, eager included,
+# since a speedup over eager AR and one over compiled AR are different claims.
+MODE_HEADER = "Mode"
+# Seconds of untimed compile runs before a method's rows (compiled cells; never part of a time).
+COMPILE_TIME_HEADER = "Compile time (s)"
 
 
 def fmt(value: Any, decimals: int = 2, scale: float = 1.0) -> str:
@@ -98,6 +106,17 @@ def selection_label(rec: dict[str, Any]) -> str:
     return str(rec["selection"])
 
 
+def mode_cell(rec: dict[str, Any]) -> str:
+    """A record's mode as every table shows it: ``"eager"`` or ``"compiled (default)"``."""
+    return stats.mode_label(rec.get("compiled"), rec.get("compile_mode"))
+
+
+def compile_time_cell(rec: dict[str, Any]) -> str:
+    """Seconds of a method's untimed compile runs (1 decimal); empty in an eager cell."""
+    text = fmt(rec.get("compile_time_s"), 1)
+    return "" if text == MISSING else text
+
+
 def counts(rec: dict[str, Any]) -> dict[str, str]:
     """The n of a record: Samples, Pairs and Errors columns."""
     return {"Samples": str(rec["n_units"]), "Pairs": str(rec["n_pairs"]), "Errors": str(rec["n_errors"])}
@@ -137,7 +156,7 @@ def _finite(value: Any) -> bool:
 
 
 def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
-    """Main table: the headline cell per (sweep, model, dataset) (see ``stats.choose_headline``), all arms.
+    """Main table: the headline cell per (sweep, model, dataset, mode) (see ``stats.choose_headline``), all arms.
 
     Numbers are those of ``sweep.headline``: for a cell selected on half A, half B's only. N, W and G
     are shown on the lookahead row only: the other arms do not use them.
@@ -150,6 +169,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "Sweep": rec["sweep"],
                 "Model": rec["model"],
                 "Dataset": rec["dataset"],
+                MODE_HEADER: mode_cell(rec),
                 "Selection": selection_label(rec),
                 "N": fmt_int(rec["ngram"]) if shape else "",
                 "W": fmt_int(rec["window"]) if shape else "",
@@ -177,6 +197,7 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
             "Sweep": rec["sweep"],
             "Model": rec["model"],
             "Dataset": rec["dataset"],
+            MODE_HEADER: mode_cell(rec),
             "N": fmt_int(rec["ngram"]),
             "W": fmt_int(rec["window"]),
             "G": fmt_int(rec["guesses"]),
@@ -215,6 +236,7 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
                     "Sweep": rec["sweep"],
                     "Model": rec["model"],
                     "Dataset": rec["dataset"],
+                    MODE_HEADER: mode_cell(rec),
                     "Temp.": fmt(rec["temperature"]),
                     "top-p": fmt(rec["top_p"]),
                     "top-k": fmt_int(rec["top_k"]),
@@ -263,8 +285,10 @@ PAPER_TABLES: dict[str, PaperTable] = {
         PaperTable(
             "main_speedup",
             "Speedup over autoregressive decoding (greedy; ratio of summed wall times on identical "
-            "outputs), compression (tokens per forward pass) and throughput. One cell per sweep, model "
-            "and dataset, never chosen on the samples it reports. Selection: 'declared' = the "
+            "outputs), compression (tokens per forward pass) and throughput. One cell per sweep, model, "
+            "dataset and mode (Mode: eager, or compiled = static KV cache and torch.compile'd forwards for "
+            "every method of the cell, compile time excluded), never chosen on the samples it reports. "
+            "Selection: 'declared' = the "
             "configuration the sweep declared before running (report.headline); 'only candidate' = the "
             "one greedy cell with the most methods (prompt as reference preferred); 'best of k on half "
             "A' = the highest lookahead speedup among k cells on half A of the samples (split by a hash "
@@ -387,6 +411,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Cell": rec["cell_id"],
             "Model": rec["model"],
             "Dataset": rec["dataset"],
+            MODE_HEADER: mode_cell(rec),
             "N": fmt_int(rec["ngram"]),
             "W": fmt_int(rec["window"]),
             "G": fmt_int(rec["guesses"]),
@@ -398,6 +423,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Speedup of": rec["speedup_basis"],
             "Compression": fmt(rec["compression_ratio"]),
             "Tokens/s": fmt(rec["tokens_per_s"], 1),
+            COMPILE_TIME_HEADER: compile_time_cell(rec),
             "ROUGE-L": fmt(rec["rougeL"], 2, 100.0),
             "pass@1 (%)": fmt(rec["pass@1"], 1, 100.0),
             "Accuracy (%)": fmt(rec["accuracy"], 1, 100.0),
@@ -408,4 +434,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
         }
         for rec in summary.to_dict("records")
     ]
-    return without_flat_only_verification(pd.DataFrame(rows))
+    table = without_flat_only_verification(pd.DataFrame(rows))
+    if COMPILE_TIME_HEADER in table and set(table[COMPILE_TIME_HEADER]) <= {""}:
+        return table.drop(columns=COMPILE_TIME_HEADER)  # no compiled cell: the column would be empty
+    return table

@@ -138,10 +138,16 @@ def _done_cell_dirs(path: Path) -> set[Path]:
 
 
 def _add_later_columns(table: pa.Table) -> pa.Table:
-    # A parquet file written before a column was added (Column.added_in) reads it as all-null.
+    # A parquet file written before a column was added (Column.added_in) reads it as the value every
+    # older row had (Column.before), or as all-null.
     for col in COLUMNS:
         if col.added_in > 1 and col.name not in table.column_names:
-            table = table.append_column(pa.field(col.name, col.arrow_type), pa.nulls(table.num_rows, col.arrow_type))
+            if col.before is None:
+                filled = pa.nulls(table.num_rows, col.arrow_type)
+            else:
+                filled = pa.array([col.before] * table.num_rows, col.arrow_type)
+            field = pa.field(col.name, col.arrow_type, nullable=col.nullable != "never")
+            table = table.append_column(field, filled)
     return table
 
 

@@ -15,8 +15,10 @@ Nullability has three levels because an errored row has no output to measure:
 
 Every column must be present as a key even when its value is ``None``: a misspelt or forgotten key is
 then an error instead of a silent null. The one exception is reading old results: a column added in a
-later schema version (``Column.added_in``) is filled with nulls in rows written before it existed
-(:func:`upgrade_row` for JSON lines, ``lade_bench.results.reader`` for parquet files).
+later schema version (``Column.added_in``) is filled in rows written before it existed
+(:func:`upgrade_row` for JSON lines, ``lade_bench.results.reader`` for parquet files), with null or,
+where every older row had one known value, with that value (``Column.before``: ``compiled`` is false,
+since every cell before version 6 ran eager).
 
 Float columns may hold NaN (``DecodeResult.forward_time_s`` uses NaN for "not measured"); the JSONL
 crash log keeps NaN via Python's ``json`` ``NaN`` token and parquet stores it as a float NaN, so a
@@ -37,7 +39,7 @@ from lade_bench.methods import is_registered, unknown_method_message
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
@@ -67,7 +69,9 @@ class Column:
         nullable: when ``None`` is allowed (see the module docstring).
         group: ``identity`` / ``provenance`` / ``efficiency`` / ``quality`` / ``text``; for humans and reports.
         doc: meaning and unit.
-        added_in: the schema version that added the column; rows from before it read it as null.
+        added_in: the schema version that added the column; rows from before it read it as ``before``.
+        before: the value of the column in rows written before ``added_in`` (None: null). Only for a
+            column whose value every older row is known to have had (older cells were all eager).
     """
 
     name: str
@@ -76,6 +80,7 @@ class Column:
     group: str
     doc: str
     added_in: int = 1
+    before: Any = None
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -105,6 +110,17 @@ COLUMNS: tuple[Column, ...] = (
         "lookahead verification layout, flat or trie; null before v4 (flat)",
         4,
     ),
+    # The cell's mode (compile=true): every arm of a cell runs in it, so it is also the row's.
+    Column(
+        "compiled",
+        "bool",
+        "never",
+        "identity",
+        "compiled cell (static KV cache, torch.compile'd forwards) or eager; false before v6 (all eager)",
+        6,
+        before=False,
+    ),
+    Column("compile_mode", "str", "always", "identity", "torch.compile mode resolved for the device; null: eager", 6),
     Column("do_sample", "bool", "never", "identity", "sampling (true) or greedy (false)"),
     Column("temperature", "float", "never", "identity", "sampling temperature"),
     Column("top_p", "float", "never", "identity", "nucleus sampling threshold"),
@@ -130,6 +146,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("draft_forwards", "int", "always", "efficiency", "forward passes of the draft model; null: no draft", 5),
     Column(
         "draft_time_s", "float", "always", "efficiency", "time in draft forwards, s, synchronised; null: no draft", 5
+    ),
+    # Compile time is measured on untimed runs and reported here, never inside wall_time_s.
+    Column(
+        "compile_time_s",
+        "float",
+        "always",
+        "efficiency",
+        "untimed compile/warm-up runs before this row's timed generation, s (0: shapes already compiled); "
+        "null: eager cell",
+        6,
     ),
     # --- quality ---
     Column("rouge1", "float", "always", "quality", "ROUGE-1 F1 against the reference"),
@@ -179,15 +205,15 @@ def row_key(row: Mapping[str, Any]) -> tuple[str, int, str, int]:
 
 
 def upgrade_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A row read from disk with the columns added after it was written filled in as null.
+    """A row read from disk with the columns added after it was written filled in (``Column.before``).
 
-    Only columns that a later schema version added are filled; any other missing key stays missing,
-    so :func:`validate_row` still names it.
+    Only columns that a later schema version added are filled (null, or the value every older row
+    had); any other missing key stays missing, so :func:`validate_row` still names it.
     """
     upgraded = dict(row)
     for col in COLUMNS:
         if col.added_in > 1 and col.name not in upgraded:
-            upgraded[col.name] = None
+            upgraded[col.name] = col.before
     return upgraded
 
 
@@ -230,7 +256,17 @@ def validate_row(row: Mapping[str, Any]) -> dict[str, Any]:
                 f"column {name!r} must be null for the AR arm and for sampled rows "
                 "(token equality with AR is only defined for greedy non-AR arms)"
             )
+    _check_mode(out)
     return out
+
+
+def _check_mode(row: Mapping[str, Any]) -> None:
+    """A compiled row names its compile mode; an eager row has neither a mode nor a compile time."""
+    if row["compiled"] and row["compile_mode"] is None:
+        raise ValueError("column 'compile_mode' must not be null in a compiled row (compiled true)")
+    for name in ("compile_mode", "compile_time_s"):
+        if not row["compiled"] and row[name] is not None:
+            raise ValueError(f"column {name!r} must be null in an eager row (compiled false)")
 
 
 def _coerce(col: Column, value: Any) -> Any:

@@ -72,5 +72,7 @@ def _generate_here(
         sampling=plan.sampling if method.supports_sampling else None,
         settings=method_settings(plan, method),
         parallel=parallel,
+        # The plan lets only methods with a compiled mode into a compiled cell; None keeps any other eager.
+        compiled=cell_model.compiled if method.compiles else None,
     )
     return method.generate(request)

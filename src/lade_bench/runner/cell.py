@@ -40,6 +40,7 @@ from omegaconf import DictConfig, OmegaConf
 from lade_bench.datasets import Sample
 from lade_bench.decoding import DecodingConfigError, check_custom_mask_support
 from lade_bench.decoding.assisted import pair_draft
+from lade_bench.decoding.compiled import CompiledForwards
 from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.models.loading import (
     TensorParallelError,
@@ -85,6 +86,7 @@ from lade_bench.runner.samples import SampleSet, fit_samples, load_samples
 from lade_bench.runner.sinks import Sink, incomplete_sinks, is_durable
 from lade_bench.runner.summary import summarize_cell
 from lade_bench.runner.sweep_tidy import tidy_sweep
+from lade_bench.stats import mode_label
 
 log = logging.getLogger(__name__)
 
@@ -415,12 +417,26 @@ def load_cell_model(plan: CellPlan, ranks: Ranks | None) -> CellModel:
 
 
 def _with_other_roles(plan: CellPlan, ranks: Ranks | None, cell_model: CellModel) -> CellModel:
-    """Add the roles beside the replica: the TP shard on every rank, the draft and the pipeline on rank 0."""
+    """Add the roles beside the replica: the TP shard on every rank, the draft and the pipeline on rank 0;
+    and a compiled cell's compiled forwards."""
     cell_model = _with_tensor_parallel(plan, ranks, cell_model)
+    cell_model.compiled = compiled_forwards(plan)
     if ranks is None or ranks.is_leader:  # neither runs on every rank (Method.every_rank is False)
         _with_draft(plan, cell_model)
         _with_pipeline(plan, cell_model)
     return cell_model
+
+
+def compiled_forwards(plan: CellPlan) -> CompiledForwards | None:
+    """The compiled forwards of a compiled cell (``compile=true``), created once per cell; None: eager.
+
+    It lives as long as the cell's models (a ``CellModel`` field), through the warm-up and every
+    timed generation, so each shape compiles once per cell and every arm shares the compiled steps.
+    """
+    if not plan.compiled:
+        return None
+    options = plan.cfg.compile_options
+    return CompiledForwards(mode=options.mode, cache_block=options.cache_block)
 
 
 def _with_draft(plan: CellPlan, cell_model: CellModel) -> None:
@@ -606,6 +622,9 @@ def _manifest(
             "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
             "overrides": _hydra_overrides(),
             "dtype": plan.semantic["dtype"],
+            # Eager or compiled, and the torch.compile mode `compile_options.mode` means on this device.
+            "compiled": plan.compiled,
+            "compile_mode": plan.compile_mode,
             # Which device profile predicts this cell (the report matches it against device_profiles/).
             "device_profile_key": profile_key(plan).as_record(),
             # What else the machine was doing while this run timed the cell (runner.conditions).
@@ -637,6 +656,9 @@ def _cell_summary(plan: CellPlan, sample_set: SampleSet, rows) -> dict[str, Any]
         "guesses": plan.lookahead.guesses,
         "prompt_as_reference": plan.lookahead.prompt_as_reference,
         "verification": plan.lookahead.verification,
+        "compiled": plan.compiled,
+        "compile_mode": plan.compile_mode,
+        "mode": mode_label(plan.compiled, plan.compile_mode),
         "sampling": cfg.sampling.name,
         "skipped_samples": len(sample_set.skipped_ids),
         "skipped_ids": sample_set.skipped_ids,

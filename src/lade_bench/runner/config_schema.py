@@ -222,6 +222,20 @@ class MismatchConfig:
     margin_tolerance: float = MISSING
 
 
+@dataclass
+class CompileOptionsConfig:
+    """Schema of ``compile_options``: how a compiled cell (``compile=true``) compiles its forwards.
+
+    Attributes:
+        mode: a ``torch.compile`` mode, one of ``lade_bench.decoding.compiled.COMPILE_MODES`` (a
+            string, checked by the plan, since that tuple is the engine's); ``auto`` resolves per device.
+        cache_block: static KV-cache lengths are rounded up to a multiple of this (>= 1).
+    """
+
+    mode: str = MISSING
+    cache_block: int = MISSING
+
+
 class WandbMode(Enum):
     """Where W&B runs go: files on disk to sync later, the live service, or nowhere."""
 
@@ -325,6 +339,7 @@ class LadeBenchConfig:
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     cell_lock: CellLockConfig = field(default_factory=CellLockConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+    compile_options: CompileOptionsConfig = field(default_factory=CompileOptionsConfig)
     # Names in lade_bench.methods; checked by the plan (an Enum could not grow with the registry).
     arms: list[str] = MISSING
     seed: int = MISSING
@@ -335,6 +350,8 @@ class LadeBenchConfig:
     device: Device = MISSING
     dtype: DType = MISSING
     attn_implementation: AttnImplementation = MISSING
+    # Eager (false) or compiled (true) forwards for every arm of the cell (see compile_options).
+    compile: bool = MISSING
     output_root: str = MISSING
     sweep_name: str = MISSING
     model_cache_dir: str = MISSING

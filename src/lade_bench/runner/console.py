@@ -121,7 +121,10 @@ def mismatch_lines(summary: dict[str, Any]) -> list[str]:
 
 def summary_table(summary: dict[str, Any]) -> Table:
     """One row per arm: n, throughput, compression, speedup with its 95% CI (or why none), match rate, quality."""
-    table = Table(title=f"{summary.get('cell_name', '')} [{summary.get('cell_id', '')}]", title_justify="left")
+    # The mode in the title: a speedup over eager AR and one over compiled AR are different claims.
+    mode = f" ({summary['mode']})" if summary.get("mode") else ""
+    title = f"{summary.get('cell_name', '')} [{summary.get('cell_id', '')}]{mode}"
+    table = Table(title=title, title_justify="left")
     for header, justify in _COLUMNS:
         header = speedup_header(summary) if header == "speedup" else header
         table.add_column(header, justify=justify, no_wrap=header != "quality")

@@ -57,6 +57,9 @@ class CellModel:
             None without that arm, and on every rank but 0).
         pp_model: the pipeline-parallel model the ar_pp arm runs (None without that arm, and on every
             rank but 0).
+        compiled: a compiled cell's ``lade_bench.decoding.compiled.CompiledForwards``, one for the whole
+            cell (warm-up included) and shared by its arms, so a shape compiled once is not compiled
+            again; None: an eager cell.
     """
 
     model: torch.nn.Module | None
@@ -66,6 +69,7 @@ class CellModel:
     tp_model: torch.nn.Module | None = None
     draft: Any = None
     pp_model: torch.nn.Module | None = None
+    compiled: Any = None
 
     def models(self) -> dict[str, Any]:
         """Model role (``lade_bench.methods``) -> the loaded model of that role (None: not loaded here)."""

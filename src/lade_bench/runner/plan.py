@@ -25,6 +25,7 @@ from lade_bench.decoding import (
     SamplingParams,
     flex_attention_available,
 )
+from lade_bench.decoding.compiled import COMPILE_MODES, resolve_compile_mode
 from lade_bench.decoding.params import validate_max_new_tokens
 from lade_bench.methods import (
     PIPELINE_PARALLEL,
@@ -39,6 +40,9 @@ from lade_bench.results import cell_id
 from lade_bench.runner.ranks import rank_device
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+# Attention a compiled cell may use: flex_attention compiles kernels of its own (a compile inside the
+# compile), and flash_attention_2 takes no custom mask (the compiled lookahead step needs one).
+COMPILE_ATTENTION = ("sdpa", "eager")
 
 
 class CellConfigError(ValueError):
@@ -61,6 +65,8 @@ class CellPlan:
         sweep_root: ``<output_root>/<sweep_name>`` as an absolute path.
         cell_dir: this cell's folder inside ``sweep_root``.
         dataset_spec: the dataset's registry entry.
+        compile_mode: the torch.compile mode of a compiled cell (``compile=true``), resolved for
+            ``device`` (``auto`` decided); None: an eager cell.
     """
 
     cfg: DictConfig
@@ -74,11 +80,17 @@ class CellPlan:
     sweep_root: Path
     cell_dir: Path
     dataset_spec: DatasetSpec
+    compile_mode: str | None = None
 
     @property
     def greedy(self) -> bool:
         """True when outputs are deterministic and comparable token by token with AR."""
         return not self.sampling.do_sample
+
+    @property
+    def compiled(self) -> bool:
+        """True for a compiled cell: every arm runs on a static KV cache with compiled forwards."""
+        return self.compile_mode is not None
 
 
 def plan_cell(cfg: DictConfig) -> CellPlan:
@@ -86,8 +98,10 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
 
     Raises:
         DecodingConfigError: an N/W/G, sampling or max_new_tokens value out of range.
-        CellConfigError: bad arms, attention backend, counts, model or output settings; or a code
-            dataset where no sandbox can run its answers (and ``sandbox.allow_unsandboxed`` is false).
+        CellConfigError: bad arms, attention backend, counts, model or output settings; a compiled
+            cell (``compile=true``) that cannot compile (an arm without a compiled mode, several
+            devices, flex or flash attention, an unknown or device-less mode); or a code dataset
+            where no sandbox can run its answers (and ``sandbox.allow_unsandboxed`` is false).
         UnknownDatasetError: ``dataset.name`` is not registered (the message lists valid names).
         ValueError: CUDA requested but unavailable, or an unknown dtype.
     """
@@ -116,21 +130,30 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     except ValueError as err:  # e.g. device=cuda without CUDA: a config mistake, said before any loading
         raise CellConfigError(str(err)) from err
     device = rank_device(device, cfg.lookahead.devices)
-    semantic = semantic_config(cfg, arms, spec, device, dtype)
+    compile_mode = _compile_mode(cfg, device)
+    semantic = semantic_config(cfg, arms, spec, device, dtype, compile_mode)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
     cell_dir = sweep_root / f"{readable_cell_name(cfg)}-{identity}"
-    return CellPlan(cfg, arms, lookahead, sampling, device, dtype, semantic, identity, sweep_root, cell_dir, spec)
+    return CellPlan(
+        cfg, arms, lookahead, sampling, device, dtype, semantic, identity, sweep_root, cell_dir, spec, compile_mode
+    )
 
 
 def semantic_config(
-    cfg: DictConfig, arms: tuple[str, ...], spec: DatasetSpec, device: torch.device, dtype: torch.dtype
+    cfg: DictConfig,
+    arms: tuple[str, ...],
+    spec: DatasetSpec,
+    device: torch.device,
+    dtype: torch.dtype,
+    compile_mode: str | None = None,
 ) -> dict[str, Any]:
     """The keys that change what a row means (see :mod:`lade_bench.results.cell_id`).
 
     Left out on purpose: the sweep name, output paths, warm-up and the model cache folder (none of
     them changes a generated token or a timed region). The dataset path enters by file name only,
-    so the same file copied elsewhere is the same cell.
+    so the same file copied elsewhere is the same cell. ``compile_mode``: the resolved torch.compile
+    mode of a compiled cell (None: eager).
     """
     model = cfg.model
     model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
@@ -172,6 +195,12 @@ def semantic_config(
     }
     if cfg.lookahead.devices > 1:
         semantic["devices"] = cfg.lookahead.devices
+    if compile_mode is not None:
+        # Only in a compiled cell: eager cells, all of them recorded before the switch existed,
+        # hash without these keys and keep their ids. The mode is hashed resolved, so `auto` and the
+        # mode it means on this device are one cell; the cache block changes the static shapes timed.
+        semantic["compile"] = True
+        semantic["compile_options"] = {"mode": compile_mode, "cache_block": cfg.compile_options.cache_block}
     # The sections an arm reads change its rows; a section no arm reads is left out, so that
     # changing it does not split one cell into two.
     for arm in arms:
@@ -207,6 +236,8 @@ def readable_cell_name(cfg: DictConfig) -> str:
     parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, shape, cfg.sampling.name]
     if cfg.lookahead.devices > 1:
         parts.append(f"{cfg.lookahead.devices}dev")
+    if cfg.compile:
+        parts.append("compiled")
     return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
 
 
@@ -225,6 +256,8 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
     greedy_only = [a for a in arms if get_method(a).greedy_only]
     if greedy_only and sampling.do_sample:
         raise CellConfigError(f"the {greedy_only[0]} arm is greedy-only; drop it from arms or use sampling=greedy")
+    if cfg.compile:  # before the per-arm checks: a compiled cell's own limits are the first thing to say
+        _validate_compile(cfg, arms)
     _validate_attention(cfg, arms)
     _validate_devices(cfg, arms)
     for name, value in (
@@ -235,6 +268,50 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
         if value < 1:
             raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
     return arms
+
+
+def _validate_compile(cfg: DictConfig, arms: tuple[str, ...]) -> None:
+    """What a compiled cell refuses, said before any model loads (the device check is :func:`_compile_mode`)."""
+    can_compile = methods_where(lambda m: m.compiles)
+    cannot = [a for a in arms if not get_method(a).compiles]
+    if cannot:
+        which = f"the arms that can are {list(can_compile)}" if can_compile else "no registered arm can yet"
+        raise CellConfigError(
+            f"compile=true: the {cannot[0]} arm has no compiled mode ({which}); "
+            f"drop {cannot[0]} from arms={list(arms)}, or set compile=false"
+        )
+    devices = cfg.lookahead.devices
+    if devices != 1:
+        raise CellConfigError(
+            f"compile=true runs on one device, not lookahead.devices={devices!r}; "
+            "set lookahead.devices=1, or compile=false"
+        )
+    attention = _enum_value(cfg.attn_implementation)
+    if attention not in COMPILE_ATTENTION:
+        raise CellConfigError(
+            f"compile=true cannot use attn_implementation={attention!r} (flex_attention compiles kernels of its "
+            f"own, flash_attention_2 takes no custom mask); use one of {list(COMPILE_ATTENTION)}, or compile=false"
+        )
+    options = cfg.compile_options
+    if options.mode not in COMPILE_MODES:
+        raise CellConfigError(f"compile_options.mode={options.mode!r} is not allowed: use one of {list(COMPILE_MODES)}")
+    block = options.cache_block
+    if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        raise CellConfigError(f"compile_options.cache_block={block!r} is not allowed: use an integer >= 1")
+
+
+def _compile_mode(cfg: DictConfig, device: torch.device) -> str | None:
+    """The torch.compile mode of a compiled cell on ``device``; None for an eager cell.
+
+    Raises:
+        CellConfigError: a mode that captures CUDA graphs on a device without CUDA.
+    """
+    if not cfg.compile:
+        return None
+    try:
+        return resolve_compile_mode(cfg.compile_options.mode, device)
+    except DecodingConfigError as err:
+        raise CellConfigError(f"compile_options.mode={cfg.compile_options.mode!r} on {device.type}: {err}") from err
 
 
 def _validate_attention(cfg: DictConfig, arms: tuple[str, ...]) -> None:

@@ -22,7 +22,7 @@ def derive_seed(global_seed: int, sample_index: int, turn: int) -> int:
 
 
 def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, seed: int) -> dict[str, Any]:
-    """The identity columns of one row; N/W/G are the cell's, recorded on every arm's row."""
+    """The identity columns of one row; N/W/G and the mode (eager or compiled) are the cell's, on every arm's row."""
     la, sampling = plan.lookahead, plan.sampling
     return {
         "cell_id": plan.cell_id,
@@ -38,6 +38,8 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         "guesses": la.guesses,
         "prompt_as_reference": la.prompt_as_reference,
         "verification": la.verification,
+        "compiled": plan.compiled,
+        "compile_mode": plan.compile_mode,
         "do_sample": sampling.do_sample,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
@@ -64,6 +66,8 @@ def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, te
         # Only a method with a draft model reports these (DecodeResult.stats); null for the others.
         draft_forwards=int(result.stats["draft_forwards"]) if "draft_forwards" in result.stats else None,
         draft_time_s=result.stats.get("draft_time_s"),
+        # A compiled generation reports its untimed compile runs (CompiledForwards.run); eager ones nothing.
+        compile_time_s=result.stats.get("compile_time_s"),
         output_ids=list(result.tokens),
         output_text=text,
     )

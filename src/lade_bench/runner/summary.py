@@ -34,7 +34,8 @@ def summarize_cell(
         ``{"n_samples", "n_rows", "n_errors", "arms": {arm: {...}}}``. Each arm has ``rows``,
         ``errors``, ``samples`` and ``pairs`` (the paired units its numbers use), ``new_tokens``,
         ``wall_time_s``, ``tokens_per_s``, ``compression_ratio``, ``step_tokens_mean`` (input tokens
-        per forward after the prefill; None where not counted) and ``accept_length_histogram``;
+        per forward after the prefill; None where not counted), ``compile_time_s`` (the untimed
+        compile runs before its rows, compiled cells; None when eager) and ``accept_length_histogram``;
         quality means where the dataset has them (``rouge*``, ``pass@1``, ``accuracy``); non-AR arms
         add ``speedup`` with ``speedup_basis`` (wall time when greedy, time per token when sampling),
         its 95% bootstrap interval ``speedup_ci_low``/``speedup_ci_high`` or ``speedup_ci_note``
@@ -64,6 +65,8 @@ def summarize_cell(
             "tokens_per_s": _number(record["tokens_per_s"]),
             "compression_ratio": _number(record["compression_ratio"]),
             "step_tokens_mean": _number(record["step_tokens_mean"]),
+            # Untimed compile runs before the arm's timed rows (compiled cells; None when eager).
+            "compile_time_s": _number(record["compile_time_s"]),
             # JSON object keys are strings; the values are step counts per accepted length.
             "accept_length_histogram": {
                 str(k): v for k, v in stats.accept_histogram(paired[paired["arm"] == arm]).items()

@@ -8,6 +8,7 @@ runner or tuner code; the baseline arm is a parameter everywhere (``baseline=``,
 Modules, one job each:
 
 * ``units``: pairing rows into units (the keys every arm completed, summed per sample).
+* ``modes``: eager or compiled rows, and the refusal to pair the two in one comparison.
 * ``rules``: bootstrap settings, the n rules (``MIN_CI_UNITS``, ``interval_note``), ``Estimate``.
 * ``speedup``: ratio-of-sums speedup with its interval, per-sample-mean speedup.
 * ``quality``: quality means, paired quality deltas with cluster intervals, greedy mismatches.
@@ -38,6 +39,7 @@ from lade_bench.stats.headline import (
     headline_summary,
     sample_halves,
 )
+from lade_bench.stats.modes import COMPILED, EAGER, mode_label, require_one_mode, row_compiled
 from lade_bench.stats.quality import (
     MEAN_METRICS,
     MISMATCH_SUMMARY,
@@ -97,8 +99,10 @@ __all__ = [
     "BOOT_SEED",
     "CELL_ATTRIBUTES",
     "CELL_KEY",
+    "COMPILED",
     "CONFIDENCE",
     "DEFAULT_VERIFICATION",
+    "EAGER",
     "HEADLINE_COLUMNS",
     "HEADLINE_KEYS",
     "MEAN_METRICS",
@@ -132,6 +136,7 @@ __all__ = [
     "mean_decode_step_tokens",
     "mean_estimate",
     "mismatch_summary",
+    "mode_label",
     "ok_rows",
     "per_key_quality",
     "per_sample_mean",
@@ -139,6 +144,8 @@ __all__ = [
     "plain_value",
     "quality_delta",
     "quality_means",
+    "require_one_mode",
+    "row_compiled",
     "sample_halves",
     "sort_summary",
     "sorted_arms",

@@ -1,7 +1,7 @@
 """Drift of identical baseline work across the cells of a sweep: the noise floor of comparisons between cells.
 
-Cells of one sweep whose AR arm did identical work (same model, dataset, sampling settings and seed,
-same sample turns, same number of generated tokens) would take the same AR time per token on a
+Cells of one sweep whose AR arm did identical work (same model, dataset, sampling settings, seed and
+mode, eager or compiled; same sample turns, same number of generated tokens) would take the same AR time per token on a
 quiet, stable machine; the relative spread of that time (max - min over the median) is how much
 two such cells' speedups can differ from timing alone.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lade_bench.stats.modes import mode_label, row_compiled
 from lade_bench.stats.units import BASELINE_ARM, ok_rows
 
 # Columns that make two cells' AR work identical (with the sample turns and the tokens generated).
@@ -24,11 +25,11 @@ def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         One row per group of >= 2 cells with identical AR work: the group's ``sweep``, ``model``,
-        ``dataset``, ``n_cells`` (the n of the spread), ``ar_ms_per_token_min``, ``_median``, ``_max``
-        and ``relative_spread`` = (max - min) / median. AR time per token of a cell = its AR rows'
-        summed wall time over their summed new tokens.
+        ``dataset``, ``mode`` (``stats.mode_label``), ``n_cells`` (the n of the spread),
+        ``ar_ms_per_token_min``, ``_median``, ``_max`` and ``relative_spread`` = (max - min) / median.
+        AR time per token of a cell = its AR rows' summed wall time over their summed new tokens.
     """
-    columns = ["sweep", "model", "dataset", "n_cells", "ar_ms_per_token_min", "ar_ms_per_token_median"]
+    columns = ["sweep", "model", "dataset", "mode", "n_cells", "ar_ms_per_token_min", "ar_ms_per_token_median"]
     columns += ["ar_ms_per_token_max", "relative_spread"]
     ar = ok_rows(rows[rows["arm"] == BASELINE_ARM]) if len(rows) else rows
     groups: dict[tuple, list[float]] = {}
@@ -36,7 +37,9 @@ def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
         tokens = float(cell["new_tokens"].sum())
         if tokens <= 0:
             continue
-        work = tuple(cell[c].iloc[0] for c in _AR_WORK)
+        # Compiled AR is not the same work as eager AR: their times differ by the compiler, not by drift.
+        mode = mode_label(row_compiled(cell).iloc[0], cell["compile_mode"].iloc[0] if "compile_mode" in cell else None)
+        work = (*(cell[c].iloc[0] for c in _AR_WORK), mode)
         units = tuple(sorted(zip(cell["sample_id"].astype(str), cell["turn"], cell["repeat"], strict=True)))
         groups.setdefault((*work, units, int(tokens)), []).append(1000 * float(cell["wall_time_s"].sum()) / tokens)
     records = []
@@ -50,6 +53,7 @@ def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
                 "sweep": work[0],
                 "model": work[1],
                 "dataset": work[2],
+                "mode": work[len(_AR_WORK)],
                 "n_cells": len(values),
                 "ar_ms_per_token_min": float(series.min()),
                 "ar_ms_per_token_median": median,

@@ -37,6 +37,7 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
             "wall_time_s": 0.0,
             "step_tokens_mean": math.nan,
             "draft_time_share": math.nan,
+            "compile_time_s": math.nan,
         }
     tokens = good["new_tokens"].to_numpy(dtype=np.float64)
     steps = good["decode_steps"].to_numpy(dtype=np.float64)
@@ -49,6 +50,7 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
         "wall_time_s": float(times.sum()),
         "step_tokens_mean": mean_decode_step_tokens(good),
         "draft_time_share": draft_time_share(good),
+        "compile_time_s": compile_time(good),
     }
 
 
@@ -62,6 +64,17 @@ def draft_time_share(rows: pd.DataFrame) -> float:
         return math.nan
     total = float(rows["wall_time_s"].sum())
     return float(rows["draft_time_s"].sum()) / total if total > 0 else math.nan
+
+
+def compile_time(rows: pd.DataFrame) -> float:
+    """Seconds of untimed compile runs before ``rows``' timed generations, ``sum(compile_time_s)``.
+
+    NaN for eager rows (the column is null) and rows written before it existed (schema < 6). It is
+    reported beside the timings and never part of them.
+    """
+    if "compile_time_s" not in rows or rows.empty or rows["compile_time_s"].isna().all():
+        return math.nan
+    return float(rows["compile_time_s"].sum())
 
 
 def mean_decode_step_tokens(rows: pd.DataFrame) -> float:

@@ -1,6 +1,9 @@
-"""The headline cell per (sweep, model, dataset), chosen without the samples it is reported on.
+"""The headline cell per (sweep, model, dataset, mode), chosen without the samples it is reported on.
 
-Per (sweep, model, dataset) one greedy cell (:func:`choose_headline`): the configuration the sweep
+The mode (eager, or compiled with its torch.compile mode; ``stats.modes``) is part of the group: a
+sweep that ran both gets a headline of each, never one chosen across them.
+
+Per (sweep, model, dataset, mode) one greedy cell (:func:`choose_headline`): the configuration the sweep
 declared before it ran (``report.headline`` in its config) when one of its cells has it; else, when
 the configuration alone leaves one candidate (most methods, then prompt-as-reference on), that cell;
 else the candidate with the highest lookahead speedup on half A of the samples (a hash of the sample
@@ -21,6 +24,7 @@ import pandas as pd
 
 from lade_bench.metrics.speed import speedup
 from lade_bench.stats.efficiency import DEFAULT_VERIFICATION
+from lade_bench.stats.modes import mode_label
 from lade_bench.stats.rules import IntervalSettings
 from lade_bench.stats.summary import CELL_KEY, SUMMARY_COLUMNS, plain_value, summarize
 from lade_bench.stats.units import BASELINE_ARM, common_rows, per_sample_totals
@@ -84,9 +88,10 @@ def choose_headline(
     *,
     baseline: str = BASELINE_ARM,
 ) -> pd.DataFrame:
-    """The headline cell per (sweep, model, dataset), chosen without the samples it is reported on.
+    """The headline cell per (sweep, model, dataset, mode), chosen without the samples it is reported on.
 
-    Among the greedy cells of a (sweep, model, dataset):
+    Among the greedy cells of a (sweep, model, dataset) of one mode (eager, or compiled in one
+    torch.compile mode):
 
     1. the cells whose configuration the sweep declared (:func:`declared_cells`), if any;
     2. else those that ran the most methods, preferring prompt-as-reference on (configuration only);
@@ -95,21 +100,21 @@ def choose_headline(
        speedup over ``baseline`` on half A is chosen, and only half B is reported.
 
     Returns:
-        One row per (sweep, model, dataset) with ``sweep, cell_id, model, dataset, selection``
-        (``SELECTION_*``), ``n_candidates`` (greedy cells it was chosen among) and
+        One row per (sweep, model, dataset, mode) with ``sweep, cell_id, model, dataset, mode``
+        (``stats.mode_label``), ``selection`` (``SELECTION_*``), ``n_candidates`` (greedy cells it was chosen among) and
         ``reported_samples`` (the sample ids reported, or None for all).
     """
-    columns = ["sweep", "cell_id", "model", "dataset", "selection", "n_candidates", "reported_samples"]
+    columns = ["sweep", "cell_id", "model", "dataset", "mode", "selection", "n_candidates", "reported_samples"]
     greedy = summary[~summary["do_sample"].astype(bool)]
     cells = _candidate_frame(greedy, declared)
     choices = []
-    for (sweep, model, dataset), group in cells.groupby(["sweep", "model", "dataset"], sort=False):
+    for (sweep, model, dataset, mode), group in cells.groupby(["sweep", "model", "dataset", "mode"], sort=False):
         choice = _choose_in_group(rows, group, baseline)
         if choice is None:
-            logger.info("no headline for %s/%s/%s: one sample cannot be split", sweep, model, dataset)
+            logger.info("no headline for %s/%s/%s (%s): one sample cannot be split", sweep, model, dataset, mode)
             continue
         cell_id, selection, reported = choice
-        choices.append([sweep, cell_id, model, dataset, selection, len(group), reported])
+        choices.append([sweep, cell_id, model, dataset, mode, selection, len(group), reported])
     return pd.DataFrame(choices, columns=columns)
 
 
@@ -123,12 +128,14 @@ def _candidate_frame(greedy: pd.DataFrame, declared: Collection[tuple[str, str]]
                 "cell_id": cell_id,
                 "model": cell["model"].iloc[0],
                 "dataset": cell["dataset"].iloc[0],
+                # Summaries of every version have both columns (cell_attributes fills them).
+                "mode": mode_label(cell["compiled"].iloc[0], cell["compile_mode"].iloc[0]),
                 "n_arms": cell["arm"].nunique(),
                 "prompt_as_reference": bool(cell["prompt_as_reference"].iloc[0]),
                 "declared": (str(sweep), str(cell_id)) in declared,
             }
         )
-    columns = ["sweep", "cell_id", "model", "dataset", "n_arms", "prompt_as_reference", "declared"]
+    columns = ["sweep", "cell_id", "model", "dataset", "mode", "n_arms", "prompt_as_reference", "declared"]
     return pd.DataFrame(per_cell, columns=columns)
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 from lade_bench.metrics.passk import pass_at_k_from_results
 from lade_bench.metrics.registry import get_metric
 from lade_bench.metrics.speed import bootstrap_sums_ci
+from lade_bench.stats.modes import require_one_mode
 from lade_bench.stats.rules import Estimate, IntervalSettings, interval_note
 from lade_bench.stats.units import BASELINE_ARM, SAMPLE_KEY, UNIT_COLUMN, ok_rows
 
@@ -93,7 +94,11 @@ def quality_delta(
         column: a quality column (``rougeL``, ``accuracy``, ...).
         baseline: the arm subtracted.
         intervals: bootstrap settings and the fewest samples an interval needs.
+
+    Raises:
+        ValueError: the arm's and the baseline's rows are not all of one mode (compiled or eager).
     """
+    require_one_mode(paired[paired["arm"].isin([arm, baseline])], f"{column} of {arm} minus {baseline}")
     ours = per_key_quality(paired[paired["arm"] == arm], column)
     base = per_key_quality(paired[paired["arm"] == baseline], column)
     return mean_estimate((ours - base).dropna(), intervals=intervals)

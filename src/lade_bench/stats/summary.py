@@ -23,7 +23,8 @@ from lade_bench.stats.speedup import speedup_basis, speedup_estimate
 from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows
 
 # Two columns make a cell unique across sweeps; the rest describe it (identical on all its rows,
-# except N/W/G, which some runners leave null on baseline rows).
+# except N/W/G, which some runners leave null on baseline rows). ``compiled`` and ``compile_mode`` are
+# its mode (eager, or compiled with that torch.compile mode; ``stats.modes``).
 CELL_KEY: tuple[str, ...] = ("sweep", "cell_id")
 CELL_ATTRIBUTES: tuple[str, ...] = (
     "model",
@@ -33,6 +34,8 @@ CELL_ATTRIBUTES: tuple[str, ...] = (
     "guesses",
     "prompt_as_reference",
     "verification",
+    "compiled",
+    "compile_mode",
     "do_sample",
     "temperature",
     "top_p",
@@ -59,6 +62,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "tokens_per_step",
     "step_tokens_mean",
     "draft_time_share",
+    "compile_time_s",
     *ROUGE_COLUMNS,
     "pass@1",
     "accuracy",
@@ -79,6 +83,8 @@ SORT_COLUMNS: tuple[str, ...] = (
     "guesses",
     "prompt_as_reference",
     "verification",
+    "compiled",
+    "compile_mode",
     "cell_id",
 )
 
@@ -96,10 +102,13 @@ def cell_attributes(cell_rows: pd.DataFrame) -> dict[str, Any]:
         raise ValueError(f"rows of {len(keys)} cells passed as one cell: {keys.to_dict('records')}")
     attributes: dict[str, Any] = {name: plain_value(cell_rows[name].iloc[0]) for name in CELL_KEY}
     for name in CELL_ATTRIBUTES:
-        present = cell_rows[name].dropna() if name in cell_rows else cell_rows[[]]
+        # A column the frame lacks (a file from before it existed) has no value, not an empty frame's row.
+        present = cell_rows[name].dropna() if name in cell_rows else pd.Series([], dtype=object)
         attributes[name] = plain_value(present.iloc[0]) if len(present) else None
     if attributes["verification"] is None:
         attributes["verification"] = DEFAULT_VERIFICATION
+    # Rows without the column (read from files written before schema 6) are eager, as every cell then was.
+    attributes["compiled"] = bool(attributes["compiled"])
     return attributes
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lade_bench.stats.modes import require_one_mode
+
 # The arm every comparison is against unless the caller names another (``baseline=``).
 BASELINE_ARM = "ar"
 # (sample, turn, repeat): what pairs a baseline row with a method row of the same cell.
@@ -61,7 +63,11 @@ def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_A
         Frame with ``TOTALS_COLUMNS`` (``sample_id, t_base, t_arm, tok_base, tok_arm, n_pairs``, the
         last the paired keys of the sample), one row per sample, sorted by sample id; empty when
         nothing pairs.
+
+    Raises:
+        ValueError: the arm's and the baseline's rows are not all of one mode (compiled or eager).
     """
+    require_one_mode(paired[paired["arm"].isin([arm, baseline])], f"{arm} against {baseline}")
     columns = [*PAIR_KEY, "wall_time_s", "new_tokens"]
     base = paired[paired["arm"] == baseline][columns]
     other = paired[paired["arm"] == arm][columns]

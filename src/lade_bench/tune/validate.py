@@ -274,5 +274,8 @@ def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dic
             "purpose": "lade_bench.tune held-out validation",
             "samples": {"heldout_ids": [s.sample_id for s in samples]},
             "dtype": plan.semantic["dtype"],
+            # As a run's manifest: eager or compiled, and the torch.compile mode resolved for the device.
+            "compiled": plan.compiled,
+            "compile_mode": plan.compile_mode,
         },
     )

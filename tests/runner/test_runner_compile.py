@@ -1,0 +1,140 @@
+"""``compile=true``: the plan's refusals, the cell id, one CompiledForwards per cell, the mode in rows and files.
+
+The arms here run their eager engine through the cell's real ``CompiledForwards.run``
+(``compiled_arms``): what is tested is the runner's plumbing, not the engine's compiler.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lade_bench.decoding.compiled import COMPILE_MODES, CompiledForwards
+from lade_bench.methods import methods_where
+from lade_bench.results import cell_id, load_rows
+from lade_bench.runner import plan_cell, run_cell
+from lade_bench.runner.plan import CellConfigError
+
+from .compiled_arms import compiled_arms
+from .conftest import TINY
+
+# The id the TINY cell had before the switch existed: eager cells must keep it to resume.
+TINY_EAGER_CELL_ID = "966c046789a5f56f"
+
+
+@pytest.fixture
+def arms():
+    with compiled_arms() as registered:
+        yield registered
+
+
+def test_compile_is_off_by_default_and_true_composes_on_the_command_line(compose_cfg, run_cli):
+    cfg = compose_cfg([])
+    assert cfg.compile is False and (cfg.compile_options.mode, cfg.compile_options.cache_block) == ("auto", 256)
+    done = run_cli("--cfg", "job", "compile=true", "compile_options.mode=default")
+    assert done.returncode == 0, done.stderr
+    assert "compile: true" in done.stdout and "mode: default" in done.stdout
+
+
+def test_an_eager_cell_keeps_the_cell_id_it_had_before_the_switch(compose_cfg):
+    eager = plan_cell(compose_cfg(TINY))
+    assert not eager.compiled and eager.compile_mode is None
+    assert "compile" not in eager.semantic and "compile_options" not in eager.semantic
+    assert eager.cell_id == TINY_EAGER_CELL_ID
+    # compile_options mean nothing to an eager cell: changing them does not split it.
+    assert plan_cell(compose_cfg([*TINY, "compile_options.cache_block=64"])).cell_id == TINY_EAGER_CELL_ID
+
+
+def test_a_compiled_cell_has_its_own_id_with_the_mode_resolved_for_the_device(compose_cfg, arms):
+    compiled = plan_cell(compose_cfg([*TINY, "compile=true"]))
+    assert compiled.compiled and compiled.compile_mode == "default"  # auto on a CPU
+    assert compiled.semantic["compile"] is True
+    assert compiled.semantic["compile_options"] == {"mode": "default", "cache_block": 256}
+    assert compiled.cell_id not in (TINY_EAGER_CELL_ID, "") and compiled.cell_id == cell_id(compiled.semantic)
+    assert compiled.cell_dir.name.endswith(f"-compiled-{compiled.cell_id}")
+    # auto and the mode it means here are one experiment; another cache block is another.
+    assert plan_cell(compose_cfg([*TINY, "compile=true", "compile_options.mode=default"])).cell_id == compiled.cell_id
+    assert plan_cell(compose_cfg([*TINY, "compile=true", "compile_options.cache_block=64"])).cell_id != compiled.cell_id
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["arms=[ar,jacobi]"],
+            "compile=true: the jacobi arm has no compiled mode (the arms that can are "
+            "['ar', 'lookahead', 'prompt_lookup']); drop jacobi from arms=['ar', 'jacobi'], or set compile=false",
+        ),
+        (["lookahead.devices=2"], "compile=true runs on one device, not lookahead.devices=2; set lookahead.devices=1"),
+        (
+            ["attn_implementation=flex_attention", "arms=[ar]"],
+            "compile=true cannot use attn_implementation='flex_attention'",
+        ),
+        (
+            ["attn_implementation=flash_attention_2", "arms=[ar]"],
+            "cannot use attn_implementation='flash_attention_2' (flex_attention compiles kernels of its own, "
+            "flash_attention_2 takes no custom mask); use one of ['sdpa', 'eager'], or compile=false",
+        ),
+        (
+            ["compile_options.mode=fast"],
+            f"compile_options.mode='fast' is not allowed: use one of {list(COMPILE_MODES)}",
+        ),
+        (["compile_options.cache_block=0"], "compile_options.cache_block=0 is not allowed: use an integer >= 1"),
+        (["compile_options.mode=reduce-overhead"], "compile_options.mode='reduce-overhead' on cpu: "),
+        (["compile_options.mode=max-autotune"], "captures CUDA graphs, which cpu has not"),
+    ],
+)
+def test_a_compiled_cell_that_cannot_compile_is_refused_by_the_plan(compose_cfg, arms, overrides, message):
+    with pytest.raises(CellConfigError) as info:
+        plan_cell(compose_cfg([*TINY, "compile=true", *overrides]))
+    assert message in str(info.value)
+
+
+def test_the_refusal_lists_the_arms_the_registry_says_can_compile(compose_cfg, arms):
+    assert methods_where(lambda m: m.compiles) == ("ar", "lookahead", "prompt_lookup")
+    with pytest.raises(CellConfigError, match=r"the assisted arm has no compiled mode"):
+        plan_cell(compose_cfg([*TINY, "compile=true", "arms=[ar,lookahead,assisted]"]))
+
+
+def test_the_same_settings_plan_without_compile(compose_cfg, arms):
+    """Each refusal above is the compiled mode's: the eager cell with the same settings plans."""
+    for overrides in (["arms=[ar,jacobi]"], ["compile_options.mode=fast"], ["compile_options.mode=max-autotune"]):
+        assert not plan_cell(compose_cfg([*TINY, *overrides])).compiled
+
+
+def test_a_compiled_cell_shares_one_compiled_forwards_and_records_its_mode_and_compile_times(
+    compose_cfg, tmp_path, arms
+):
+    # cache_block=1: every prompt length is a shape of its own, so turn 1 (a longer prompt) is new.
+    overrides = [*TINY, "compile=true", "compile_options.cache_block=1", "arms=[ar,lookahead,prompt_lookup]"]
+    outcome = run_cell(compose_cfg([*overrides, "warmup=1", f"output_root={tmp_path}"]))
+    received = [compiled for _, compiled in arms.received]
+    # Warm-up (3 arms) and 2 turns x 3 arms, all with the one object of the cell.
+    assert len(received) == 9 and isinstance(received[0], CompiledForwards)
+    assert all(compiled is received[0] for compiled in received)
+    assert received[0].cache_block == 1 and received[0].mode == "auto"
+
+    rows = load_rows(outcome.cell_dir)
+    assert rows["error"].isna().all() and rows["compiled"].all() and set(rows["compile_mode"]) == {"default"}
+    # The warm-up compiled turn 0's shapes (same prompt and budget), so its rows paid nothing.
+    assert (rows.loc[rows["turn"] == 0, "compile_time_s"] == 0.0).all()
+    assert (rows.loc[rows["turn"] == 1, "compile_time_s"] > 0.0).all()
+    assert rows.loc[rows["arm"] != "ar", "matches_ar"].all()
+
+    manifest = json.loads((outcome.cell_dir / "manifest.json").read_text())
+    assert (manifest["compiled"], manifest["compile_mode"]) == (True, "default")
+    assert outcome.summary["mode"] == "compiled (default)"
+    turn_1 = rows.loc[(rows["turn"] == 1) & (rows["arm"] == "lookahead"), "compile_time_s"].sum()
+    assert outcome.summary["arms"]["lookahead"]["compile_time_s"] == pytest.approx(turn_1)
+
+
+def test_an_eager_cell_passes_no_compiled_forwards_and_says_eager(compose_cfg, tmp_path, arms):
+    outcome = run_cell(compose_cfg([*TINY, "warmup=1", f"output_root={tmp_path}"]))
+    assert arms.received and all(compiled is None for _, compiled in arms.received)
+    rows = load_rows(outcome.cell_dir)
+    assert not rows["compiled"].any()
+    assert rows["compile_mode"].isna().all() and rows["compile_time_s"].isna().all()
+    manifest = json.loads((outcome.cell_dir / "manifest.json").read_text())
+    assert (manifest["compiled"], manifest["compile_mode"]) == (False, None)
+    assert outcome.summary["mode"] == "eager" and outcome.summary["arms"]["ar"]["compile_time_s"] is None
