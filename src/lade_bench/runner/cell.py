@@ -436,7 +436,7 @@ def compiled_forwards(plan: CellPlan) -> CompiledForwards | None:
     if not plan.compiled:
         return None
     options = plan.cfg.compile_options
-    return CompiledForwards(mode=options.mode, cache_block=options.cache_block)
+    return CompiledForwards(mode=options.mode, cache_block=options.cache_block, backend=options.backend)
 
 
 def _with_draft(plan: CellPlan, cell_model: CellModel) -> None:

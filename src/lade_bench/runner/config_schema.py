@@ -230,9 +230,11 @@ class CompileOptionsConfig:
         mode: a ``torch.compile`` mode, one of ``lade_bench.decoding.compiled.COMPILE_MODES`` (a
             string, checked by the plan, since that tuple is the engine's); ``auto`` resolves per device.
         cache_block: static KV-cache lengths are rounded up to a multiple of this (>= 1).
+        backend: ``torch.compile``'s backend, one of ``lade_bench.decoding.compiled.COMPILE_BACKENDS``.
     """
 
     mode: str = MISSING
+    backend: str = MISSING
     cache_block: int = MISSING
 
 

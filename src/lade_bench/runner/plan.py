@@ -25,7 +25,7 @@ from lade_bench.decoding import (
     SamplingParams,
     flex_attention_available,
 )
-from lade_bench.decoding.compiled import COMPILE_MODES, resolve_compile_mode
+from lade_bench.decoding.compiled import COMPILE_BACKENDS, COMPILE_MODES, resolve_compile_mode
 from lade_bench.decoding.params import validate_max_new_tokens
 from lade_bench.methods import (
     PIPELINE_PARALLEL,
@@ -200,7 +200,11 @@ def semantic_config(
         # hash without these keys and keep their ids. The mode is hashed resolved, so `auto` and the
         # mode it means on this device are one cell; the cache block changes the static shapes timed.
         semantic["compile"] = True
-        semantic["compile_options"] = {"mode": compile_mode, "cache_block": cfg.compile_options.cache_block}
+        semantic["compile_options"] = {
+            "mode": compile_mode,
+            "cache_block": cfg.compile_options.cache_block,
+            "backend": cfg.compile_options.backend,
+        }
     # The sections an arm reads change its rows; a section no arm reads is left out, so that
     # changing it does not split one cell into two.
     for arm in arms:
@@ -295,6 +299,10 @@ def _validate_compile(cfg: DictConfig, arms: tuple[str, ...]) -> None:
     options = cfg.compile_options
     if options.mode not in COMPILE_MODES:
         raise CellConfigError(f"compile_options.mode={options.mode!r} is not allowed: use one of {list(COMPILE_MODES)}")
+    if options.backend not in COMPILE_BACKENDS:
+        raise CellConfigError(
+            f"compile_options.backend={options.backend!r} is not allowed: use one of {list(COMPILE_BACKENDS)}"
+        )
     block = options.cache_block
     if isinstance(block, bool) or not isinstance(block, int) or block < 1:
         raise CellConfigError(f"compile_options.cache_block={block!r} is not allowed: use an integer >= 1")
