@@ -5,7 +5,8 @@
 #
 # On both embedded models (SmolLM2-135M-Instruct, Gemma-3-270M): exactness in float16 and bfloat16
 # (match rate with AR, and the logit margins of every mismatch), and AR vs lookahead (paper_7b,
-# paper_13b, cpu_small) vs prompt lookup on 20 MT-Bench prompts with 256 new tokens; writes table.md,
+# paper_13b, cpu_small) vs prompt lookup on 20 MT-Bench prompts with 256 new tokens, and compiled AR vs
+# compiled lookahead paper_7b as a pair of their own (static cache, CUDA graphs); writes table.md,
 # gpu_check.json and the device profiles into OUTPUT_DIR (default runs/gpu_check/<timestamp>).
 # Budgeted to finish in under 8 minutes on one H200, installs included: the measurements (model loads
 # and device profiles included) get 300 s (--time-budget-s) and stop starting new prompts when their

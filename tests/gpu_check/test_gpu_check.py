@@ -43,6 +43,22 @@ def test_the_time_budget_is_shared_by_work():
     flex = stage_plan(["float16", "bfloat16"], 256, 128, flex_attention=True)
     assert flex[0]["flex_attention"] and not flex[1]["flex_attention"]
     assert flex[0]["work"] == 6 * 256 and flex[1]["work"] == 2 * 128
+    # The compiled pair (AR and lookahead, compiled) runs in the first stage only: two more arms.
+    pair = stage_plan(["float16", "bfloat16"], 256, 128, compiled=True)
+    assert pair[0]["compiled"] and not pair[1]["compiled"]
+    assert pair[0]["work"] == 7 * 256 and pair[1]["work"] == 2 * 128
+
+
+def test_the_compiled_pair_is_compiled_ar_and_compiled_lookahead_and_exact():
+    from lade_bench.gpu_check.stages import compiled_arms
+    from lade_bench.models.tiny import tiny_model
+
+    model = tiny_model("llama", init_scale=3.0, seed=7, max_positions=1024)
+    arms = compiled_arms(model, [], 10, backend="eager")
+    assert list(arms) == ["ar", "lookahead paper_7b compiled (5,15,15)"]
+    results = [arm([5, 9, 17, 3, 5, 9, 17, 3]) for arm in arms.values()]
+    assert results[0].tokens == results[1].tokens
+    assert all(r.stats["compile_time_s"] > 0 for r in results)
 
 
 @pytest.mark.slow
@@ -92,6 +108,8 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     argv += ["--max-new-tokens", "6", "--exactness-new-tokens", "4", "--warmup", "0", "--output", str(tmp_path)]
     # The flex_attention arm's CPU kernel compile would dominate; its plumbing has its own test.
     argv += ["--no-flex-attention"]
+    # Likewise inductor's compile of the compiled pair (its arms are tested on a tiny model above).
+    argv += ["--no-compiled"]
     # A budget no loaded machine runs out of: this test checks the steps and files, not their speed.
     argv += ["--time-budget-s", "3600"]
     out = main(argv)

@@ -143,3 +143,22 @@ def test_an_eager_cell_passes_no_compiled_forwards_and_says_eager(compose_cfg, t
     manifest = json.loads((outcome.cell_dir / "manifest.json").read_text())
     assert (manifest["compiled"], manifest["compile_mode"]) == (False, None)
     assert outcome.summary["mode"] == "eager" and outcome.summary["arms"]["ar"]["compile_time_s"] is None
+
+
+def test_a_compiled_cell_measures_and_records_a_compiled_device_profile(compose_cfg, tmp_path):
+    overrides = [
+        *TINY,
+        "compile=true",
+        "compile_options.backend=eager",
+        "arms=[ar,lookahead]",
+        "device_profile.enabled=true",
+        "device_profile.repeats=1",
+        "device_profile.warmup=0",
+        f"output_root={tmp_path}",
+    ]
+    outcome = run_cell(compose_cfg(overrides))
+    manifest = json.loads((outcome.cell_dir / "manifest.json").read_text())
+    assert manifest["device_profile_key"]["compile_mode"] == "default"
+    profiles = list((outcome.cell_dir.parent / "device_profiles").glob("*.json"))
+    assert len(profiles) == 1 and profiles[0].name.endswith("--compiled-default.json")
+    assert json.loads(profiles[0].read_text())["compile_mode"] == "default"

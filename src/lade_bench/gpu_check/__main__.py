@@ -51,6 +51,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="also run lookahead paper_7b with attn_implementation=flex_attention in the first dtype (default on)",
     )
+    parser.add_argument(
+        "--compiled",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run compiled AR and compiled lookahead (static cache, torch.compile) as a pair (default on)",
+    )
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
     parser.add_argument("--margin-tolerance", type=float, default=1.0, help="logits; larger gaps are engine errors")
     parser.add_argument("--time-budget-s", type=float, default=300.0, help="for all stages together (default 300)")

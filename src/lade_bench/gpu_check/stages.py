@@ -5,8 +5,11 @@ speed table and that dtype's exactness. Each further dtype runs AR and lookahead
 exactness only. With ``flex_attention`` the first stage also runs lookahead paper_7b on a second
 copy of the model loaded with ``attn_implementation="flex_attention"`` (the step mask as a
 BlockMask, fused kernel): the paper's "lookahead with FlashAttention" beside the SDPA arms, on the
-same prompts, timed alike (its kernel compiles during the warm-up generation). Each stage gets a
-share of the time budget in proportion to its work.
+same prompts, timed alike (its kernel compiles during the warm-up generation). With ``compiled``
+the first stage also runs the compiled mode (``compile=true``: static KV cache, torch.compile, CUDA
+graphs on a GPU) as a pair of its own, compiled AR and compiled lookahead paper_7b, paired with each
+other and never with an eager arm (its rows are labelled ``<dtype> compiled``); the compile runs
+untimed. Each stage gets a share of the time budget in proportion to its work.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import torch
 
 from lade_bench.conf import group_option, lookahead_preset
 from lade_bench.datasets import load_dataset_samples, render_prompt
-from lade_bench.decoding import LookaheadParams, flex_attention_available
+from lade_bench.decoding import CompiledForwards, LookaheadParams, flex_attention_available
 from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
 from lade_bench.gpu_check.table import summary_records
 from lade_bench.methods import REFERENCE, bind_method
@@ -37,6 +40,8 @@ PRESET_NAMES = ("paper_7b", "paper_13b", "cpu_small")
 EXACTNESS_PRESET = "paper_7b"
 # The preset the flex_attention arm runs (the paper's 7B setting, the widest step).
 FLEX_PRESET = "paper_7b"
+# The preset the compiled pair runs beside compiled AR.
+COMPILED_PRESET = "paper_7b"
 # The embedded models checked, by their conf/model/ option names.
 MODEL_NAMES = ("smollm2", "gemma3_270m")
 
@@ -77,12 +82,30 @@ def flex_arm(model, stop_ids: list[int], max_new_tokens: int) -> tuple[str, Arm]
     return label, bind_method("lookahead", model, max_new_tokens, stop_ids, {"lookahead": params})
 
 
+def compiled_arms(model, stop_ids: list[int], max_new_tokens: int, backend: str = "inductor") -> dict[str, Arm]:
+    """The compiled pair: compiled AR (the pair's "ar") and compiled lookahead COMPILED_PRESET, one
+    ``CompiledForwards`` (of torch.compile ``backend``) shared, so each shape compiles once (untimed)."""
+    compiled = CompiledForwards(backend=backend)
+    params = lookahead_preset(COMPILED_PRESET)
+    label = f"lookahead {COMPILED_PRESET} compiled ({params.ngram},{params.window},{params.guesses})"
+    return {
+        REFERENCE: bind_method(REFERENCE, model, max_new_tokens, stop_ids, compiled=compiled),
+        label: bind_method("lookahead", model, max_new_tokens, stop_ids, {"lookahead": params}, compiled),
+    }
+
+
 def stage_plan(
-    dtypes: list[str], max_new_tokens: int, exactness_new_tokens: int, *, flex_attention: bool = False
+    dtypes: list[str],
+    max_new_tokens: int,
+    exactness_new_tokens: int,
+    *,
+    flex_attention: bool = False,
+    compiled: bool = False,
 ) -> list[dict[str, Any]]:
     """What each dtype stage runs and its amount of work (arms x tokens), which sets its time share.
 
-    ``flex_attention``: the first (speed) stage also runs the flex_attention lookahead arm.
+    ``flex_attention``: the first (speed) stage also runs the flex_attention lookahead arm;
+    ``compiled``: it also runs the compiled pair (:func:`compiled_arms`).
     """
     plan = []
     every = presets()
@@ -91,13 +114,15 @@ def stage_plan(
         chosen = every if speed else {EXACTNESS_PRESET: every[EXACTNESS_PRESET]}
         tokens = max_new_tokens if speed else exactness_new_tokens
         flex = speed and flex_attention
-        arms = 1 + int(speed) + len(chosen) + int(flex)
+        pair = speed and compiled
+        arms = 1 + int(speed) + len(chosen) + int(flex) + 2 * int(pair)
         plan.append(
             {
                 "dtype": dtype,
                 "presets": chosen,
                 "prompt_lookup": speed,
                 "flex_attention": flex,
+                "compiled": pair,
                 "tokens": tokens,
                 "work": arms * tokens,
             }
@@ -110,7 +135,9 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
     loader = EMBEDDED_MODELS[name]
     # A torch without flex_attention drops the arm (the table then lacks its row) rather than the check.
     flex = args.flex_attention and flex_attention_available()
-    plan = stage_plan(args.dtypes, args.max_new_tokens, args.exactness_new_tokens, flex_attention=flex)
+    plan = stage_plan(
+        args.dtypes, args.max_new_tokens, args.exactness_new_tokens, flex_attention=flex, compiled=args.compiled
+    )
     records, details = [], {}
     for index, stage in enumerate(plan):
         loaded = time.monotonic()
@@ -127,6 +154,18 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
         now = time.monotonic()
         remaining_work = sum(s["work"] for s in plan[index:])
         stage_deadline = now + max(deadline - now, 0.0) * stage["work"] / remaining_work
+        if stage["compiled"]:
+            # Its share of the stage's time: the pair's 2 arms out of the stage's arms.
+            pair_deadline = now + (stage_deadline - now) * 2 * stage["tokens"] / stage["work"]
+            pair = run_arms(
+                compiled_arms(model, stop_ids, stage["tokens"]), prompts, warmup=args.warmup, deadline=pair_deadline
+            )
+            pair_mismatches = find_mismatches(model, prompts, pair, args.margin_tolerance)
+            records.extend(summary_records(name, f"{stage['dtype']} compiled", pair, pair_mismatches))
+            detail["compiled"] = _run_details(pair, stage["tokens"], pair_mismatches)
+            detail["compiled"]["compile_time_s"] = {
+                arm: sum(r.stats.get("compile_time_s", 0.0) for r in results) for arm, results in pair.results.items()
+            }
         arms = build_arms(model, stop_ids, stage["tokens"], stage["presets"], prompt_lookup=stage["prompt_lookup"])
         flex_model = None
         if stage["flex_attention"]:

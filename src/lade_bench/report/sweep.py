@@ -85,6 +85,7 @@ class CellFiles:
             "dtype": None if dtype in (None, "auto") else str(dtype),
             # Older cells: the legacy profile recorded no attention implementation, so any stated one serves.
             "attn_implementation": str(config.get("attn_implementation") or "unrecorded"),
+            # Cells without a recorded key predate the compiled mode: eager.
         }
         return ProfileKey.from_record(rebuilt), aliases
 

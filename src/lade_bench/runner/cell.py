@@ -51,6 +51,7 @@ from lade_bench.models.loading import (
 )
 from lade_bench.models.pipeline import PipelineParallelError, load_pipeline_parallel
 from lade_bench.profiling.device_profile import (
+    EAGER,
     PROFILES_DIR,
     ProfileKey,
     device_kind,
@@ -533,12 +534,14 @@ def _load_replica(plan: CellPlan) -> CellModel:
 
 
 def profile_key(plan: CellPlan) -> ProfileKey:
-    """The device profile a cell's speedups are predicted from: its device kind, model, dtype and attention."""
+    """The device profile a cell's speedups are predicted from: its device kind, model, dtype, attention
+    and compile mode (a compiled cell's forwards cost what compiled forwards cost)."""
     return ProfileKey(
         device_kind=device_kind(plan.device),
         model=str(plan.cfg.model.name),
         dtype=str(plan.semantic["dtype"]),
         attn_implementation=str(plan.semantic["attn_implementation"]),
+        compile_mode=plan.compile_mode or EAGER,
     )
 
 
@@ -576,6 +579,7 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity,
             repeats=settings.repeats,
             model_name=key.model,
             attn_implementation=key.attn_implementation,
+            compiled=cell_model.compiled,
         )
         ownership.ensure_held()
         log.info("device profile: %s", publish_profile(plan.sweep_root, profile))
