@@ -6,7 +6,6 @@ This module is the decoding loop; the forwards and the KV cache are an executor'
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -15,22 +14,20 @@ import torch
 
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
 from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support, recompiles_allowed
+from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepExecutor, StepInput
 from lade_bench.decoding.parallel import LookaheadGroup, ParallelExecutor
 from lade_bench.decoding.params import (
     DecodeResult,
     LookaheadParams,
     SamplingParams,
-    truncate_at_stop,
     validate_max_new_tokens,
 )
 from lade_bench.decoding.pool import NGramPool
 from lade_bench.decoding.position_limits import check_position_limits, lookahead_reach
-from lade_bench.decoding.sampling import build_warpers, warped_probabilities
 from lade_bench.decoding.single_device import SingleDeviceExecutor
 from lade_bench.decoding.static_step import StaticShapeExecutor, lookahead_step_shape
 from lade_bench.decoding.timing import device_synchronizer, model_device
-from lade_bench.decoding.verify import verify_greedy, verify_sampling
 from lade_bench.decoding.window import LookaheadWindow, initial_guesses
 
 
@@ -132,16 +129,10 @@ class _DecodingLoop:
         self.executor = executor
         self.prompt = prompt
         self.params = params
-        self.max_new_tokens = max_new_tokens
         self.sampling = sampling
-        self.stop_ids = stop_ids
         self.device = device
-        self.generator = torch.Generator().manual_seed(seed)
-        self.warpers = build_warpers(sampling) if sampling.do_sample else None
-        self.tokens: list[int] = []
-        # prompt + tokens, kept incrementally because the pool reads n-grams across the boundary.
-        self.sequence: list[int] = list(prompt)
-        self.accept_lengths: list[int] = []
+        self.choice = TokenChoice(sampling, seed)
+        self.out = Emitted(prompt, max_new_tokens, stop_ids)
         self.steps_with_candidates = 0
         self.steps_with_hit = 0
 
@@ -152,18 +143,18 @@ class _DecodingLoop:
         window = LookaheadWindow(
             self.params.ngram,
             self.params.window,
-            initial_guesses(self.prompt, self.params.window + self.params.ngram - 3, self.generator),
+            initial_guesses(self.prompt, self.params.window + self.params.ngram - 3, self.choice.generator),
         )
         finished = self._prefill(window)
         if not finished:
             self._decode(window)
         sync()
         wall = time.perf_counter() - started
-        decode_steps = max(len(self.accept_lengths) - 1, 1)
+        decode_steps = max(len(self.out.accept_lengths) - 1, 1)
         return DecodeResult(
-            tokens=self.tokens,
-            steps=len(self.accept_lengths),
-            accept_lengths=self.accept_lengths,
+            tokens=self.out.tokens,
+            steps=len(self.out.accept_lengths),
+            accept_lengths=self.out.accept_lengths,
             wall_time_s=wall,
             forward_time_s=self.executor.record.forward_time_s,
             method="lookahead_sampling" if self.sampling.do_sample else "lookahead",
@@ -188,36 +179,25 @@ class _DecodingLoop:
         """
         guesses = list(window.levels[0])
         logits = self.executor.prefill(self.prompt + guesses, len(guesses))
-        if self.warpers is None:
-            first = int(logits[0].argmax())
-        else:
-            probabilities = warped_probabilities(logits[0], self.warpers)
-            first = int(torch.multinomial(probabilities.cpu(), 1, generator=self.generator))
+        first = self.choice.first(logits[0])
         # Row 0 stands for cur's column; update() drops it, like cur's prediction in a normal step.
         window.update([first, *logits[1:].argmax(dim=-1).tolist()])
-        return self._emit([first])
+        return self.out.emit([first])
 
     def _decode(self, window: LookaheadWindow) -> None:
         n, g = self.params.ngram, self.params.guesses
         pool = NGramPool(length=n - 1, cap=g)
+        sequence = self.out.sequence
         if self.params.prompt_as_reference:
-            pool.add_ngrams_of(self.sequence)
+            pool.add_ngrams_of(sequence)
         while True:
-            cur = self.tokens[-1]
-            position = len(self.sequence) - 1
+            cur = self.out.tokens[-1]
+            position = len(sequence) - 1
             candidates = pool.candidates(cur)
             step = self.executor.step(
                 StepInput(position, window.input_tokens(cur), window.num_levels, window.num_columns, candidates)
             )
-            if self.warpers is None:
-                accepted, winner, matched = verify_greedy(step.predictions, candidates, step.candidate_rows)
-            else:
-                accepted, winner, matched = verify_sampling(
-                    functools.partial(self._probabilities, step.logits),
-                    candidates,
-                    step.candidate_rows,
-                    self.generator,
-                )
+            accepted, winner, matched = self.choice.verify(step, candidates)
             self.steps_with_candidates += bool(candidates)
             self.steps_with_hit += matched > 0
 
@@ -226,22 +206,9 @@ class _DecodingLoop:
             window.update(step.last_level)
             self.executor.commit(step, position, winner, matched)
 
-            emitted_from = len(self.sequence)
-            finished = self._emit(accepted)
+            emitted_from = len(sequence)
+            finished = self.out.emit(accepted)
             if self.params.prompt_as_reference:
-                pool.add_ngrams_of(self.sequence, first_end=emitted_from)
+                pool.add_ngrams_of(sequence, first_end=emitted_from)
             if finished:
                 return
-
-    def _probabilities(self, logits: torch.Tensor, row: int) -> torch.Tensor:
-        """Warped target distribution of logit row ``row`` (a fresh tensor: verification edits it)."""
-        assert self.warpers is not None  # only sampling verification asks, and it built the warpers
-        return warped_probabilities(logits[row], self.warpers)
-
-    def _emit(self, accepted: list[int]) -> bool:
-        """Append this step's tokens, cut at EOS and the budget; True when generation is over."""
-        kept, finished = truncate_at_stop(accepted, self.max_new_tokens - len(self.tokens), self.stop_ids)
-        self.tokens.extend(kept)
-        self.sequence.extend(kept)
-        self.accept_lengths.append(len(kept))
-        return finished

@@ -28,6 +28,22 @@ class SingleDeviceStep(StepOutput):
     layout: StepLayout
     branch: VerificationBranch
 
+    @classmethod
+    def from_logits(
+        cls, logits: torch.Tensor, layout: StepLayout, branch: VerificationBranch, with_logits: bool
+    ) -> SingleDeviceStep:
+        """The step's output from the logits of ``layout.logit_rows``, in that order."""
+        predictions = logits.argmax(dim=-1).tolist()
+        last_level = [predictions[r] for r in layout.last_level_rows]
+        kept_logits = logits if with_logits else None
+        return cls(predictions, last_level, layout.candidate_rows, kept_logits, layout, branch)
+
+    def kept_offsets(self, winner: int, matched: int) -> list[int]:
+        """Step-input offsets (past cur) of the accepted tokens: candidate ``winner``'s first ``matched``."""
+        # The accepted tokens' nodes (winner is -1 when nothing matched, possibly with no branch).
+        accepted_nodes = self.branch.paths[winner][:matched] if matched else ()
+        return [self.layout.candidate_offset + node for node in accepted_nodes]
+
 
 class SingleDeviceExecutor:
     """Runs every forward of a lookahead generation on the model's own device (a ``StepExecutor``)."""
@@ -59,14 +75,9 @@ class SingleDeviceExecutor:
             position_ids=(layout.position_offsets + inputs.position)[None, :],
             logits_to_keep=layout.logit_rows,
         )
-        predictions = logits.argmax(dim=-1).tolist()
-        last_level = [predictions[r] for r in layout.last_level_rows]
-        kept_logits = logits if self._with_logits else None
-        return SingleDeviceStep(predictions, last_level, layout.candidate_rows, kept_logits, layout, branch)
+        return SingleDeviceStep.from_logits(logits, layout, branch, self._with_logits)
 
     def commit(self, output: SingleDeviceStep, position: int, winner: int, matched: int) -> None:
         """Keep cur's and the ``matched`` accepted tokens of candidate ``winner``'s cache entries."""
-        # The accepted tokens' nodes (winner is -1 when nothing matched, possibly with no branch).
-        accepted_nodes = output.branch.paths[winner][:matched] if matched else ()
-        kept = [output.layout.candidate_offset + node for node in accepted_nodes]
+        kept = output.kept_offsets(winner, matched)
         commit_accepted(self._forward.cache, position, output.layout.num_tokens, kept)

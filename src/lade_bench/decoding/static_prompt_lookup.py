@@ -11,19 +11,17 @@ keeps the target distribution.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
 
 import torch
 
 from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support, recompiles_allowed
+from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepInput
-from lade_bench.decoding.params import DecodeResult, SamplingParams, truncate_at_stop
-from lade_bench.decoding.sampling import build_warpers, warped_probabilities
+from lade_bench.decoding.params import DecodeResult, SamplingParams
 from lade_bench.decoding.static_step import StaticShapeExecutor, StepShape
 from lade_bench.decoding.timing import device_synchronizer, model_device
-from lade_bench.decoding.verify import verify_greedy, verify_sampling
 
 
 def prompt_lookup_candidate(
@@ -85,7 +83,7 @@ def static_prompt_lookup_generate(
 
 
 class _PromptLookupLoop:
-    """State of one generation: tokens so far, the sampling generator, tokens per forward."""
+    """State of one generation: the candidate rule's settings, the token choice, the output so far."""
 
     def __init__(
         self,
@@ -100,63 +98,37 @@ class _PromptLookupLoop:
     ) -> None:
         self.executor = executor
         self.prompt = prompt
-        self.max_new_tokens = max_new_tokens
+        self.max_length = len(prompt) + max_new_tokens
         self.num_tokens = num_tokens
         self.max_ngram_size = max_ngram_size
         self.stop_ids = stop_ids
-        self.generator = torch.Generator().manual_seed(seed)
-        self.warpers = build_warpers(sampling) if sampling.do_sample else None
-        self.sequence = list(prompt)
-        self.tokens: list[int] = []
-        self.accept_lengths: list[int] = []
+        self.choice = TokenChoice(sampling, seed)
+        self.out = Emitted(prompt, max_new_tokens, stop_ids)
 
     def run(self, device: torch.device) -> DecodeResult:
         sync = device_synchronizer(device)
         sync()
         started = time.perf_counter()
         logits = self.executor.prefill(self.prompt, 0)
-        finished = self._emit([self._first_token(logits[-1])])
-        max_length = len(self.prompt) + self.max_new_tokens
+        finished = self.out.emit([self.choice.first(logits[-1])])
+        sequence = self.out.sequence
         while not finished:
-            position = len(self.sequence) - 1
+            position = len(sequence) - 1
             candidate = prompt_lookup_candidate(
-                self.sequence, self.num_tokens, self.max_ngram_size, self.stop_ids, max_length
+                sequence, self.num_tokens, self.max_ngram_size, self.stop_ids, self.max_length
             )
             candidates = [tuple(candidate)] if candidate else []
-            step = self.executor.step(StepInput(position, [self.tokens[-1]], 1, 1, candidates))
-            if self.warpers is None:
-                accepted, winner, matched = verify_greedy(step.predictions, candidates, step.candidate_rows)
-            else:
-                probabilities = functools.partial(self._probabilities, step.logits)
-                accepted, winner, matched = verify_sampling(
-                    probabilities, candidates, step.candidate_rows, self.generator
-                )
+            step = self.executor.step(StepInput(position, [self.out.tokens[-1]], 1, 1, candidates))
+            accepted, winner, matched = self.choice.verify(step, candidates)
             self.executor.commit(step, position, winner, matched)
-            finished = self._emit(accepted)
+            finished = self.out.emit(accepted)
         sync()
         return DecodeResult(
-            tokens=self.tokens,
-            steps=len(self.accept_lengths),
-            accept_lengths=self.accept_lengths,
+            tokens=self.out.tokens,
+            steps=len(self.out.accept_lengths),
+            accept_lengths=self.out.accept_lengths,
             wall_time_s=time.perf_counter() - started,
             forward_time_s=self.executor.record.forward_time_s,
-            method="prompt_lookup_sampling" if self.warpers is not None else "prompt_lookup",
+            method="prompt_lookup_sampling" if self.choice.samples else "prompt_lookup",
             step_tokens=self.executor.record.step_tokens,
         )
-
-    def _first_token(self, logits: torch.Tensor) -> int:
-        if self.warpers is None:
-            return int(logits.argmax())
-        probabilities = warped_probabilities(logits, self.warpers)
-        return int(torch.multinomial(probabilities.cpu(), 1, generator=self.generator))
-
-    def _probabilities(self, logits: torch.Tensor | None, row: int) -> torch.Tensor:
-        assert self.warpers is not None and logits is not None  # sampling steps keep their logits
-        return warped_probabilities(logits[row], self.warpers)
-
-    def _emit(self, accepted: list[int]) -> bool:
-        kept, finished = truncate_at_stop(accepted, self.max_new_tokens - len(self.tokens), self.stop_ids)
-        self.tokens.extend(kept)
-        self.sequence.extend(kept)
-        self.accept_lengths.append(len(kept))
-        return finished

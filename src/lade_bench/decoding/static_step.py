@@ -150,16 +150,11 @@ class StaticShapeExecutor:
             position_ids=(offsets + inputs.position)[None, :],
             logits_to_keep=keep,
         )
-        logits = logits[: layout.logit_rows.shape[0]]
-        predictions = logits.argmax(dim=-1).tolist()
-        last_level = [predictions[r] for r in layout.last_level_rows]
-        kept_logits = logits if self._with_logits else None
-        return SingleDeviceStep(predictions, last_level, layout.candidate_rows, kept_logits, layout, branch)
+        return SingleDeviceStep.from_logits(logits[: layout.logit_rows.shape[0]], layout, branch, self._with_logits)
 
     def commit(self, output: SingleDeviceStep, position: int, winner: int, matched: int) -> None:
         """Move the accepted tokens' entries right after cur's; the next step's length hides the rest."""
-        accepted_nodes = output.branch.paths[winner][:matched] if matched else ()
-        move_accepted(self.cache, position, [output.layout.candidate_offset + node for node in accepted_nodes])
+        move_accepted(self.cache, position, output.kept_offsets(winner, matched))
         self._set_committed(position + 1 + matched)
 
     def _timed(self, forward, real_tokens: int, **kwargs) -> torch.Tensor:

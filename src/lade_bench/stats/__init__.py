@@ -13,11 +13,13 @@ Modules, one job each:
 * ``speedup``: ratio-of-sums speedup with its interval, per-sample-mean speedup.
 * ``quality``: quality means, paired quality deltas with cluster intervals, greedy mismatches.
 * ``efficiency``: compression, throughput, tokens per step, accepted-tokens histogram.
+* ``baseline_gain``: one arm against itself in two cells (AR compiled or in bf16 against eager fp32 AR).
 * ``drift``: the spread of identical AR work across a sweep's cells (the noise floor between cells).
 * ``summary``: one record per (cell, arm) with every number and its n.
 * ``headline``: the headline cell, chosen without the samples it is reported on.
 """
 
+from lade_bench.stats.baseline_gain import baseline_gain
 from lade_bench.stats.drift import ar_drift
 from lade_bench.stats.efficiency import (
     DEFAULT_VERIFICATION,
@@ -93,6 +95,7 @@ from lade_bench.stats.units import (
 
 __all__ = [
     "ar_drift",
+    "baseline_gain",
     "BASELINE_ARM",
     "BASIS_PER_TOKEN",
     "BASIS_WALL_TIME",

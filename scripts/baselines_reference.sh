@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Strong baselines on this CPU (issue 23's measured table): AR, lookahead and prompt lookup in
+# {float32, bfloat16} x {eager, compiled} on both embedded models (SmolLM2-135M-Instruct, Gemma-3-270M),
+# 20 MT-Bench questions (both turns) and 20 HumanEval problems, greedy, 64 new tokens.
+#
+#   bash scripts/baselines_reference.sh OUTPUT_ROOT
+#
+# Per (model, dataset, dtype, mode) two cells, arms interleaved per sample inside each:
+#   - lookahead N=5, W=G=7 with prompt as reference (the engine's default, the declared headline)
+#     beside AR and prompt lookup;
+#   - the committed CPU-tuned preset of the dataset (lookahead=tuned/cpu-smollm2-135m-instruct-<dataset>,
+#     tuned on SmolLM2, used as is on Gemma) beside AR.
+# The four settings of one (model, dataset) run back to back, so the AR-against-AR comparison across
+# cells (python -m lade_bench.report.baselines) spans minutes, not hours, of drift. Compiled cells
+# compile each shape on an untimed run (compile_time_s); the timed runs exclude it.
+#
+# Timed work: run it alone on the machine, pinned to one core (taskset -c 0 bash scripts/...), as the
+# other committed CPU results are; each cell records its CPU affinity, threads and load. Resumable:
+# rerun the same command after a kill or in a later sitting. It then writes
+# paper_figures/baselines/tables/baselines.{md,csv}, rows/baselines.parquet and the step-cost
+# curves (bench --step-cost). Commit them only when complete and run from a clean checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -lt 1 ]; then
+    echo "usage: bash scripts/baselines_reference.sh OUTPUT_ROOT" >&2
+    exit 2
+fi
+out=$1
+py=.venv/bin/python
+tokens=64
+common=(device=cpu dataset.limit=20 max_new_tokens=$tokens sweep_name=baselines output_root="$out"
+    device_profile.enabled=false report.headline.ngram=5 report.headline.window=7 report.headline.guesses=7)
+settings=("dtype=float32 compile=false" "dtype=float32 compile=true" "dtype=bfloat16 compile=false"
+    "dtype=bfloat16 compile=true")
+for model in smollm2 gemma3_270m; do
+    for dataset in mt_bench humaneval; do
+        for setting in "${settings[@]}"; do
+            # shellcheck disable=SC2086  # a setting is two overrides
+            "$py" -m lade_bench.run model=$model dataset=$dataset $setting "${common[@]}" \
+                lookahead=default 'arms=[ar,lookahead,prompt_lookup]'
+            # shellcheck disable=SC2086
+            "$py" -m lade_bench.run model=$model dataset=$dataset $setting "${common[@]}" \
+                "lookahead=tuned/cpu-smollm2-135m-instruct-$dataset" 'arms=[ar,lookahead]'
+        done
+    done
+done
+"$py" -m lade_bench.report.baselines "$out/baselines" --out paper_figures/baselines --max-new-tokens $tokens
+"$py" -m lade_bench.bench --step-cost --lookahead 5,7,7 --output paper_figures/baselines/step_cost
+echo "results: paper_figures/baselines/ (tables/baselines.md, rows/baselines.parquet, step_cost/)"

@@ -1,0 +1,191 @@
+"""The strong-baselines table: each method against AR within one (dtype, mode), and AR's own gain.
+
+    python -m lade_bench.report.baselines SWEEP_DIR [SWEEP_DIR ...] --out paper_figures/baselines
+
+A baselines sweep (``scripts/baselines_reference.sh``) runs the same samples in several (dtype,
+compile) settings, one cell per (model, dataset, dtype, mode, lookahead configuration). Two kinds of
+number come out, never mixed:
+
+* within a cell: every arm's speedup over that cell's AR (same dtype, same mode), the suite's usual
+  paired estimate (``stats.summarize``);
+* across cells: AR's gain over the reference AR (eager float32, the suite's default baseline) on the
+  same units (``stats.baseline_gain``, per token), so a reader sees how much faster the baseline got
+  and what remains of each method's gain against it.
+
+Writes ``tables/baselines.md`` and ``.csv`` (one row per cell and arm, n beside every number) and
+``rows/baselines.parquet`` (every per-sample row, with each cell's ``dtype``), from which
+:func:`baselines_table` recomputes the table exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from lade_bench import stats
+from lade_bench.results import load_rows
+from lade_bench.results.atomic import atomic_write_text
+
+# The setting every gain is measured against: the suite's default baseline on a CPU.
+REFERENCE_DTYPE = "float32"
+CELL_COLUMNS = ("model", "dataset", "dtype", "mode", "ngram", "window", "guesses", "prompt_as_reference")
+TABLE_COLUMNS = (
+    *CELL_COLUMNS,
+    "arm",
+    "n_units",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "ar_gain",
+    "ar_gain_ci_low",
+    "ar_gain_ci_high",
+    "ar_gain_n",
+    "tokens_per_s",
+    "compile_time_s",
+    "matches_ar",
+    "capped_share",
+)
+
+
+def collect_rows(sweep_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """Every row of the sweeps, with each cell's ``dtype`` (from its manifest) as a column."""
+    frames = []
+    for sweep in sweep_dirs:
+        rows = load_rows(sweep)
+        dtypes = {}
+        for manifest in Path(sweep).glob("*/manifest.json"):
+            record = json.loads(manifest.read_text(encoding="utf-8"))
+            dtypes[record["cell_id"]] = str(record["dtype"]).removeprefix("torch.")
+        rows["dtype"] = rows["cell_id"].map(dtypes)
+        frames.append(rows)
+    return pd.concat(frames, ignore_index=True)
+
+
+def baselines_table(rows: pd.DataFrame, max_new_tokens: int | None = None) -> pd.DataFrame:
+    """The table (``TABLE_COLUMNS``), one row per (cell, arm), from per-sample rows with ``dtype``.
+
+    Args:
+        rows: :func:`collect_rows`' frame (or the committed parquet).
+        max_new_tokens: the budget, to report the share of outputs that hit it (None: not reported).
+
+    AR rows carry ``ar_gain``: its per-token speedup over the AR of the eager float32 cell of the same
+    model, dataset and lookahead configuration (1.0 for that cell itself), on the units both ran.
+    """
+    if rows["dtype"].isna().any():
+        raise ValueError("every row needs its cell's dtype (collect_rows adds it from the manifests)")
+    rows = rows.copy()
+    rows["mode"] = [stats.mode_label(bool(c), m) for c, m in zip(rows["compiled"], rows["compile_mode"], strict=True)]
+    summary = stats.summarize(rows)
+    cell_info = rows.groupby("cell_id")[["dtype", "mode"]].first()
+    summary = summary.join(cell_info, on="cell_id")
+    records = []
+    for record in summary.to_dict("records"):
+        cell_rows = rows[rows["cell_id"] == record["cell_id"]]
+        gain = _ar_gain(rows, cell_rows, record) if record["arm"] == stats.BASELINE_ARM else None
+        arm_rows = cell_rows[(cell_rows["arm"] == record["arm"]) & cell_rows["error"].isna()]
+        capped = (
+            float((arm_rows["new_tokens"] >= max_new_tokens).mean())
+            if max_new_tokens is not None and len(arm_rows)
+            else math.nan
+        )
+        records.append(
+            {
+                **{name: record[name] for name in CELL_COLUMNS},
+                "arm": record["arm"],
+                "n_units": record["n_units"],
+                "speedup": record["speedup"],
+                "speedup_ci_low": record["speedup_ci_low"],
+                "speedup_ci_high": record["speedup_ci_high"],
+                "ar_gain": gain.value if gain else math.nan,
+                "ar_gain_ci_low": gain.low if gain else math.nan,
+                "ar_gain_ci_high": gain.high if gain else math.nan,
+                "ar_gain_n": gain.n_units if gain else 0,
+                "tokens_per_s": record["tokens_per_s"],
+                "compile_time_s": record["compile_time_s"],
+                "matches_ar": record["matches_ar"],
+                "capped_share": capped,
+            }
+        )
+    return pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS))
+
+
+def _ar_gain(rows: pd.DataFrame, cell_rows: pd.DataFrame, record: dict) -> stats.Estimate | None:
+    same = rows[
+        (rows["model"] == record["model"])
+        & (rows["dataset"] == record["dataset"])
+        & (rows["dtype"] == REFERENCE_DTYPE)
+        & (rows["mode"] == stats.EAGER)
+        & (rows["ngram"] == record["ngram"])
+        & (rows["window"] == record["window"])
+        & (rows["guesses"] == record["guesses"])
+    ]
+    if same.empty:
+        return None
+    return stats.baseline_gain(same, cell_rows)
+
+
+def render_markdown(table: pd.DataFrame) -> str:
+    """The table as markdown: speedups within the cell's mode, AR's gain over eager float32 AR, n each."""
+    lines = [
+        "| model | dataset | dtype | mode | lookahead (N, W, G) | arm | speedup vs AR of its mode | "
+        "AR vs eager float32 AR | compile (s) | matches AR | at cap |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in table.to_dict("records"):
+        config = f"{row['ngram']}, {row['window']}, {row['guesses']}"
+        lines.append(
+            f"| {row['model']} | {row['dataset']} | {row['dtype']} | {row['mode']} | {config} | {row['arm']} | "
+            f"{_interval(row['speedup'], row['speedup_ci_low'], row['speedup_ci_high'], row['n_units'])} | "
+            f"{_interval(row['ar_gain'], row['ar_gain_ci_low'], row['ar_gain_ci_high'], row['ar_gain_n'])} | "
+            f"{_number(row['compile_time_s'], '.0f')} | {_number(row['matches_ar'], '.0%')} | "
+            f"{_number(row['capped_share'], '.0%')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _interval(value: float, low: float, high: float, n: int) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    bounds = f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else ""
+    return f"{value:.2f}x{bounds} (n={n})"
+
+
+def _number(value, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return format(value, spec)
+
+
+def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path, max_new_tokens: int | None) -> Path:
+    """Collect, tabulate and write the table and the rows under ``out``; returns the markdown's path."""
+    out = Path(out)
+    rows = collect_rows(sweep_dirs)
+    table = baselines_table(rows, max_new_tokens)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    (out / "rows").mkdir(parents=True, exist_ok=True)
+    rows.to_parquet(out / "rows" / "baselines.parquet", index=False)
+    atomic_write_text(out / "tables" / "baselines.csv", table.to_csv(index=False))
+    path = out / "tables" / "baselines.md"
+    atomic_write_text(path, render_markdown(table))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m lade_bench.report.baselines", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sweeps", nargs="+", help="sweep folders of a baselines run")
+    parser.add_argument("--out", required=True, help="folder for tables/ and rows/")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="the run's budget, to count capped outputs")
+    args = parser.parse_args(argv)
+    path = write_baselines(args.sweeps, args.out, args.max_new_tokens)
+    print(f"baselines table: {path}; rows: {Path(args.out) / 'rows' / 'baselines.parquet'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

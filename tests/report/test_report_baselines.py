@@ -1,0 +1,75 @@
+"""The strong-baselines table from real cells: speedups within a mode, AR's gain across settings."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from lade_bench.conf import PACKAGE_CONF_DIR
+from lade_bench.report.baselines import baselines_table, collect_rows, main, render_markdown
+from lade_bench.runner import register_configs, run_cell
+
+CELL = [
+    "model=tiny_llama", "device=cpu", "dataset.limit=2", "max_new_tokens=8", "wandb.mode=disabled",
+    "device_profile.enabled=false", "arms=[ar,lookahead,prompt_lookup]", "sweep_name=baselines",
+]  # fmt: skip
+SETTINGS = {
+    ("float32", "eager"): ["dtype=float32"],
+    ("bfloat16", "compiled"): ["dtype=bfloat16", "compile=true", "compile_options.backend=eager"],
+}
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    register_configs()
+    root = tmp_path_factory.mktemp("runs")
+    with initialize_config_dir(config_dir=str(PACKAGE_CONF_DIR), version_base="1.3"):
+        for overrides in SETTINGS.values():
+            run_cell(compose("config", overrides=[*CELL, *overrides, f"output_root={root}"]))
+    return root / "baselines"
+
+
+def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep):
+    rows = collect_rows([sweep])
+    assert set(rows["dtype"]) == {"float32", "bfloat16"}
+    table = baselines_table(rows, max_new_tokens=8)
+    assert len(table) == 6
+    assert set(zip(table["dtype"], table["mode"], strict=True)) == {
+        ("float32", "eager"),
+        ("bfloat16", "compiled (default)"),
+    }
+    ar = table[table["arm"] == "ar"].set_index("dtype")
+    assert ar.loc["float32", "ar_gain"] == pytest.approx(1.0)
+    # bf16 compiled AR against eager fp32 AR: per token, on the units both ran (both turns of 2 questions).
+    compiled_ar = rows[(rows["dtype"] == "bfloat16") & (rows["arm"] == "ar")]
+    eager_ar = rows[(rows["dtype"] == "float32") & (rows["arm"] == "ar")]
+    expected = (eager_ar["wall_time_s"].sum() / eager_ar["new_tokens"].sum()) / (
+        compiled_ar["wall_time_s"].sum() / compiled_ar["new_tokens"].sum()
+    )
+    assert ar.loc["bfloat16", "ar_gain"] == pytest.approx(expected)
+    assert ar.loc["bfloat16", "ar_gain_n"] == 2 and math.isnan(ar.loc["bfloat16", "ar_gain_ci_low"])  # n < 10
+    others = table[table["arm"] != "ar"]
+    assert others["ar_gain"].isna().all() and (others["speedup"] > 0).all()
+    assert (table.loc[table["mode"] != "eager", "compile_time_s"].dropna() >= 0).all()
+    markdown = render_markdown(table)
+    assert "(n=2)" in markdown and "compiled (default)" in markdown
+
+
+def test_the_written_table_recomputes_from_the_written_rows(sweep, tmp_path):
+    assert main([str(sweep), "--out", str(tmp_path), "--max-new-tokens", "8"]) == 0
+    rows = pd.read_parquet(tmp_path / "rows" / "baselines.parquet")
+    committed = pd.read_csv(tmp_path / "tables" / "baselines.csv")
+    recomputed = baselines_table(rows, max_new_tokens=8)
+    pd.testing.assert_frame_equal(
+        recomputed.reset_index(drop=True), committed, check_dtype=False, check_exact=False, rtol=1e-12
+    )
+    assert (tmp_path / "tables" / "baselines.md").read_text() == render_markdown(committed)
+
+
+def test_rows_without_their_dtype_are_refused(sweep):
+    rows = collect_rows([sweep]).assign(dtype=None)
+    with pytest.raises(ValueError, match="every row needs its cell's dtype"):
+        baselines_table(rows)
