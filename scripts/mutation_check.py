@@ -70,7 +70,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "prompt_seeding_off",
         "prompt as reference no longer seeds the pool with the prompt's n-grams",
         "lade_bench/decoding/lookahead.py",
-        "pool.add_ngrams_of(self.sequence)\n",
+        "pool.add_ngrams_of(sequence)\n",
         "pass\n",
         (EFFECTIVENESS,),
     ),

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The committed reference results (paper_figures/) on the embedded SmolLM2 (and, in the main table,
-# Gemma-3-270M), CPU, fp32, 128 new tokens.
+# The committed reference results (paper_figures/) on the embedded SmolLM2-135M-Instruct and
+# Gemma-3-270M, CPU, fp32, eager: the regeneration plan of issue 22.
 #
-#   bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]
+#   bash scripts/tune_reference.sh OUTPUT_ROOT                       # first: the CPU-tuned presets
+#   taskset -c 0 bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]
 #
 # Runs every sweep into OUTPUT_ROOT (resumable: rerun the same command after a kill or in a later
-# sitting and finished cells and samples are skipped), then writes figures, tables and report.html
-# into paper_figures/. The sweeps run one after another, never in parallel, because their timings
-# would disturb each other. The committed run was pinned to one core (`taskset -c 0 bash
-# scripts/reference_results.sh ...`, so torch uses 1 thread and the device profile is
-# cpu-x86-64-1-threads) while development used the other core: about 10 hours in all. Commit paper_figures/ only when every sweep is
-# complete and the code that ran them was a clean checkout (each cell's manifest.json records it).
+# sitting and finished cells and samples are skipped), then writes figures, tables, report.html and
+# one parquet of per-sample rows per sweep (paper_figures/rows/<sweep>.parquet) into paper_figures/.
+# The sweeps run one after another, never in parallel, and alone on the machine (no tests, tuner or
+# second sweep beside them): each cell records its CPU affinity, threads, load and resume gaps. Pinned
+# to one core with one torch thread, as every committed CPU result is. Resume a sweep on the commit
+# it started on (each cell's manifest records it); commit paper_figures/ only when every sweep is
+# complete and ran from a clean checkout.
+#
+# Output lengths: 256 new tokens where answers are long (MT-Bench, code, GSM8K) so that most end by
+# themselves; 128 for XSum summaries. The report counts the outputs that hit the cap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
@@ -20,42 +25,73 @@ fi
 out=$1
 shared=${2:-../shared/data}
 py=.venv/bin/python
-# One device, one process, arms alternated per sample; N=5, W=G=7 (the official README's setting) is
-# the declared headline of every sweep, so the main table never picks a cell on its own samples.
-common=(device=cpu max_new_tokens=128 output_root="$out")
+common=(device=cpu output_root="$out")
 smollm2=(model=smollm2 "${common[@]}")
+# N=5, W=G=7 with prompt as reference (the official README's setting) is the declared headline of
+# every sweep, so no table picks a cell on its own samples.
 headline=(report.headline.ngram=5 report.headline.window=7 report.headline.guesses=7)
 
-# Main table of one model: four benchmarks, 20 samples each, with the prompt lookup and Jacobi arms
-# beside lookahead; every model writes the same sweep folder ("main"), so the table has a model axis.
+dataset_args() {  # the dataset's path in the shared data folder and its output length
+    case $1 in
+        gsm8k) echo "dataset.path=$shared/gsm8k/test.jsonl max_new_tokens=256" ;;
+        mbpp) echo "dataset.path=$shared/mbpp/mbpp.jsonl max_new_tokens=256" ;;
+        classeval) echo "dataset.path=$shared/classeval/ClassEval_data.json max_new_tokens=256" ;;
+        xsum) echo "max_new_tokens=128" ;;
+        *) echo "max_new_tokens=256" ;;
+    esac
+}
+
+tuned_preset() {  # the committed CPU-tuned preset of the dataset's kind (tuned on SmolLM2)
+    case $1 in
+        humaneval | mbpp | classeval) echo "tuned/cpu-smollm2-135m-instruct-humaneval" ;;
+        *) echo "tuned/cpu-smollm2-135m-instruct-mt_bench" ;;
+    esac
+}
+
+# Main table of one model: six benchmarks, 20 samples each; the declared N5 W7 G7 beside AR, prompt
+# lookup and Jacobi (and, on Gemma, the assisted arm with SmolLM2 as its draft), then the CPU-tuned
+# preset beside AR. Every cell writes the sweep folder "main", so the table has a model axis.
 main_table() {
-    local model=$1 dataset
-    for dataset in mt_bench humaneval xsum gsm8k; do
-        local path=()
-        [ "$dataset" = gsm8k ] && path=(dataset.path="$shared/gsm8k/test.jsonl")
-        "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" "${path[@]}" \
-            dataset.limit=20 'arms=[ar,lookahead,prompt_lookup,jacobi]' lookahead.window=7 lookahead.guesses=7 \
-            "${headline[@]}"
+    local model=$1 dataset arms draft
+    for dataset in mt_bench humaneval mbpp classeval gsm8k xsum; do
+        arms='arms=[ar,lookahead,prompt_lookup,jacobi]'
+        draft=()
+        if [ "$model" = gemma3_270m ]; then
+            arms='arms=[ar,lookahead,prompt_lookup,jacobi,assisted]'
+            draft=(model@assistant.model=smollm2)
+        fi
+        # shellcheck disable=SC2046  # dataset_args prints overrides
+        "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
+            dataset.limit=20 "$arms" "${draft[@]}" lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+        # shellcheck disable=SC2046
+        "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
+            dataset.limit=20 'arms=[ar,lookahead]' "lookahead=$(tuned_preset "$dataset")" "${headline[@]}"
     done
 }
 
 main_table smollm2
+main_table gemma3_270m
 # Prompt as reference off / on: 20 MT-Bench questions (both turns).
-"$py" -m lade_bench.run +sweep=prompt_ref "${smollm2[@]}" dataset.limit=20 lookahead.window=7 lookahead.guesses=7 \
-    "${headline[@]}"
+"$py" -m lade_bench.run +sweep=prompt_ref "${smollm2[@]}" dataset.limit=20 max_new_tokens=256 lookahead.window=7 \
+    lookahead.guesses=7 "${headline[@]}"
 # W x G at N=5 (corners W=1 and G=1 included), prompt as reference off: 10 questions per cell.
-"$py" -m lade_bench.run +sweep=ablation_wg "${smollm2[@]}" dataset.limit=10 \
+"$py" -m lade_bench.run +sweep=ablation_wg "${smollm2[@]}" dataset.limit=10 max_new_tokens=256 \
     'lookahead.window=1,4,7' 'lookahead.guesses=1,4,7' "${headline[@]}"
 # N at W=G=4: 10 questions per cell.
-"$py" -m lade_bench.run +sweep=ablation_n "${smollm2[@]}" dataset.limit=10 \
+"$py" -m lade_bench.run +sweep=ablation_n "${smollm2[@]}" dataset.limit=10 max_new_tokens=256 \
     'lookahead.ngram=2,3,4,5' lookahead.window=4 lookahead.guesses=4 report.headline.window=4 report.headline.guesses=4
 # Greedy vs temperature 1.0 on 20 XSum articles (CNN/DailyMail is hub-only).
-"$py" -m lade_bench.run +sweep=sampling "${smollm2[@]}" dataset=xsum dataset.limit=20 \
+"$py" -m lade_bench.run +sweep=sampling "${smollm2[@]}" dataset=xsum dataset.limit=20 max_new_tokens=128 \
     lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
-# The main table's second model: Gemma-3-270M (base, hybrid sliding-window attention; raw completion
-# prompts, src/lade_bench/conf/model/gemma3_270m.yaml). Slower per token than SmolLM2 on a CPU: every logit row of a
-# step costs a 262,144-wide LM head (about three hours for the four datasets on 2 cores).
-main_table gemma3_270m
 
-"$py" -m lade_bench.report "$out/main" "$out/prompt_ref" "$out/ablation_wg" "$out/ablation_n" "$out/sampling" \
-    --out paper_figures
+sweeps=(main prompt_ref ablation_wg ablation_n sampling)
+"$py" -m lade_bench.report "${sweeps[@]/#/$out/}" --out paper_figures
+mkdir -p paper_figures/rows
+for sweep in "${sweeps[@]}"; do
+    "$py" - "$out/$sweep" "paper_figures/rows/$sweep.parquet" <<'PY'
+import sys
+from lade_bench.results import load_rows
+load_rows(sys.argv[1]).to_parquet(sys.argv[2], index=False)
+PY
+done
+echo "results: paper_figures/ (figures, tables, report.html, rows/<sweep>.parquet)"
