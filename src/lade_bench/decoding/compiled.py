@@ -5,7 +5,8 @@ per-op framework overhead on a CPU), which flatters any method that amortises th
 many tokens. The compiled mode is the strong baseline: every forward runs on a static KV cache (fixed
 tensor shapes) through ``torch.compile`` (CUDA graphs on a GPU with ``mode="reduce-overhead"``).
 
-One :class:`CompiledForwards` lives for one cell and is shared by its arms. It
+One :class:`CompiledForwards` lives for one cell and is shared by its arms; creating one drops
+every graph compiled before it in the process (``torch._dynamo.reset``). It
 
 * rounds each generation's cache length up to a multiple of ``cache_block``, so a cell compiles a
   handful of shapes rather than one per prompt length;
@@ -114,6 +115,12 @@ class CompiledForwards:
     _compiled: dict[tuple[int, str], Callable[..., Any]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        # Dynamo keeps compiled code per code object for the whole process: every model of one class
+        # shares ``forward``'s entries, so the graphs of earlier cells (other instances, other shapes)
+        # would count toward the recompile limit of this one. A cell's compiled mode starts empty.
+        import torch._dynamo
+
+        torch._dynamo.reset()
         if self.mode not in COMPILE_MODES:
             raise DecodingConfigError(f"compile mode {self.mode!r} is not one of {list(COMPILE_MODES)}")
         require_int("compile cache_block", self.cache_block, minimum=1)
