@@ -28,18 +28,17 @@ fi
 out=$1
 py=.venv/bin/python
 tokens=64
-common=(device=cpu dataset.limit=20 max_new_tokens=$tokens sweep_name=baselines output_root="$out"
-    device_profile.enabled=false report.headline.ngram=5 report.headline.window=7 report.headline.guesses=7)
+# +sweep=baselines: CPU, 20 samples, 64 tokens, N5 W7 G7 declared, arms ar, lookahead, prompt_lookup.
+common=(+sweep=baselines max_new_tokens=$tokens output_root="$out")
 settings=("dtype=float32 compile=false" "dtype=float32 compile=true" "dtype=bfloat16 compile=false"
     "dtype=bfloat16 compile=true")
 for model in smollm2 gemma3_270m; do
     for dataset in mt_bench humaneval; do
         for setting in "${settings[@]}"; do
             # shellcheck disable=SC2086  # a setting is two overrides
-            "$py" -m lade_bench.run model=$model dataset=$dataset $setting "${common[@]}" \
-                lookahead=default 'arms=[ar,lookahead,prompt_lookup]'
+            "$py" -m lade_bench.run "${common[@]}" model=$model dataset=$dataset $setting
             # shellcheck disable=SC2086
-            "$py" -m lade_bench.run model=$model dataset=$dataset $setting "${common[@]}" \
+            "$py" -m lade_bench.run "${common[@]}" model=$model dataset=$dataset $setting \
                 "lookahead=tuned/cpu-smollm2-135m-instruct-$dataset" 'arms=[ar,lookahead]'
         done
     done

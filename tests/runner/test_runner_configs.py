@@ -53,7 +53,21 @@ def test_model_group_has_the_required_models():
 
 
 def test_sweep_files_are_exactly_the_paper_experiments():
-    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling", "assisted"}
+    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling", "assisted", "baselines"}
+
+
+def test_baselines_sweep_plans_one_cell_per_dtype_and_mode(compose_cfg):
+    settings = [[f"dtype={d}", f"compile={c}"] for d in ("float32", "bfloat16") for c in ("false", "true")]
+    plans = [plan_cell(compose_cfg(["+sweep=baselines", "model=tiny_llama", *s])) for s in settings]
+    assert len({plan.cell_id for plan in plans}) == 4
+    assert all(
+        plan.sweep_root.name == "baselines" and plan.arms == ("ar", "lookahead", "prompt_lookup") for plan in plans
+    )
+    assert [plan.compiled for plan in plans] == [False, True, False, True]
+    tuned = compose_cfg(
+        ["+sweep=baselines", "lookahead=tuned/cpu-smollm2-135m-instruct-mt_bench", "arms=[ar,lookahead]"]
+    )
+    assert (tuned.lookahead.window, tuned.report.headline.window) == (1, 7)
 
 
 def test_assisted_sweep_is_one_declared_cell_with_a_draft(compose_cfg):
