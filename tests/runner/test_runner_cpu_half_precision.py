@@ -51,4 +51,6 @@ def test_smollm2_in_bfloat16_on_the_cpu_reports_its_mismatches_with_margins(comp
     rows = load_rows(run_cell(compose_cfg(overrides)).cell_dir)
     assert rows["error"].isna().all() and len(rows) == 12
     _assert_mismatches_reported(rows)
+    # bf16 flips near-ties (most rows of a 64-token MT-Bench run diverge): the check above saw some.
+    assert (~rows.loc[rows["arm"] != "ar", "matches_ar"].astype(bool)).any()
     assert not rows["engine_error"].fillna(False).astype(bool).any()

@@ -12,7 +12,7 @@ import torch
 from transformers import CompileConfig, GenerationConfig
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
-from lade_bench.decoding.compiled import CompiledForwards, recompiles_allowed
+from lade_bench.decoding.compiled import CompiledForwards
 from lade_bench.decoding.params import (
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_NUM_TOKENS,
@@ -128,7 +128,7 @@ def compiled_autoregressive_generate(
 
     def generation() -> DecodeResult:
         cache = full_static_cache(model, cache_length)
-        result = _generate(
+        return _generate(
             model,
             prompt,
             max_new_tokens,
@@ -140,10 +140,8 @@ def compiled_autoregressive_generate(
             generate_kwargs={cache_argument_name(model): cache},
             count_forwards=False,
         )
-        return result
 
-    with recompiles_allowed():
-        return compiled.run((id(model), "ar", cache_length), device, generation)
+    return compiled.run((id(model), "ar", cache_length), device, generation)
 
 
 def _generate(

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
-from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support, recompiles_allowed
+from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support
 from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepExecutor, StepInput
 from lade_bench.decoding.parallel import LookaheadGroup, ParallelExecutor
@@ -88,8 +88,7 @@ def lookahead_generate(
         executor = StaticShapeExecutor(model, params.verification, sampling.do_sample, compiled, shape, cache_length)
         return _DecodingLoop(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, device).run()
 
-    with recompiles_allowed():
-        return compiled.run((id(model), "static_step", shape, cache_length), device, generation)
+    return compiled.run((id(model), "static_step", shape, cache_length), device, generation)
 
 
 def choose_executor(

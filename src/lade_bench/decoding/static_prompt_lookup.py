@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support, recompiles_allowed
+from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support
 from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepInput
 from lade_bench.decoding.params import DecodeResult, SamplingParams
@@ -78,8 +78,7 @@ def static_prompt_lookup_generate(
             executor, prompt, max_new_tokens, num_tokens, max_ngram_size, sampling, stop_ids, seed
         ).run(device)
 
-    with recompiles_allowed():
-        return compiled.run((id(model), "static_step", shape, cache_length), device, generation)
+    return compiled.run((id(model), "static_step", shape, cache_length), device, generation)
 
 
 class _PromptLookupLoop:
