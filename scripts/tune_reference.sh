@@ -46,7 +46,7 @@ for dataset in mt_bench humaneval; do
     # The preset names its tune folder, which lives under OUTPUT_ROOT on this machine only: the
     # committed copy points at the folder in the repo that holds the same record and table.
     sed "s|^# tune folder: .*|# tune folder: $dest (copied there from the run's folder)|" \
-        "$out/src/lade_bench/conf/lookahead/tuned/$preset" > "$dest/$preset"
+        "$out/conf/lookahead/tuned/$preset" > "$dest/$preset"
     cp "$dest/$preset" src/lade_bench/conf/lookahead/tuned/
 done
 echo "tuner outcome in paper_figures/tune/ (figure, held-out table, record, preset per dataset);" \
