@@ -17,7 +17,7 @@
 # Timed work: run it alone on the machine, pinned to one core (taskset -c 0 bash scripts/...), as the
 # other committed CPU results are; each cell records its CPU affinity, threads and load. Resumable:
 # rerun the same command after a kill or in a later sitting. It then writes
-# paper_figures/baselines/tables/baselines.{md,csv}, rows/baselines.parquet and the step-cost
+# paper_figures/baselines/tables/baselines.{md,csv}, rows/baselines/ (the sweep's archive) and the step-cost
 # curves (bench --step-cost). Commit them only when complete and run from a clean checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,4 +45,4 @@ for model in smollm2 gemma3_270m; do
 done
 "$py" -m lade_bench.report.baselines "$out/baselines" --out paper_figures/baselines --max-new-tokens $tokens
 "$py" -m lade_bench.bench --step-cost --lookahead 5,7,7 --output paper_figures/baselines/step_cost
-echo "results: paper_figures/baselines/ (tables/baselines.md, rows/baselines.parquet, step_cost/)"
+echo "results: paper_figures/baselines/ (tables/baselines.md, rows/baselines/, step_cost/)"

@@ -6,7 +6,9 @@
 #
 # Each tune searches 30 configurations (N, W, G, prompt as reference, flat or trie verification) on
 # 4 probe samples, then runs its top 3 (declared by the search) against AR and prompt lookup on 10
-# held-out samples, beside the paper's presets and the repo's CPU preset on the same samples.
+# held-out samples, beside the paper's presets and the repo's CPU preset on the same samples. The
+# samples are the first 4 + 10 of the draw tune.yaml fixes (dataset.shuffle_seed 0); the reference
+# and baselines runs report on that draw past them (dataset.offset=14), never on these.
 # Resumable: rerun the same command after a kill and finished trials and held-out rows are reused.
 # About 1.5-2 hours on one quiet core; the tunes run one after another, never in parallel, because
 # their timings would disturb each other (pin the whole script to one idle core, e.g. taskset -c 0).

@@ -56,6 +56,13 @@ def test_bad_limit():
         load_dataset_samples("mt_bench", limit=-1)
 
 
+def test_bad_offset_names_the_value_and_the_range():
+    with pytest.raises(ValueError, match="offset must be >= 0, got -1"):
+        load_dataset_samples("mt_bench", offset=-1)
+    with pytest.raises(ValueError, match=r"offset=80 leaves no sample of its 80; use 0\.\.79"):
+        load_dataset_samples("mt_bench", offset=80)
+
+
 def test_wrong_schema_names_file_record_and_fields(fixtures_dir):
     # A CNN/DM file given as MBPP: the first record lacks MBPP's fields.
     with pytest.raises(ValueError, match=r"cnn_dailymail_sample.jsonl:1: record 0: lacks field\(s\) \['task_id'"):

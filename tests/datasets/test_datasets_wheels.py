@@ -59,3 +59,12 @@ def test_limit_and_seed_are_deterministic():
     assert load_dataset_samples("xsum", limit=5, seed=8) != shuffled
     assert len(load_dataset_samples("mt_bench", limit=3)) == 3
     assert load_dataset_samples("humaneval", limit=0) == []
+
+
+def test_offset_drops_the_first_samples_of_the_draw_before_the_limit():
+    draw = load_dataset_samples("mt_bench", seed=0)
+    tuned_on = {s.sample_id for s in draw[:14]}  # what a tuner with 4 probe + 10 held-out samples takes
+    reported = load_dataset_samples("mt_bench", seed=0, offset=14, limit=20)
+    assert reported == draw[14:34]
+    assert not tuned_on & {s.sample_id for s in reported}
+    assert load_dataset_samples("humaneval", offset=3, limit=2) == load_dataset_samples("humaneval")[3:5]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import shutil
 
 import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
 from lade_bench.conf import PACKAGE_CONF_DIR
-from lade_bench.report.baselines import baselines_table, collect_rows, main, render_markdown
+from lade_bench.report.baselines import baselines_table, collect_rows, main, render_markdown, render_summary
+from lade_bench.results.archive import is_archive
 from lade_bench.runner import register_configs, run_cell
 
 CELL = [
@@ -54,19 +56,49 @@ def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep
     others = table[table["arm"] != "ar"]
     assert others["ar_gain"].isna().all() and (others["speedup"] > 0).all()
     assert (table.loc[table["mode"] != "eager", "compile_time_s"].dropna() >= 0).all()
+    # Where every output is AR's, the outputs have AR's lengths and per token equals wall time.
+    exact = table[table["matches_ar"] == 1.0]
+    assert len(exact) >= 2 and exact["speedup_per_token"].to_numpy() == pytest.approx(exact["speedup"].to_numpy())
     markdown = render_markdown(table)
     assert "(n=2)" in markdown and "compiled (default)" in markdown
 
 
-def test_the_written_table_recomputes_from_the_written_rows(sweep, tmp_path):
+def test_the_written_table_recomputes_from_the_written_archive(sweep, tmp_path):
     assert main([str(sweep), "--out", str(tmp_path), "--max-new-tokens", "8"]) == 0
-    rows = pd.read_parquet(tmp_path / "rows" / "baselines.parquet")
+    archive = tmp_path / "rows" / "baselines"
+    assert is_archive(archive)
+    rows = collect_rows([archive])
+    assert len(rows) == len(collect_rows([sweep]))
     committed = pd.read_csv(tmp_path / "tables" / "baselines.csv")
     recomputed = baselines_table(rows, max_new_tokens=8)
     pd.testing.assert_frame_equal(
         recomputed.reset_index(drop=True), committed, check_dtype=False, check_exact=False, rtol=1e-12
     )
     assert (tmp_path / "tables" / "baselines.md").read_text() == render_markdown(committed)
+    assert (tmp_path / "tables" / "baselines_summary.md").read_text() == render_summary(recomputed)
+
+
+def test_the_summary_has_a_column_per_setting_and_per_token_numbers(sweep):
+    table = baselines_table(collect_rows([sweep]), max_new_tokens=8)
+    lines = render_summary(table).splitlines()
+    assert lines[0].endswith("| float32 eager | bfloat16 compiled (default) |")
+    ar = next(line for line in lines if "AR (gain over eager float32 AR)" in line)
+    gain = table[(table["arm"] == "ar") & (table["dtype"] == "bfloat16")]["ar_gain"].iloc[0]
+    assert ar.split("|")[-2].strip() == f"{gain:.2f}x (n=2)" and "1.00x (n=2)" in ar
+    lookahead = table[(table["arm"] == "lookahead") & (table["dtype"] == "float32")].iloc[0]
+    row = next(line for line in lines if "| lookahead |" in line)
+    assert f"{lookahead['speedup_per_token']:.2f}x (n=2), {lookahead['matches_ar']:.0%} match AR" in row
+    assert len(lines) == 2 + 3  # header, rule, one row per arm
+
+
+def test_an_unfinished_sweep_is_refused_before_any_table(sweep, tmp_path, capsys):
+    copy = tmp_path / "baselines"
+    shutil.copytree(sweep, copy)
+    cell = next(p for p in copy.iterdir() if (p / "summary.json").is_file())
+    (cell / "summary.json").unlink()
+    assert main([str(copy), "--out", str(tmp_path / "out")]) == 2
+    assert f"{cell.name}: no summary.json" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "tables").exists()
 
 
 def test_rows_without_their_dtype_are_refused(sweep):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.datasets import available_datasets
 from lade_bench.decoding import DecodingConfigError
 from lade_bench.results import cell_id
@@ -67,7 +69,17 @@ def test_baselines_sweep_plans_one_cell_per_dtype_and_mode(compose_cfg):
     tuned = compose_cfg(
         ["+sweep=baselines", "lookahead=tuned/cpu-smollm2-135m-instruct-mt_bench", "arms=[ar,lookahead]"]
     )
-    assert (tuned.lookahead.window, tuned.report.headline.window) == (1, 7)
+    preset_file = PACKAGE_CONF_DIR / "lookahead" / "tuned" / "cpu-smollm2-135m-instruct-mt_bench.yaml"
+    preset = yaml.safe_load(preset_file.read_text())
+    assert (tuned.lookahead.ngram, tuned.lookahead.window, tuned.lookahead.guesses) == (
+        preset["ngram"],
+        preset["window"],
+        preset["guesses"],
+    )
+    assert (tuned.report.headline.ngram, tuned.report.headline.window) == (5, 7)  # the declared headline stays
+    # Past the tuner's 4 probe + 10 held-out samples of the same draw.
+    assert (tuned.dataset.shuffle_seed, tuned.dataset.offset, tuned.dataset.limit) == (0, 14, 20)
+    assert all(plan.semantic["dataset"]["offset"] == 14 for plan in plans)
 
 
 def test_assisted_sweep_is_one_declared_cell_with_a_draft(compose_cfg):
@@ -192,6 +204,7 @@ def test_typos_and_wrong_types_fail_at_composition(compose_cfg, override, messag
         ("attn_implementation=flash_attention_2", CellConfigError, "custom attention mask"),
         ("repeats=0", CellConfigError, "repeats=0"),
         ("dataset.limit=0", CellConfigError, "dataset.limit=0"),
+        ("dataset.offset=-1", CellConfigError, "dataset.offset=-1 is not allowed: use an integer >= 0"),
         ("prompt_lookup.num_tokens=0 arms=[ar,prompt_lookup]", DecodingConfigError, "num_tokens=0"),
         ("dataset.name=mtbench", ValueError, "Did you mean 'mt_bench'"),
         ("sweep_name=a/b", CellConfigError, "plain folder name"),
@@ -202,6 +215,14 @@ def test_bad_values_fail_in_the_plan(compose_cfg, override, error, message):
     with pytest.raises(error) as info:
         plan_cell(cfg)
     assert message in str(info.value)
+
+
+def test_an_offset_makes_another_cell_and_none_keeps_the_old_id(compose_cfg):
+    base = plan_cell(compose_cfg([]))
+    assert "offset" not in base.semantic["dataset"]
+    assert plan_cell(compose_cfg(["dataset.offset=0"])).cell_id == base.cell_id
+    shifted = plan_cell(compose_cfg(["dataset.offset=14"]))
+    assert shifted.semantic["dataset"]["offset"] == 14 and shifted.cell_id != base.cell_id
 
 
 def test_flex_attention_is_fine_for_lookahead(compose_cfg):

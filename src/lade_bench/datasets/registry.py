@@ -108,6 +108,7 @@ def load_dataset_samples(
     limit: int | None = None,
     split: str | None = None,
     seed: int | None = None,
+    offset: int = 0,
 ) -> list[Sample]:
     """Load a registered dataset as a deterministic list of samples.
 
@@ -121,6 +122,8 @@ def load_dataset_samples(
             accepted.
         seed: None keeps the file's own order; an int shuffles with ``random.Random(seed)`` first, so
             ``limit`` then draws the same subset on every run and machine.
+        offset: drop the first ``offset`` samples (after the shuffle, before ``limit``), e.g. those a
+            tuner chose its configuration on, so an evaluation reports on samples it never saw.
 
     Returns:
         Samples with ids unique within the dataset.
@@ -133,11 +136,13 @@ def load_dataset_samples(
         DatasetFormatError: the file is empty, does not parse, or has bad records (each named by
             file and line with what is wrong: missing fields, a null, blank or duplicate id, blank
             prompt text, ``turns`` not a non-empty list of non-blank strings).
-        ValueError: bad ``limit`` or ``split``.
+        ValueError: bad ``limit``, ``offset`` or ``split``, or an ``offset`` that leaves no sample.
     """
     spec = get_spec(name)
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
     if split is None:
         split = spec.default_split
     elif spec.splits is not None and split not in spec.splits:
@@ -164,4 +169,8 @@ def load_dataset_samples(
     if seed is not None:
         samples = samples.copy()
         random.Random(seed).shuffle(samples)
+    if offset and offset >= len(samples):
+        allowed = f"0..{len(samples) - 1}"
+        raise ValueError(f"dataset {name!r}: offset={offset} leaves no sample of its {len(samples)}; use {allowed}")
+    samples = samples[offset:]
     return samples if limit is None else samples[:limit]

@@ -44,11 +44,8 @@ from lade_bench.decoding.compiled import CompiledForwards, recompiles_allowed
 from lade_bench.decoding.static_step import full_static_cache
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
 from lade_bench.results.atomic import atomic_write_json
+from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
 
-# A sweep's single profile, written by sweeps before version 2 (and by save_profile, for notebooks).
-PROFILE_JSON = "device_profile.json"
-# One profile per key (version 2), or per device kind (legacy, version 1).
-PROFILES_DIR = "device_profiles"
 # 2: keyed by (device kind, model, dtype, attention implementation); 1: per device kind.
 PROFILE_VERSION = 2
 # A profile key's compile mode when the forwards run eager (the only mode before compile=true).

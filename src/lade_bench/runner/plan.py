@@ -182,6 +182,8 @@ def semantic_config(
             "limit": data.limit,
             "shuffle_seed": data.shuffle_seed,
             "max_prompt_tokens": data.max_prompt_tokens,
+            # Only when set, so cells recorded before the option keep their ids.
+            **({"offset": data.offset} if data.offset else {}),
         },
         "arms": list(arms),
         "lookahead": lookahead_semantic(cfg.lookahead),
@@ -383,6 +385,8 @@ def _validate_counts(cfg: DictConfig) -> None:
     data = cfg.dataset
     if data.limit is not None and data.limit < 1:
         raise CellConfigError(f"dataset.limit={data.limit!r} is not allowed: use an integer >= 1, or null for all")
+    if data.offset < 0:
+        raise CellConfigError(f"dataset.offset={data.offset!r} is not allowed: use an integer >= 0 (0: none dropped)")
     if data.max_prompt_tokens is not None and data.max_prompt_tokens < 1:
         raise CellConfigError(f"dataset.max_prompt_tokens={data.max_prompt_tokens!r}: use an integer >= 1 or null")
 

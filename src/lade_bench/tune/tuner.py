@@ -143,7 +143,8 @@ def run_tune(cfg: DictConfig, console: Console | None = None) -> TuneOutcome:
     needed = settings.probe_samples + settings.heldout_samples
     if len(samples) < needed:
         raise TuneConfigError(
-            f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s) (dataset.limit={cfg.dataset.limit}); "
+            f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s) (dataset.limit={cfg.dataset.limit}, "
+            f"dataset.offset={cfg.dataset.offset}); "
             f"tune.probe_samples + tune.heldout_samples = {needed}: lower them or raise dataset.limit"
         )
     me = current_run()
