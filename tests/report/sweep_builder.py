@@ -160,6 +160,7 @@ def _row(spec: CellSpec, cid: str, sample_id: str, arm: str, repeat: int, seed: 
         "prompt_as_reference": spec.prompt_as_reference,
         "verification": "flat",
         "compiled": False,
+        "max_new_tokens": MAX_NEW_TOKENS,
         "do_sample": spec.sampling.do_sample,
         "temperature": spec.sampling.temperature,
         "top_p": spec.sampling.top_p,

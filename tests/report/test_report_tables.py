@@ -45,6 +45,9 @@ def test_main_table_rows_and_numbers(sweep):
     code = table[(table["Dataset"] == "toy_code") & (table["Method"] == "Lookahead")].iloc[0]
     assert (code["Samples"], code["Pairs"], code["Errors"]) == ("2", "4", "2")
     assert table[table["Method"] == "AR"][SPEEDUP].eq("1.00 (baseline)").all()
+    # Every toy output runs to the 16-token budget (the tiny model emits no EOS); quality is the dataset's metric.
+    assert row["At cap"] == "3/3" and row["Quality"].startswith("ROUGE-L ")
+    assert code["At cap"] == "4/4" and code["Quality"].startswith("pass@1 ")
 
 
 def test_ablation_table_has_w1_g1_and_no_reference_rows(sweep):

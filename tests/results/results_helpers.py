@@ -26,6 +26,7 @@ BASE_ROW: dict[str, Any] = {
     "verification": "flat",
     "compiled": False,
     "compile_mode": None,
+    "max_new_tokens": 16,
     "do_sample": False,
     "temperature": 1.0,
     "top_p": 1.0,

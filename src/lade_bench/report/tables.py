@@ -56,6 +56,10 @@ DRAFT_SHARE_HEADER = "Draft time (%)"
 # Eager or compiled (static KV cache, torch.compile'd forwards): shown in every table, eager included,
 # since a speedup over eager AR and one over compiled AR are different claims.
 MODE_HEADER = "Mode"
+# The dataset's own quality metric (pass@1, accuracy or ROUGE-L) on the paired units.
+QUALITY_HEADER = "Quality"
+# Outputs (sample, turn) that stopped at max_new_tokens, of the paired ones.
+AT_CAP_HEADER = "At cap"
 # Seconds of untimed compile runs before a method's rows (compiled cells; never part of a time).
 COMPILE_TIME_HEADER = "Compile time (s)"
 
@@ -151,6 +155,25 @@ def mismatch_cell(rec: dict[str, Any]) -> str:
     return text
 
 
+def at_cap_cell(rec: dict[str, Any]) -> str:
+    """Outputs that stopped at ``max_new_tokens``, of the paired ones, e.g. ``"12/40"``; ``n/a`` if unrecorded."""
+    if not _finite(rec.get("n_at_cap")):
+        return MISSING
+    return f"{int(rec['n_at_cap'])}/{rec['n_pairs']}"
+
+
+# The quality metric a dataset's rows carry, in the order tried, with how it is printed (x100).
+QUALITY_METRICS = (("pass@1", "pass@1", "%"), ("accuracy", "accuracy", "%"), ("rougeL", "ROUGE-L", ""))
+
+
+def quality_cell(rec: dict[str, Any]) -> str:
+    """The dataset's own quality metric on the paired units, e.g. ``"pass@1 5.0%"``; empty when it has none."""
+    for column, label, unit in QUALITY_METRICS:
+        if _finite(rec.get(column)):
+            return f"{label} {fmt(rec[column], 1 if unit else 2, 100.0)}{unit}"
+    return ""
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
@@ -182,6 +205,8 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 DRAFT_SHARE_HEADER: draft_share_cell(rec),
                 "Matches AR (%)": "" if rec["arm"] == "ar" else fmt(rec["matches_ar"], 1, 100.0),
                 "Mismatches (margins)": mismatch_cell(rec),
+                QUALITY_HEADER: quality_cell(rec),
+                AT_CAP_HEADER: at_cap_cell(rec),
                 **counts(rec),
             }
         )
@@ -209,6 +234,7 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
             ),
             SPEEDUP_HEADER[stats.BASIS_WALL_TIME]: speedup_cell(rec),
             "Compression": fmt(rec["compression_ratio"]),
+            AT_CAP_HEADER: at_cap_cell(rec),
             **counts(rec),
         }
         for rec in cells.to_dict("records")
@@ -248,6 +274,7 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
                     if is_base
                     else fmt_estimate(delta.value, delta.low, delta.high, delta.note, 2, 100.0),
                     SPEEDUP_HEADER[stats.BASIS_PER_TOKEN]: speedup_cell(rec),
+                    AT_CAP_HEADER: at_cap_cell(rec),
                     **counts(rec),
                 }
             )
@@ -276,7 +303,8 @@ _N_NOTE = (
     "kept together), Pairs = paired units, Errors = the method's failed rows. A 95% paired bootstrap "
     f"CI is shown only from enough samples ({stats.MIN_CI_UNITS} unless the report was told "
     "otherwise); below that the cell gives the point estimate and the reason, e.g. 'no interval: 3 "
-    "samples (< 10)'."
+    "samples (< 10)'. At cap = outputs (sample, turn) that stopped at max_new_tokens instead of ending "
+    "by themselves, of the paired ones (n/a for rows that did not record their budget)."
 )
 
 PAPER_TABLES: dict[str, PaperTable] = {
@@ -292,7 +320,9 @@ PAPER_TABLES: dict[str, PaperTable] = {
             "configuration the sweep declared before running (report.headline); 'only candidate' = the "
             "one greedy cell with the most methods (prompt as reference preferred); 'best of k on half "
             "A' = the highest lookahead speedup among k cells on half A of the samples (split by a hash "
-            "of the sample id), with every number shown measured on the other half B only. " + _N_NOTE,
+            "of the sample id), with every number shown measured on the other half B only. Quality = the "
+            "dataset's own metric on the paired units: pass@1 of the sandboxed unit tests, exact-match "
+            "accuracy, or ROUGE-L F1 (x100); none for MT-Bench, which is judged by an LLM. " + _N_NOTE,
             main_speedup_table,
             "main_table.py",
         ),

@@ -39,7 +39,7 @@ from lade_bench.methods import is_registered, unknown_method_message
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
@@ -121,6 +121,8 @@ COLUMNS: tuple[Column, ...] = (
         before=False,
     ),
     Column("compile_mode", "str", "always", "identity", "torch.compile mode resolved for the device; null: eager", 6),
+    # The budget, so "how many outputs stopped at it instead of ending by themselves" comes from rows alone.
+    Column("max_new_tokens", "int", "always", "identity", "the cell's most new tokens per turn; null before v7", 7),
     Column("do_sample", "bool", "never", "identity", "sampling (true) or greedy (false)"),
     Column("temperature", "float", "never", "identity", "sampling temperature"),
     Column("top_p", "float", "never", "identity", "nucleus sampling threshold"),

@@ -40,6 +40,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         "verification": la.verification,
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
+        "max_new_tokens": plan.cfg.max_new_tokens,
         "do_sample": sampling.do_sample,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,

@@ -38,6 +38,7 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
             "step_tokens_mean": math.nan,
             "draft_time_share": math.nan,
             "compile_time_s": math.nan,
+            "n_at_cap": math.nan,
         }
     tokens = good["new_tokens"].to_numpy(dtype=np.float64)
     steps = good["decode_steps"].to_numpy(dtype=np.float64)
@@ -51,7 +52,20 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
         "step_tokens_mean": mean_decode_step_tokens(good),
         "draft_time_share": draft_time_share(good),
         "compile_time_s": compile_time(good),
+        "n_at_cap": at_cap(good),
     }
+
+
+def at_cap(rows: pd.DataFrame) -> float:
+    """How many of ``rows`` stopped at their cell's ``max_new_tokens`` rather than ending by themselves.
+
+    NaN when a row does not record its budget (rows before schema v7): a count over part of the rows
+    would be read as a count over all of them.
+    """
+    if "max_new_tokens" not in rows or rows.empty or rows["max_new_tokens"].isna().any():
+        return math.nan
+    budget = rows["max_new_tokens"].to_numpy(dtype=np.float64)
+    return float((rows["new_tokens"].to_numpy(dtype=np.float64) >= budget).sum())
 
 
 def draft_time_share(rows: pd.DataFrame) -> float:

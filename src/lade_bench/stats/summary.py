@@ -63,6 +63,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "step_tokens_mean",
     "draft_time_share",
     "compile_time_s",
+    "n_at_cap",
     *ROUGE_COLUMNS,
     "pass@1",
     "accuracy",
