@@ -21,6 +21,17 @@ def _speedup(rows: pd.DataFrame, cell_id: str, arm: str) -> float:
     return float(common[common["arm"] == "ar"]["wall_time_s"].sum() / common[common["arm"] == arm]["wall_time_s"].sum())
 
 
+def _per_sample_mean(rows: pd.DataFrame, cell_id: str, arm: str) -> float:
+    """Mean over samples of t_AR / t_arm, each summed over the sample's paired turns and repeats."""
+    cell = rows[rows["cell_id"] == cell_id]
+    good = cell[cell["error"].isna()]
+    arms_per_key = good.groupby(["sample_id", "turn", "repeat"])["arm"].nunique()
+    keys = set(arms_per_key[arms_per_key == cell["arm"].nunique()].index)
+    common = good[[k in keys for k in zip(good["sample_id"], good["turn"], good["repeat"], strict=True)]]
+    per_sample = common.groupby(["sample_id", "arm"])["wall_time_s"].sum().unstack()
+    return float((per_sample["ar"] / per_sample[arm]).mean())
+
+
 def _cell(rows: pd.DataFrame, **identity) -> str:
     mask = pd.Series(True, index=rows.index)
     for column, value in identity.items():
@@ -39,6 +50,7 @@ def test_main_table_rows_and_numbers(sweep):
     row = table[(table["Dataset"] == "toy_sum") & (table["Method"] == "Lookahead")].iloc[0]
     # three samples: the point estimate and why there is no interval
     assert row[SPEEDUP] == f"{_speedup(sweep.rows, cid, 'lookahead'):.2f} (no interval: 3 samples (< 10))"
+    assert row["Per-sample mean"] == f"{_per_sample_mean(sweep.rows, cid, 'lookahead'):.2f}"
     assert (row["N"], row["W"], row["G"]) == ("3", "3", "3")
     assert row["Matches AR (%)"] == "100.0"
     assert (row["Samples"], row["Pairs"], row["Errors"]) == ("3", "3", "0")

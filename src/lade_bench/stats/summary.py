@@ -19,8 +19,8 @@ from lade_bench.methods import method_names
 from lade_bench.stats.efficiency import DEFAULT_VERIFICATION, arm_efficiency, lookahead_step_tokens
 from lade_bench.stats.quality import MISMATCH_SUMMARY, ROUGE_COLUMNS, mismatch_summary, quality_means
 from lade_bench.stats.rules import IntervalSettings
-from lade_bench.stats.speedup import speedup_basis, speedup_estimate
-from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows
+from lade_bench.stats.speedup import per_sample_mean, speedup_basis, speedup_estimate
+from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows, per_sample_totals
 
 # Two columns make a cell unique across sweeps; the rest describe it (identical on all its rows,
 # except N/W/G, which some runners leave null on baseline rows). ``compiled`` and ``compile_mode`` are
@@ -54,6 +54,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "speedup_ci_low",
     "speedup_ci_high",
     "speedup_ci_note",
+    "speedup_per_sample_mean",
     "compression_ratio",
     "tokens_per_s",
     "new_tokens",
@@ -149,6 +150,9 @@ def summarize_cell(
         arm_rows = cell_rows[cell_rows["arm"] == arm]
         arm_paired = paired[paired["arm"] == arm]
         estimate = speedup_estimate(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals)
+        # The other estimator (docs/statistics.md): tables show it beside the ratio of sums, since the
+        # two can fall on opposite sides of 1 when per-sample speedups vary with sample length.
+        mean = per_sample_mean(per_sample_totals(paired, arm, baseline), sampled=sampled)
         efficiency = arm_efficiency(arm_paired)
         record = {
             **attributes,
@@ -162,6 +166,7 @@ def summarize_cell(
             "speedup_ci_low": estimate.low,
             "speedup_ci_high": estimate.high,
             "speedup_ci_note": estimate.note,
+            "speedup_per_sample_mean": math.nan if mean is None else float(mean),
             **efficiency,
             "tokens_per_step": (
                 lookahead_step_tokens(attributes, efficiency["step_tokens_mean"]) if arm == "lookahead" else math.nan
