@@ -43,6 +43,6 @@ for model in smollm2 gemma3_270m; do
         done
     done
 done
-"$py" -m lade_bench.report.baselines "$out/baselines" --out paper_figures/baselines --max-new-tokens $tokens
+"$py" -m lade_bench.report.baselines "$out/baselines" --out paper_figures/baselines
 "$py" -m lade_bench.bench --step-cost --lookahead 5,7,7 --output paper_figures/baselines/step_cost
 echo "results: paper_figures/baselines/ (tables/baselines.md, rows/baselines/, step_cost/)"

@@ -13,6 +13,7 @@ from lade_bench.report.sweep import load_sweep
 from lade_bench.results import load_rows
 from lade_bench.results.archive import ARCHIVE_CELLS, export_archive, is_archive, main, read_archive_cells
 from lade_bench.results.sweep_index import INDEX_JSONL
+from lade_bench.results.sweep_plan import job_key, write_launch
 
 
 def test_a_report_of_the_archive_writes_the_sweeps_tables_byte_for_byte(sweep_dir, tmp_path):
@@ -71,13 +72,21 @@ def _first_cell_dir(sweep):
     return json.loads((sweep / INDEX_JSONL).read_text().splitlines()[0])["cell_dir"]
 
 
-def test_a_running_cell_is_refused_by_name_and_nothing_is_written(sweep_dir, tmp_path):
+def test_an_interrupted_cell_is_refused_by_name_and_nothing_is_written(sweep_dir, tmp_path):
     sweep = _copy(sweep_dir, tmp_path)
     cell = _first_cell_dir(sweep)
-    _set_status(sweep, cell, "running")
-    with pytest.raises(ValueError, match=rf"{re.escape(cell)}: status 'running'.*not 'done'"):
+    _set_status(sweep, cell, "running")  # and no live job holds its lock: a killed run
+    with pytest.raises(ValueError, match=rf"{re.escape(cell)}: interrupted"):
         export_archive(sweep, tmp_path / "archive")
     assert not (tmp_path / "archive").exists()
+
+
+def test_a_planned_cell_that_never_started_is_refused(sweep_dir, tmp_path):
+    """A launch killed before its last jobs started leaves no folder and no index entry for them."""
+    sweep = _copy(sweep_dir, tmp_path)
+    write_launch(sweep, [{"num": 0, "key": job_key(["lookahead.window=9"]), "name": "N5W9G7", "overrides": []}])
+    with pytest.raises(ValueError, match=r"N5W9G7: pending"):
+        export_archive(sweep, tmp_path / "archive")
 
 
 def test_a_cell_missing_from_the_index_is_refused(sweep_dir, tmp_path):
@@ -93,7 +102,7 @@ def test_a_done_cell_without_its_summary_is_refused(sweep_dir, tmp_path):
     sweep = _copy(sweep_dir, tmp_path)
     cell = _first_cell_dir(sweep)
     (sweep / cell / "summary.json").unlink()
-    with pytest.raises(ValueError, match=rf"{re.escape(cell)}: no summary.json"):
+    with pytest.raises(ValueError, match=rf"{re.escape(cell)}: damaged \(.*summary.json: missing"):
         export_archive(sweep, tmp_path / "archive")
 
 

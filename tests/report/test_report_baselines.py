@@ -37,7 +37,7 @@ def sweep(tmp_path_factory):
 def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep):
     rows = collect_rows([sweep])
     assert set(rows["dtype"]) == {"float32", "bfloat16"}
-    table = baselines_table(rows, max_new_tokens=8)
+    table = baselines_table(rows)
     assert len(table) == 6
     assert set(zip(table["dtype"], table["mode"], strict=True)) == {
         ("float32", "eager"),
@@ -56,6 +56,10 @@ def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep
     others = table[table["arm"] != "ar"]
     assert others["ar_gain"].isna().all() and (others["speedup"] > 0).all()
     assert (table.loc[table["mode"] != "eager", "compile_time_s"].dropna() >= 0).all()
+    # The cap share comes from each row's own budget (max_new_tokens=8), on the paired outputs.
+    for rec in table.to_dict("records"):
+        arm_rows = rows[(rows["dtype"] == rec["dtype"]) & (rows["arm"] == rec["arm"])]
+        assert rec["capped_share"] == pytest.approx(float((arm_rows["new_tokens"] >= 8).mean()))
     # Where every output is AR's, the outputs have AR's lengths and per token equals wall time.
     exact = table[table["matches_ar"] == 1.0]
     assert len(exact) >= 2 and exact["speedup_per_token"].to_numpy() == pytest.approx(exact["speedup"].to_numpy())
@@ -64,13 +68,13 @@ def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep
 
 
 def test_the_written_table_recomputes_from_the_written_archive(sweep, tmp_path):
-    assert main([str(sweep), "--out", str(tmp_path), "--max-new-tokens", "8"]) == 0
+    assert main([str(sweep), "--out", str(tmp_path)]) == 0
     archive = tmp_path / "rows" / "baselines"
     assert is_archive(archive)
     rows = collect_rows([archive])
     assert len(rows) == len(collect_rows([sweep]))
     committed = pd.read_csv(tmp_path / "tables" / "baselines.csv")
-    recomputed = baselines_table(rows, max_new_tokens=8)
+    recomputed = baselines_table(rows)
     pd.testing.assert_frame_equal(
         recomputed.reset_index(drop=True), committed, check_dtype=False, check_exact=False, rtol=1e-12
     )
@@ -79,7 +83,7 @@ def test_the_written_table_recomputes_from_the_written_archive(sweep, tmp_path):
 
 
 def test_the_summary_has_a_column_per_setting_and_per_token_numbers(sweep):
-    table = baselines_table(collect_rows([sweep]), max_new_tokens=8)
+    table = baselines_table(collect_rows([sweep]))
     lines = render_summary(table).splitlines()
     assert lines[0].endswith("| float32 eager | bfloat16 compiled (default) |")
     ar = next(line for line in lines if "AR (gain over eager float32 AR)" in line)
@@ -97,7 +101,8 @@ def test_an_unfinished_sweep_is_refused_before_any_table(sweep, tmp_path, capsys
     cell = next(p for p in copy.iterdir() if (p / "summary.json").is_file())
     (cell / "summary.json").unlink()
     assert main([str(copy), "--out", str(tmp_path / "out")]) == 2
-    assert f"{cell.name}: no summary.json" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{cell.name}: damaged (" in err and "summary.json: missing" in err
     assert not (tmp_path / "out" / "tables").exists()
 
 

@@ -71,12 +71,14 @@ def collect_rows(folders: Sequence[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def baselines_table(rows: pd.DataFrame, max_new_tokens: int | None = None) -> pd.DataFrame:
+def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
     """The table (``TABLE_COLUMNS``), one row per (cell, arm), from per-sample rows with ``dtype``.
 
     Args:
         rows: :func:`collect_rows`' frame (of the sweeps or of their committed archives).
-        max_new_tokens: the budget, to report the share of outputs that hit it (None: not reported).
+
+    ``capped_share`` is the share of the arm's paired outputs at the cap (``stats`` ``n_at_cap``, from
+    each row's own ``max_new_tokens``; NaN for rows recorded before the budget was a column).
 
     AR rows carry ``ar_gain``: its per-token speedup over the AR of the eager float32 cell of the same
     model, dataset and lookahead configuration (1.0 for that cell itself), on the units both ran.
@@ -96,12 +98,7 @@ def baselines_table(rows: pd.DataFrame, max_new_tokens: int | None = None) -> pd
         # Per token as well as in wall time: a low-precision greedy output may leave AR's tokens (a
         # near tie flips) and then differ in length, so only time per token compares such outputs.
         per_token = stats.speedup_estimate(paired_cells[record["cell_id"]], record["arm"], sampled=True)
-        arm_rows = cell_rows[(cell_rows["arm"] == record["arm"]) & cell_rows["error"].isna()]
-        capped = (
-            float((arm_rows["new_tokens"] >= max_new_tokens).mean())
-            if max_new_tokens is not None and len(arm_rows)
-            else math.nan
-        )
+        capped = record["n_at_cap"] / record["n_pairs"] if record["n_pairs"] else math.nan
         records.append(
             {
                 **{name: record[name] for name in CELL_COLUMNS},
@@ -208,7 +205,7 @@ def _number(value, spec: str) -> str:
     return format(value, spec)
 
 
-def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path, max_new_tokens: int | None) -> Path:
+def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path) -> Path:
     """Archive each finished sweep under ``out/rows/``, then tabulate those archives; returns the markdown's path.
 
     Raises:
@@ -216,7 +213,7 @@ def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path, max_new_t
     """
     out = Path(out)
     archives = [export_archive(sweep, out / ROWS_DIR / Path(sweep).name).path for sweep in sweep_dirs]
-    table = baselines_table(collect_rows(archives), max_new_tokens)
+    table = baselines_table(collect_rows(archives))
     atomic_write_text(out / "tables" / "baselines.csv", table.to_csv(index=False))
     path = out / "tables" / "baselines.md"
     atomic_write_text(path, render_markdown(table))
@@ -229,10 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m lade_bench.report.baselines", description=__doc__.split("\n\n")[0])
     parser.add_argument("sweeps", nargs="+", help="sweep folders of a baselines run")
     parser.add_argument("--out", required=True, help="folder for tables/ and rows/")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="the run's budget, to count capped outputs")
     args = parser.parse_args(argv)
     try:
-        path = write_baselines(args.sweeps, args.out, args.max_new_tokens)
+        path = write_baselines(args.sweeps, args.out)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -36,10 +36,8 @@ from lade_bench.profiling.device_profile import (
     matching_profile,
 )
 from lade_bench.report import aggregate
-from lade_bench.results import MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
-from lade_bench.results.archive import is_archive, read_archive_cells
-
-CONFIG_YAML = "config.yaml"
+from lade_bench.results import CONFIG_YAML, MANIFEST_JSON, SUMMARY_JSON, find_cell_dirs, load_index, load_rows
+from lade_bench.results.archive import CELL_TEXT_FILES, is_archive, read_archive_cells
 
 SweepPaths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -273,33 +271,30 @@ def declared_headline(config_text: str | None) -> dict[str, Any] | None:
 
 def _archived_cell_files(record: dict[str, Any], root: Path) -> CellFiles:
     """A cell of an archive (``results.archive``): its side files as the sweep folder held them."""
-    manifest_text = record.get("manifest_text")
-    return CellFiles(
-        sweep=record["sweep"],
-        cell_id=record["cell_id"],
-        path=root / str(record.get("cell_dir", "")),
-        config_text=record.get("config_text"),
-        manifest=json.loads(manifest_text) if manifest_text else None,
-        summary_text=record.get("summary_text"),
-        headline=declared_headline(record.get("config_text")),
-        root=root,
-    )
+    texts = {name: record.get(key) for key, name in CELL_TEXT_FILES.items()}
+    path = root / str(record.get("cell_dir", ""))
+    return _cell_from_texts(record["sweep"], record["cell_id"], path, texts, root)
 
 
 def _cell_files(sweep: str, cell_id: str, cell_dir: Path, root: Path | None = None) -> CellFiles:
-    def text(name: str) -> str | None:
+    texts = {}
+    for name in CELL_TEXT_FILES.values():
         path = cell_dir / name
-        return path.read_text(encoding="utf-8") if path.is_file() else None
+        texts[name] = path.read_text(encoding="utf-8") if path.is_file() else None
+    return _cell_from_texts(sweep, cell_id, cell_dir, texts, root)
 
-    manifest_text = text(MANIFEST_JSON)
-    config_text = text(CONFIG_YAML)
+
+def _cell_from_texts(
+    sweep: str, cell_id: str, path: Path, texts: dict[str, str | None], root: Path | None
+) -> CellFiles:
+    manifest_text, config_text = texts[MANIFEST_JSON], texts[CONFIG_YAML]
     return CellFiles(
         sweep=sweep,
         cell_id=cell_id,
-        path=cell_dir,
+        path=path,
         config_text=config_text,
         manifest=json.loads(manifest_text) if manifest_text else None,
-        summary_text=text(SUMMARY_JSON),
+        summary_text=texts[SUMMARY_JSON],
         headline=declared_headline(config_text),
         root=root,
     )

@@ -28,6 +28,7 @@ from lade_bench.results.schema import (
 )
 from lade_bench.results.sweep_index import is_cell_done, read_index, update_index
 from lade_bench.results.writer import (
+    CONFIG_YAML,
     MANIFEST_JSON,
     ROWS_JSONL,
     ROWS_PARQUET,
@@ -38,6 +39,7 @@ from lade_bench.results.writer import (
 
 __all__ = [
     "COLUMNS",
+    "CONFIG_YAML",
     "COLUMN_NAMES",
     "KEY_COLUMNS",
     "MANIFEST_JSON",

@@ -11,8 +11,9 @@ A report of the archive (``python -m lade_bench.report <archive> ...``) reads th
 headlines, manifests and device profiles as a report of the sweep folder, so it writes the same
 tables byte for byte: committed tables can be regenerated from the committed archive alone.
 
-Only a finished sweep is archived: a cell still running, failed, damaged or missing from the sweep
-index is refused by name, so a partial table is never committed as whole.
+Only a finished sweep is archived: a cell still running, interrupted, failed, damaged, planned but
+never started, or missing from the sweep index is refused by name, so a partial table is never
+committed as whole.
 """
 
 from __future__ import annotations
@@ -30,14 +31,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lade_bench.results.atomic import atomic_write, atomic_write_json
-from lade_bench.results.reader import find_cell_dirs, load_cell_table, load_rows
-from lade_bench.results.sweep_index import read_index
+from lade_bench.results.progress import sweep_progress
+from lade_bench.results.reader import find_cell_dirs, load_cell_table
 from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
-from lade_bench.results.writer import MANIFEST_JSON, ROWS_PARQUET, SUMMARY_JSON
+from lade_bench.results.writer import CONFIG_YAML, MANIFEST_JSON, ROWS_PARQUET, SUMMARY_JSON
 
 ARCHIVE_CELLS = "cells.json"
 # The side files of a cell folder an archive keeps, by the key they get in cells.json.
-CELL_TEXT_FILES = {"config_text": "config.yaml", "manifest_text": MANIFEST_JSON, "summary_text": SUMMARY_JSON}
+CELL_TEXT_FILES = {"config_text": CONFIG_YAML, "manifest_text": MANIFEST_JSON, "summary_text": SUMMARY_JSON}
 
 
 @dataclass(frozen=True)
@@ -89,25 +90,24 @@ def cell_manifests(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 def unfinished_cells(sweep_dir: str | os.PathLike[str]) -> list[str]:
     """One ``<cell folder>: <why>`` per cell of the sweep that is not finished; ``[]`` when all are.
 
-    A cell is finished when the sweep index marks it done and its ``summary.json`` exists; every
-    index entry must have a folder with rows and every folder with rows an index entry.
+    The states are ``python -m lade_bench.status``'s (``results.progress``): a cell is finished when
+    it is *done* and its files verify. Running, interrupted, failed and damaged cells, planned jobs of
+    the latest launch that never started, and folders with rows the index does not know are listed,
+    as is an index line that cannot be read.
     """
     root = Path(sweep_dir)
-    entries = {e["cell_dir"]: e for e in read_index(root)}
-    folders = {cell.relative_to(root).as_posix() for cell in find_cell_dirs(root)}
-    problems = []
-    for name in sorted(folders | set(entries)):
-        entry = entries.get(name)
-        if entry is None:
+    progress = sweep_progress(root)
+    problems = [
+        f"{cell.name}: {cell.state}" + (f" ({cell.error})" if cell.error else "")
+        for cell in progress.cells
+        if cell.state != "done"
+    ]
+    indexed = {cell.name for cell in progress.cells}
+    for folder in find_cell_dirs(root):
+        name = folder.relative_to(root).as_posix()
+        if name not in indexed:
             problems.append(f"{name}: not in the sweep index")
-        elif entry.get("status") != "done":
-            error = f" ({entry['error']})" if entry.get("error") else ""
-            problems.append(f"{name}: status {entry.get('status')!r}{error}, not 'done'")
-        elif name not in folders:
-            problems.append(f"{name}: in the index but holds no rows")
-        elif not (root / name / SUMMARY_JSON).is_file():
-            problems.append(f"{name}: no {SUMMARY_JSON}")
-    return problems
+    return problems + list(progress.warnings)
 
 
 def export_archive(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> ArchiveResult:
@@ -120,8 +120,7 @@ def export_archive(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     Raises:
         FileNotFoundError: no sweep folder at ``sweep_dir``.
         ValueError: ``out_dir`` lies inside the sweep, the sweep has no cells, or a cell is not
-            finished (each named, with why).
-        DamagedCellError: a finished cell's files are damaged (from ``load_rows``).
+            finished or is damaged (each named, with why: :func:`unfinished_cells`).
     """
     root, out = Path(sweep_dir), Path(out_dir)
     if not root.is_dir():
@@ -132,7 +131,6 @@ def export_archive(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     if problems:
         listed = "; ".join(problems)
         raise ValueError(f"sweep {root} is not finished, so it is not archived: {listed}. Run the sweep again")
-    load_rows(root)  # refuses a damaged finished cell before anything is written
     cells = find_cell_dirs(root)
     if not cells:
         raise ValueError(f"sweep {root} has no cells")

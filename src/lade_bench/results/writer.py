@@ -36,6 +36,8 @@ ROWS_JSONL = "rows.jsonl"
 ROWS_PARQUET = "rows.parquet"
 SUMMARY_JSON = "summary.json"
 MANIFEST_JSON = "manifest.json"
+# The cell's resolved Hydra config (the runner and the tuner's held-out cells write it; reports read it).
+CONFIG_YAML = "config.yaml"
 
 RowKey = tuple[str, int, str, int]
 

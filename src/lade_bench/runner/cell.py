@@ -60,6 +60,7 @@ from lade_bench.profiling.device_profile import (
     sweep_profile,
 )
 from lade_bench.results import (
+    CONFIG_YAML,
     MANIFEST_JSON,
     ROWS_PARQUET,
     SUMMARY_JSON,
@@ -91,7 +92,6 @@ from lade_bench.stats import mode_label
 
 log = logging.getLogger(__name__)
 
-CONFIG_YAML = "config.yaml"
 FIGURES_DIR = "figures"
 # Summary fields the sweep index already has (as its own status or as semantic-config columns).
 _IDENTITY_FIELDS: tuple[str, ...] = ("status", "cell_id", "sweep", "model", "dataset")

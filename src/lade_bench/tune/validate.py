@@ -34,15 +34,13 @@ from lade_bench import stats
 from lade_bench.datasets import Sample
 from lade_bench.decoding import LookaheadParams
 from lade_bench.models.loading import describe_device
-from lade_bench.results import MANIFEST_JSON, ROWS_JSONL, CellWriter, build_manifest, load_rows
+from lade_bench.results import CONFIG_YAML, MANIFEST_JSON, ROWS_JSONL, CellWriter, build_manifest, load_rows
 from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.execute import CellModel, run_samples
 from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity
 from lade_bench.tune.config import SEARCH_RANK_1, SPLIT_HELDOUT, WINNER_RULES
 from lade_bench.tune.search import config_key
-
-CONFIG_YAML = "config.yaml"
 
 
 def cell_config(cfg: DictConfig, params: LookaheadParams, arms: Sequence[str], sweep_root: Any) -> DictConfig:
