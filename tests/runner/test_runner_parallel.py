@@ -20,8 +20,9 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
+from lade_bench import stats
 from lade_bench.report.sweep import load_sweep
-from lade_bench.results import load_rows, read_index
+from lade_bench.results import CLOCK_COLUMNS, COLUMNS, load_rows, read_index
 from lade_bench.results.progress import sweep_progress
 from lade_bench.results.sweep_layout import locks_dir
 from lade_bench.runner import run_cell
@@ -34,8 +35,8 @@ HELPER = Path(__file__).with_name("kill_mid_cell.py")
 SWEEP = ["--multirun", "lookahead.window=1,2,3,4", *TINY, "warmup=0"]
 ROWS_PER_CELL = 4  # 1 question x 2 turns x 2 arms
 # Columns that depend on the clock or on who ran the row; everything else must not depend on the launcher.
-ROW_TIMING = ("wall_time_s", "forward_time_s", "tokens_per_s", "run_id", "job_id", "host")
-REPORT_TIMING = ("speedup", "speedup_ci_low", "speedup_ci_high", "tokens_per_s", "wall_time_s")
+ROW_TIMING = (*CLOCK_COLUMNS, *(c.name for c in COLUMNS if c.group == "provenance"))
+REPORT_TIMING = stats.CLOCK_COLUMNS
 
 
 def _run(args: list[str], output_root: Path, *, env: dict[str, str] | None = None, timeout: float = 300):

@@ -16,6 +16,7 @@ from lade_bench.results.cell_id import canonical_json, cell_id
 from lade_bench.results.manifest import build_manifest, git_state, package_versions
 from lade_bench.results.reader import find_cell_dirs, load_cell_table, load_index, load_rows
 from lade_bench.results.schema import (
+    CLOCK_COLUMNS,
     COLUMN_NAMES,
     COLUMNS,
     KEY_COLUMNS,
@@ -38,6 +39,7 @@ from lade_bench.results.writer import (
 )
 
 __all__ = [
+    "CLOCK_COLUMNS",
     "COLUMNS",
     "CONFIG_YAML",
     "COLUMN_NAMES",

@@ -185,6 +185,9 @@ MISMATCH_COLUMNS: tuple[str, ...] = ("divergence_index", "ar_margin", "arm_margi
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 COLUMNS_BY_NAME: dict[str, Column] = {c.name: c for c in COLUMNS}
+# The row columns read from a clock: two runs of the same cell differ in these (and in the
+# provenance group) and in nothing else, which is what launcher and resume checks compare.
+CLOCK_COLUMNS: tuple[str, ...] = ("wall_time_s", "forward_time_s", "tokens_per_s", "draft_time_s", "compile_time_s")
 
 ROW_SCHEMA: pa.Schema = pa.schema(
     [pa.field(c.name, c.arrow_type, nullable=c.nullable != "never") for c in COLUMNS],
@@ -199,6 +202,7 @@ Row = TypedDict(  # type: ignore[misc]  # noqa: UP013 - the class syntax cannot 
 )
 
 assert set(KEY_COLUMNS) <= set(COLUMN_NAMES)
+assert set(CLOCK_COLUMNS) <= set(COLUMN_NAMES)
 
 
 def row_key(row: Mapping[str, Any]) -> tuple[str, int, str, int]:

@@ -73,6 +73,7 @@ from lade_bench.stats.speedup import (
 from lade_bench.stats.summary import (
     CELL_ATTRIBUTES,
     CELL_KEY,
+    CLOCK_COLUMNS,
     SUMMARY_COLUMNS,
     cell_attributes,
     plain_value,
@@ -102,6 +103,7 @@ __all__ = [
     "BOOT_SEED",
     "CELL_ATTRIBUTES",
     "CELL_KEY",
+    "CLOCK_COLUMNS",
     "COMPILED",
     "CONFIDENCE",
     "DEFAULT_VERIFICATION",

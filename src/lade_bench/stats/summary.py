@@ -71,6 +71,18 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "matches_ar",
     *MISMATCH_SUMMARY,
 )
+# The summary columns read from a clock: they differ between two runs of the same cells, so a check
+# that a launcher, a resume or an archive changes nothing compares everything but these.
+CLOCK_COLUMNS: tuple[str, ...] = (
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "speedup_per_sample_mean",
+    "tokens_per_s",
+    "wall_time_s",
+    "draft_time_share",
+    "compile_time_s",
+)
 # The columns summary records are sorted by, in reading order (arm order last, see sort_summary).
 SORT_COLUMNS: tuple[str, ...] = (
     "sweep",
