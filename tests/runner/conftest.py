@@ -53,3 +53,23 @@ def run_cli(tmp_path):
 def option_names(group: str) -> list[str]:
     """Every option of a config group, from the files under ``conf/<group>/``."""
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+def interrupt_generation_after(monkeypatch, calls: int, run) -> None:
+    """Call ``run()`` with generation raising KeyboardInterrupt after ``calls`` generations, as a kill
+    mid-cell would stop it (the rows of finished generations on disk, no summary); then restore it."""
+    import lade_bench.runner.execute as execute_module
+
+    original = execute_module.generate
+    made = {"n": 0}
+
+    def dies_after(*args, **kwargs):
+        made["n"] += 1
+        if made["n"] > calls:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(execute_module, "generate", dies_after)
+    with pytest.raises(KeyboardInterrupt):
+        run()
+    monkeypatch.setattr(execute_module, "generate", original)

@@ -18,7 +18,7 @@ from lade_bench.results import load_rows, read_index, scan_rows_jsonl
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.plan import CellConfigError
 
-from .conftest import FIXTURE_DATA, TINY
+from .conftest import FIXTURE_DATA, TINY, interrupt_generation_after
 
 QUALITY = {
     "humaneval": ("passed", "pass@1"),
@@ -137,24 +137,12 @@ def test_finished_cell_is_skipped_without_generating(compose_cfg, tmp_path, spy)
 
 def test_interrupted_cell_resumes_without_duplicates(compose_cfg, tmp_path, monkeypatch):
     cfg = compose_cfg([*TINY, "dataset.limit=3", "warmup=0", f"output_root={tmp_path}"])
-    original = execute_module.generate
-    budget = {"calls": 0}
-
-    def dies_after_five(*args, **kwargs):
-        budget["calls"] += 1
-        if budget["calls"] > 5:
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(execute_module, "generate", dies_after_five)
-    with pytest.raises(KeyboardInterrupt):
-        run_cell(cfg)
+    interrupt_generation_after(monkeypatch, 5, lambda: run_cell(cfg))
     plan = plan_cell(cfg)
     assert read_index(plan.sweep_root)[0]["status"] == "failed"
     before = {(r["sample_id"], r["turn"], r["arm"]): r for r in scan_rows_jsonl(plan.cell_dir / "rows.jsonl").rows}
     assert len(before) == 4  # two whole (sample, turn) groups; the fifth generation's group was lost
 
-    monkeypatch.setattr(execute_module, "generate", original)
     outcome = run_cell(cfg)
     assert outcome.status == "done" and outcome.rows_appended == 12 - 4
     rows = load_rows(plan.cell_dir)

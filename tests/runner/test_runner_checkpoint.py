@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-import lade_bench.runner.execute as execute_module
 from lade_bench.checkpoint import main, restore_checkpoint, save_checkpoint
 from lade_bench.results import load_rows, read_index
 from lade_bench.results.progress import sweep_progress
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.sinks import default_sinks
 
-from .conftest import TINY
+from .conftest import TINY, interrupt_generation_after
 
 pytestmark = pytest.mark.slow  # three cells with real W&B offline runs
 
@@ -25,30 +24,13 @@ def _run(cfg):
     return run_cell(cfg, default_sinks(cfg))
 
 
-def _killed_mid_cell(cfg, monkeypatch) -> None:
-    """Run ``cfg`` until its third generation raises, as a kill would leave it (rows on disk, no summary)."""
-    original = execute_module.generate
-    calls = {"n": 0}
-
-    def dies_on_third(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] > 2:
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(execute_module, "generate", dies_on_third)
-    with pytest.raises(KeyboardInterrupt):
-        _run(cfg)
-    monkeypatch.setattr(execute_module, "generate", original)
-
-
 def test_done_cells_cross_and_the_half_run_cell_runs_again_from_its_start(compose_cfg, tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb_data"))  # wandb's staging, out of $HOME
     here, there, saved = tmp_path / "here", tmp_path / "there", tmp_path / "checkpoint"
     done_cfg = compose_cfg([*CELL, "lookahead.window=2", f"output_root={here}"])
     assert _run(done_cfg).status == "done"
     half_cfg = compose_cfg([*CELL, "lookahead.window=3", f"output_root={here}"])
-    _killed_mid_cell(half_cfg, monkeypatch)
+    interrupt_generation_after(monkeypatch, 2, lambda: _run(half_cfg))  # as a kill leaves it
     done_plan, half_plan = plan_cell(done_cfg), plan_cell(half_cfg)
     assert len(load_rows(half_plan.cell_dir)) == 2  # one (question, turn) of both arms was written
 
