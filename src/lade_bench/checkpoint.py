@@ -7,14 +7,14 @@ keeps what a resume can trust::
 
     python -m lade_bench.checkpoint save SWEEP_DIR CHECKPOINT_DIR
     python -m lade_bench.checkpoint restore CHECKPOINT_DIR SWEEP_DIR
-    python -m lade_bench.run ...   # the sweep's own command: checkpointed cells are verified and skipped
+    python -m lade_bench.run ...   # the sweep's own command: checkpointed cells are verified, not rerun
 
 ``save`` copies every *done* cell (``python -m lade_bench.status``'s state: finished and verified),
 those cells' lines of ``index.jsonl`` and the sweep's device profiles, and replaces
-``CHECKPOINT_DIR`` whole, with each done cell's W&B offline run folder where it lies inside the
-sweep folder (a done cell counts as done only with its W&B run whole, and ``wandb sync`` can still
-upload it from the new machine). Cells in any other state are left out, so they run again from
-their first row. ``restore`` copies a checkpoint into a sweep folder that does not exist yet.
+``CHECKPOINT_DIR`` whole. W&B run files are not carried (run outputs stay out of a repository): the
+sweep's command logs a restored cell to W&B again from its rows, without loading the model. Cells
+in any other state are left out, so they run again from their first row. ``restore`` copies a
+checkpoint into a sweep folder that does not exist yet.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lade_bench.report.wandb_run_record import read_run_record, resolve_recorded
 from lade_bench.results.progress import sweep_progress
 from lade_bench.results.sweep_index import INDEX_JSONL
 from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
@@ -67,8 +66,6 @@ def save_checkpoint(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     try:
         for name in done.values():
             shutil.copytree(root / name, staging / name, ignore=shutil.ignore_patterns(".*.tmp"))
-            for run in _offline_runs(root, root / name):
-                shutil.copytree(run, staging / run.relative_to(root))
         (staging / INDEX_JSONL).write_bytes(_index_lines(root, set(done)))
         for source in [*sorted((root / PROFILES_DIR).glob("*.json")), root / PROFILE_JSON]:
             if source.is_file():
@@ -96,16 +93,6 @@ def restore_checkpoint(checkpoint_dir: str | os.PathLike[str], sweep_dir: str | 
         raise FileExistsError(f"{target} exists; restore into a new sweep folder, or rerun the sweep there as it is")
     shutil.copytree(source, target)
     return target
-
-
-def _offline_runs(root: Path, cell_dir: Path) -> list[Path]:
-    """The W&B offline run folder the cell's run record names, when it lies inside the sweep folder."""
-    record = read_run_record(cell_dir)
-    sync_dir = None if record is None else record.get("sync_dir")
-    if not sync_dir:
-        return []
-    folder = resolve_recorded(cell_dir, sync_dir)
-    return [folder] if folder.is_dir() and folder.is_relative_to(root.resolve()) else []
 
 
 def _index_lines(root: Path, cell_ids: set[str]) -> bytes:
