@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 import torch
 
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
+
+# pytest >= 9 attaches its log capture to every logger that does not propagate, and torch's
+# structured trace (logger "torch.__trace", non-propagating on purpose) builds its payloads whenever
+# that logger has a handler: every torch.compile then serialises each graph it makes into the captured
+# log, a large slowdown of the compiled tests for records nobody reads. Propagating, the logger keeps
+# only torch's own lazy handler, which removes itself at its first record when no TORCH_TRACE is set.
+logging.getLogger("torch.__trace").propagate = True
 
 
 @pytest.fixture(scope="session")

@@ -286,3 +286,25 @@ def test_vicuna_template_renders_fastchat_format(compose_cfg):
         "detailed, and polite answers to the user's questions."
     )
     assert text == f"<s>{system} USER: Hi? ASSISTANT: Hello.</s>USER: Bye? ASSISTANT:"
+
+
+def test_flex_attention_on_the_cpu_refuses_a_head_size_its_fused_kernel_gets_wrong(compose_cfg):
+    import torch
+
+    from lade_bench.models.loading import MIN_CPU_FLEX_HEAD_DIM, check_cpu_flex_head_size, load_model
+    from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model_from_config
+
+    cfg = compose_cfg(["model=tiny_llama", "attn_implementation=flex_attention", "dtype=float32"])
+    with pytest.raises(ValueError) as info:
+        load_model(cfg.model, torch.device("cpu"), torch.float32, plan_cell(cfg).semantic["attn_implementation"])
+    message = str(info.value)
+    assert "head size of at least 32" in message and "this model's is 8" in message and "'sdpa'" in message
+    # A real head size passes, and so does the tiny one under SDPA or off the CPU's fused kernel.
+    config = TINY_ARCHITECTURES["llama"](128, 512)
+    config.head_dim = MIN_CPU_FLEX_HEAD_DIM
+    wide = tiny_model_from_config(
+        config, seed=0, dtype=torch.float32, attn_implementation="sdpa", init_scale=1.0, eager_experts=False
+    )
+    check_cpu_flex_head_size(wide, torch.device("cpu"), "flex_attention")
+    narrow, _ = load_model(cfg.model, torch.device("cpu"), torch.float32, "sdpa")
+    check_cpu_flex_head_size(narrow, torch.device("meta"), "flex_attention")

@@ -18,6 +18,11 @@ from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 
 MODEL_SOURCES = ("embedded", "tiny", "hf")
 
+# The smallest head size inductor's fused CPU flex_attention kernel computes right: on torch 2.13
+# (AVX2) it returns wrong attention, NaN at times, for head sizes 8 and 16, at some lengths and from
+# call to call, in plain torch too (docs/engine.md, "flex_attention"). Real models use 64 or more.
+MIN_CPU_FLEX_HEAD_DIM = 32
+
 # The models that ship in PyPI wheels (``model.embedded``), each converted once into the cache folder.
 EMBEDDED_MODELS = {
     "smollm2": load_embedded_smollm2,  # SmolLM2-135M-Instruct (Llama-style, Apache-2.0)
@@ -126,10 +131,33 @@ def load_model(
         model = model.eval()
     else:
         raise ValueError(f"model.source={source!r} is not allowed; use one of {list(MODEL_SOURCES)}")
+    check_cpu_flex_head_size(model, device, attn_implementation)
     template = getattr(model_cfg, "chat_template", None)
     if template:
         tokenizer.chat_template = template
     return model, tokenizer
+
+
+def head_size_of(config: Any) -> int:
+    """The attention head size of a transformers config (``head_dim``, else hidden size / heads)."""
+    head_dim = getattr(config, "head_dim", None)
+    return int(head_dim) if head_dim else int(config.hidden_size // config.num_attention_heads)
+
+
+def check_cpu_flex_head_size(model: torch.nn.Module, device: torch.device, attn_implementation: str) -> None:
+    """Raise ValueError when ``flex_attention`` would run the fused CPU kernel at a head size it gets wrong.
+
+    Every arm's tokens would be silently wrong (AR's as well), so the run stops at loading.
+    """
+    if attn_implementation != "flex_attention" or torch.device(device).type != "cpu":
+        return
+    head_size = head_size_of(model.config)
+    if head_size < MIN_CPU_FLEX_HEAD_DIM:
+        raise ValueError(
+            f"attn_implementation='flex_attention' on the CPU needs a head size of at least "
+            f"{MIN_CPU_FLEX_HEAD_DIM}; this model's is {head_size}, where inductor's fused CPU kernel returns "
+            "wrong attention (docs/engine.md). Use attn_implementation='sdpa' or 'eager', or a GPU"
+        )
 
 
 def embedded_name(model_cfg: Any) -> str:
