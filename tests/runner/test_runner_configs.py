@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import torch
 import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -13,6 +14,8 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.datasets import available_datasets
 from lade_bench.decoding import DecodingConfigError
+from lade_bench.models.loading import MIN_CPU_FLEX_HEAD_DIM, check_cpu_flex_head_size, load_model
+from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model_from_config
 from lade_bench.results import cell_id
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
@@ -289,11 +292,6 @@ def test_vicuna_template_renders_fastchat_format(compose_cfg):
 
 
 def test_flex_attention_on_the_cpu_refuses_a_head_size_its_fused_kernel_gets_wrong(compose_cfg):
-    import torch
-
-    from lade_bench.models.loading import MIN_CPU_FLEX_HEAD_DIM, check_cpu_flex_head_size, load_model
-    from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model_from_config
-
     cfg = compose_cfg(["model=tiny_llama", "attn_implementation=flex_attention", "dtype=float32"])
     with pytest.raises(ValueError) as info:
         load_model(cfg.model, torch.device("cpu"), torch.float32, plan_cell(cfg).semantic["attn_implementation"])
