@@ -55,9 +55,16 @@ def convert_gguf(
         tokenizer.save_pretrained(staging)
         for extra in extra_files:
             shutil.copy(extra, staging / Path(extra).name)
-        if target.exists():
+        try:
+            staging.rename(target)  # refused (ENOTEMPTY) when the folder exists and is not empty
+        except OSError:
+            # Another process (a parallel sweep cell, a second test worker) converted the same model
+            # meanwhile: its folder may be in use, so keep it and drop ours. Only a folder left
+            # incomplete by hand or by an old non-atomic conversion is replaced.
+            if is_converted(target):
+                return target
             shutil.rmtree(target)
-        staging.rename(target)
+            staging.rename(target)
     finally:
         if staging.exists():
             shutil.rmtree(staging)
