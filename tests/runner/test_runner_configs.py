@@ -306,3 +306,6 @@ def test_flex_attention_on_the_cpu_refuses_a_head_size_its_fused_kernel_gets_wro
     check_cpu_flex_head_size(wide, torch.device("cpu"), "flex_attention")
     narrow, _ = load_model(cfg.model, torch.device("cpu"), torch.float32, "sdpa")
     check_cpu_flex_head_size(narrow, torch.device("meta"), "flex_attention")
+    # A pipeline loads on the CPU and runs on CUDA: judged where it runs, the tiny head size loads.
+    piped, _ = load_model(cfg.model, torch.device("cpu"), torch.float32, "flex_attention", runs_on=torch.device("cuda"))
+    assert piped.config._attn_implementation == "flex_attention"

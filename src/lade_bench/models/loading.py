@@ -94,6 +94,7 @@ def load_model(
     attn_implementation: str,
     *,
     cache_dir: str | Path | None = None,
+    runs_on: torch.device | None = None,
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """Load the model a config names, in eval mode on ``device``, with its tokenizer.
 
@@ -109,10 +110,12 @@ def load_model(
             (AR-only runs) "flash_attention_2".
         cache_dir: where the embedded models are converted to safetensors (``~`` expanded); tiny
             models read the SmolLM2 tokenizer from there so that text datasets work with them.
+        runs_on: where the model will run when that is not ``device`` (a pipeline loads on the CPU,
+            then dispatches to CUDA); the CPU-only flex_attention check judges this device.
 
     Raises:
-        ValueError: unknown source, embedded model or tiny architecture, or an "hf" config without
-            ``name_or_path``.
+        ValueError: unknown source, embedded model or tiny architecture, an "hf" config without
+            ``name_or_path``, or flex_attention on a CPU at a head size its fused kernel gets wrong.
     """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else None
     # A structured config hands back an Enum member, a plain mapping a string.
@@ -131,7 +134,7 @@ def load_model(
         model = model.eval()
     else:
         raise ValueError(f"model.source={source!r} is not allowed; use one of {list(MODEL_SOURCES)}")
-    check_cpu_flex_head_size(model, device, attn_implementation)
+    check_cpu_flex_head_size(model, runs_on if runs_on is not None else device, attn_implementation)
     template = getattr(model_cfg, "chat_template", None)
     if template:
         tokenizer.chat_template = template

@@ -135,7 +135,9 @@ def load_pipeline_parallel(
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if visible < devices:
         raise PipelineParallelError(f"a pipeline over {devices} CUDA devices needs them, and {visible} are visible")
-    model, _ = load_model(model_cfg, torch.device("cpu"), dtype, attn_implementation, cache_dir=cache_dir)
+    model, _ = load_model(
+        model_cfg, torch.device("cpu"), dtype, attn_implementation, cache_dir=cache_dir, runs_on=torch.device("cuda")
+    )
     device_map = pipeline_device_map(model, devices, dtype)
     log.info("pipeline over %d devices, decoder layers per device: %s", devices, layers_per_device(model, device_map))
     return dispatch_model(model, device_map={name: f"cuda:{index}" for name, index in device_map.items()})
