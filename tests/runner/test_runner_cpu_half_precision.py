@@ -26,7 +26,13 @@ def _assert_mismatches_reported(rows) -> None:
         else:
             assert int(row["divergence_index"]) >= 0
             if row["turn"] == 0:  # same prompt as AR's row: both margins are measured
-                assert float(row["ar_margin"]) >= 0 and not pd.isna(row["arm_margin"])
+                ar_margin, arm_margin = float(row["ar_margin"]), float(row["arm_margin"])
+                # The margins come from one uncached reference forward, whose half-precision kernels
+                # are not AR's one-token step's: at a near-tie it may rank another token first, so
+                # ar_margin can be slightly negative (seen on one host: -0.0625). What always holds:
+                # the arm's token is at best the runner-up, so its gap is at least AR's lead.
+                assert not (pd.isna(ar_margin) or pd.isna(arm_margin))
+                assert ar_margin <= arm_margin
                 assert bool(row["engine_error"]) == (float(row["arm_margin"]) > 1.0)
 
 
@@ -45,11 +51,11 @@ def test_a_tiny_cell_runs_in_half_precision_on_the_cpu(compose_cfg, tmp_path, dt
 def test_smollm2_in_bfloat16_on_the_cpu_reports_its_mismatches_with_margins(compose_cfg, tmp_path):
     """The embedded model in bfloat16 (AVX-512 BF16 makes wide steps cheap here): no engine errors."""
     overrides = [
-        "model=smollm2", "dtype=bfloat16", "device=cpu", "dataset.limit=3", "max_new_tokens=32",
+        "model=smollm2", "dtype=bfloat16", "device=cpu", "dataset.limit=2", "max_new_tokens=32",
         "arms=[ar,lookahead]", f"output_root={tmp_path}", *QUIET,
     ]  # fmt: skip
     rows = load_rows(run_cell(compose_cfg(overrides)).cell_dir)
-    assert rows["error"].isna().all() and len(rows) == 12
+    assert rows["error"].isna().all() and len(rows) == 8
     _assert_mismatches_reported(rows)
     # bf16 flips near-ties (most rows of a 64-token MT-Bench run diverge): the check above saw some.
     assert (~rows.loc[rows["arm"] != "ar", "matches_ar"].astype(bool)).any()
