@@ -10,7 +10,15 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from lade_bench.conf import PACKAGE_CONF_DIR
-from lade_bench.report.baselines import baselines_table, collect_rows, main, render_markdown, render_summary
+from lade_bench.report.baselines import (
+    PROCESSOR_MIXED,
+    PROCESSOR_UNRECORDED,
+    baselines_table,
+    collect_rows,
+    main,
+    render_markdown,
+    render_summary,
+)
 from lade_bench.results.archive import is_archive
 from lade_bench.runner import register_configs, run_cell
 
@@ -92,7 +100,10 @@ def test_the_summary_has_a_column_per_setting_and_per_token_numbers(sweep):
     lookahead = table[(table["arm"] == "lookahead") & (table["dtype"] == "float32")].iloc[0]
     row = next(line for line in lines if "| lookahead |" in line)
     assert f"{lookahead['speedup_per_token']:.2f}x (n=2), {lookahead['matches_ar']:.0%} match AR" in row
-    assert len(lines) == 2 + 3  # header, rule, one row per arm
+    table_lines = lines[: lines.index("")]
+    assert len(table_lines) == 2 + 3  # header, rule, one row per arm
+    (cpu,) = set(table["processor"])  # one machine ran both cells: it is named under the table
+    assert f"- tiny-llama, mt_bench: timed on {cpu}." in lines
 
 
 def test_an_unfinished_sweep_is_refused_before_any_table(sweep, tmp_path, capsys):
@@ -110,3 +121,51 @@ def test_rows_without_their_dtype_are_refused(sweep):
     rows = collect_rows([sweep]).assign(dtype=None)
     with pytest.raises(ValueError, match="every row needs its cell's dtype"):
         baselines_table(rows)
+
+
+def _with_processor(sweep, tmp_path, dtype: str, processor: dict | None, earlier: dict | None = None):
+    """A copy of the sweep whose ``dtype`` cell records ``processor`` (and an earlier run on ``earlier``)."""
+    import json
+
+    copy = tmp_path / "baselines"
+    shutil.copytree(sweep, copy)
+    for manifest_path in copy.glob("*/manifest.json"):
+        manifest = json.loads(manifest_path.read_text())
+        if str(manifest["dtype"]).removeprefix("torch.") == dtype:
+            manifest["timing_conditions"]["processor"] = processor
+            if earlier is not None:
+                manifest["previous_runs"] = [{"timing_conditions": {"processor": earlier}}]
+            manifest_path.write_text(json.dumps(manifest))
+    return copy
+
+
+OTHER_CPU = {"model_name": "Another CPU", "vendor": "GenuineIntel", "family": "6", "model": "85", "features": ["avx2"]}
+
+
+@pytest.mark.parametrize(
+    ("processor", "earlier", "label"),
+    [(OTHER_CPU, None, None), (None, None, PROCESSOR_UNRECORDED), ("same", OTHER_CPU, PROCESSOR_MIXED)],
+    ids=["another CPU", "not recorded", "resumed on another CPU"],
+)
+def test_ar_is_compared_across_cells_only_on_one_cpu_kind(sweep, tmp_path, processor, earlier, label):
+    # Sittings of one sweep may land on different machines; a gain across two CPUs measures the CPUs.
+    first = collect_rows([sweep])
+    (same_cpu,) = set(first["processor"])
+    assert same_cpu not in (PROCESSOR_UNRECORDED, PROCESSOR_MIXED)
+    recorded = None if processor is None else first_manifest_processor(sweep) if processor == "same" else processor
+    rows = collect_rows([_with_processor(sweep, tmp_path, "bfloat16", recorded, earlier)])
+    table = baselines_table(rows)
+    ar = table[table["arm"] == "ar"].set_index("dtype")
+    assert math.isnan(ar.loc["bfloat16", "ar_gain"]) and ar.loc["bfloat16", "ar_gain_n"] == 0
+    assert ar.loc["float32", "ar_gain"] == pytest.approx(1.0)  # its own reference, on its own CPU
+    shown = ar.loc["bfloat16", "processor"]
+    assert shown == (label or "Another CPU (GenuineIntel 6/85/?; avx2)")
+    assert shown in render_markdown(table) and shown in render_summary(table)
+
+
+def first_manifest_processor(sweep):
+    """The processor the sweep's cells recorded (one machine ran them all)."""
+    import json
+
+    manifest = json.loads(next(sweep.glob("*/manifest.json")).read_text())
+    return manifest["timing_conditions"]["processor"]

@@ -14,6 +14,7 @@ from lade_bench.report.conditions import NOT_RECORDED, cell_interference, interf
 from lade_bench.report.sweep import CellFiles
 from lade_bench.runner import run_cell
 from lade_bench.runner.conditions import own_tree, start_conditions, suite_processes
+from lade_bench.runner.processor import processor_identity, processor_label
 from lade_bench.stats import ar_drift
 
 from ..stats.rows import frame, row
@@ -34,6 +35,42 @@ def test_a_cell_records_real_timing_conditions(compose_cfg, tmp_path):
         assert all(p["pid"] != os.getpid() for p in snap["suite_processes"])  # this run is not interference
     assert datetime.fromisoformat(end["utc"]) >= datetime.fromisoformat(start["utc"])
     assert conditions["resume_gap_s"] is None  # a fresh cell: nothing resumed
+    assert conditions["processor"] == processor_identity() and processor_label(conditions["processor"])
+
+
+INTEL_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 143
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+stepping\t: 8
+flags\t\t: fpu sse2 avx2 avx512f avx512_bf16 avx512_fp16 amx_bf16 amx_tile hypervisor
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+model name\t: a second core, not read
+flags\t\t: fpu
+"""
+ARM_CPUINFO = "processor\t: 0\nBogoMIPS\t: 243.75\nFeatures\t: fp asimd sve bf16 i8mm\nCPU implementer\t: 0x41\n"
+
+
+def test_the_processor_is_read_from_the_first_cpu_with_its_dtype_features(tmp_path):
+    path = tmp_path / "cpuinfo"
+    path.write_text(INTEL_CPUINFO)
+    intel = processor_identity(path)
+    assert intel["model_name"] == "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz" and intel["vendor"] == "GenuineIntel"
+    assert (intel["family"], intel["model"], intel["stepping"]) == ("6", "143", "8")
+    assert intel["features"] == ["avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"]
+    label = processor_label(intel)
+    assert label.startswith("Intel(R) Xeon(R) Platinum 8481C") and "6/143/8" in label and "amx_bf16" in label
+    # The same chip without native bf16 is another kind: its label differs.
+    path.write_text(INTEL_CPUINFO.replace(" avx512_bf16", "").replace(" amx_bf16", ""))
+    assert processor_label(processor_identity(path)) != label
+    path.write_text(ARM_CPUINFO)
+    assert processor_identity(path)["features"] == ["asimd", "sve", "bf16", "i8mm"]
+    missing = processor_identity(tmp_path / "absent")
+    assert missing["features"] == [] and "machine" in missing
+    assert processor_label(None) is None and processor_label({}) is None
 
 
 def test_a_resumed_cell_records_the_gap_since_its_last_row(tmp_path):

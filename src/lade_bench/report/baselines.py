@@ -10,7 +10,11 @@ number come out, never mixed:
   paired estimate (``stats.summarize``);
 * across cells: AR's gain over the reference AR (eager float32, the suite's default baseline) on the
   same units (``stats.baseline_gain``, per token), so a reader sees how much faster the baseline got
-  and what remains of each method's gain against it.
+  and what remains of each method's gain against it. Two cells are compared only when every run
+  that timed them was on one CPU kind (``processor``: model and dtype features, recorded per run in
+  the manifest): sittings of one sweep may land on different machines, and a CPU with native
+  bfloat16 runs the same bf16 AR half again as fast as one without. Elsewhere the gain is left
+  empty and the table's ``processor`` column says why.
 
 Writes ``tables/baselines.md`` and ``.csv`` (one row per cell and arm, n beside every number),
 ``tables/baselines_summary.md`` (the README's view: per-token speedups, one column per setting) and
@@ -33,12 +37,26 @@ from lade_bench import stats
 from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests, export_archive
 from lade_bench.results.atomic import atomic_write_text
+from lade_bench.runner.processor import processor_label
 
 # Where the sweeps' archives go under the output folder.
 ROWS_DIR = "rows"
 # The setting every gain is measured against: the suite's default baseline on a CPU.
 REFERENCE_DTYPE = "float32"
-CELL_COLUMNS = ("model", "dataset", "dtype", "mode", "ngram", "window", "guesses", "prompt_as_reference")
+CELL_COLUMNS = (
+    "model",
+    "dataset",
+    "dtype",
+    "mode",
+    "ngram",
+    "window",
+    "guesses",
+    "prompt_as_reference",
+    "processor",
+)
+# A cell's processor when its manifests do not say one CPU kind timed all its rows.
+PROCESSOR_UNRECORDED = "not recorded"
+PROCESSOR_MIXED = "mixed: runs on different CPUs"
 TABLE_COLUMNS = (
     *CELL_COLUMNS,
     "arm",
@@ -61,14 +79,31 @@ TABLE_COLUMNS = (
 
 
 def collect_rows(folders: Sequence[str | Path]) -> pd.DataFrame:
-    """Every row of the sweep folders or archives, with each cell's ``dtype`` (from its manifest) as a column."""
+    """Every row of the sweep folders or archives, with each cell's ``dtype`` and ``processor`` (from its
+    manifest, :func:`cell_processor`) as columns."""
     frames = []
     for folder in folders:
         rows = load_rows(folder)
-        dtypes = {cid: str(m["dtype"]).removeprefix("torch.") for cid, m in cell_manifests(folder).items()}
+        manifests = cell_manifests(folder)
+        dtypes = {cid: str(m["dtype"]).removeprefix("torch.") for cid, m in manifests.items()}
         rows["dtype"] = rows["cell_id"].map(dtypes)
+        rows["processor"] = rows["cell_id"].map({cid: cell_processor(m) for cid, m in manifests.items()})
         frames.append(rows)
     return pd.concat(frames, ignore_index=True)
+
+
+def cell_processor(manifest: dict) -> str:
+    """The CPU kind that timed every run of a cell (its manifest and ``previous_runs``), as a label.
+
+    :data:`PROCESSOR_UNRECORDED` when a run did not record it (cells before the field existed),
+    :data:`PROCESSOR_MIXED` when its runs name different kinds.
+    """
+    runs = [*(manifest.get("previous_runs") or []), manifest]
+    labels = [processor_label((run.get("timing_conditions") or {}).get("processor")) for run in runs]
+    known = {label for label in labels if label is not None}
+    if None in labels or not known:
+        return PROCESSOR_UNRECORDED
+    return known.pop() if len(known) == 1 else PROCESSOR_MIXED
 
 
 def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -81,14 +116,15 @@ def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
     each row's own ``max_new_tokens``; NaN for rows recorded before the budget was a column).
 
     AR rows carry ``ar_gain``: its per-token speedup over the AR of the eager float32 cell of the same
-    model, dataset and lookahead configuration (1.0 for that cell itself), on the units both ran.
+    model, dataset and lookahead configuration (1.0 for that cell itself), on the units both ran; empty
+    unless both cells were timed on one recorded CPU kind (``processor``).
     """
-    if rows["dtype"].isna().any():
-        raise ValueError("every row needs its cell's dtype (collect_rows adds it from the manifests)")
+    if rows["dtype"].isna().any() or rows["processor"].isna().any():
+        raise ValueError("every row needs its cell's dtype and processor (collect_rows adds them from the manifests)")
     rows = rows.copy()
     rows["mode"] = [stats.mode_label(bool(c), m) for c, m in zip(rows["compiled"], rows["compile_mode"], strict=True)]
     summary = stats.summarize(rows)
-    cell_info = rows.groupby("cell_id")[["dtype", "mode"]].first()
+    cell_info = rows.groupby("cell_id")[["dtype", "mode", "processor"]].first()
     summary = summary.join(cell_info, on="cell_id")
     records = []
     paired_cells = {cid: stats.common_rows(cell) for cid, cell in rows.groupby("cell_id", sort=False)}
@@ -124,8 +160,11 @@ def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ar_gain(rows: pd.DataFrame, cell_rows: pd.DataFrame, record: dict) -> stats.Estimate | None:
+    if record["processor"] in (PROCESSOR_UNRECORDED, PROCESSOR_MIXED):
+        return None
     same = rows[
-        (rows["model"] == record["model"])
+        (rows["processor"] == record["processor"])
+        & (rows["model"] == record["model"])
         & (rows["dataset"] == record["dataset"])
         & (rows["dtype"] == REFERENCE_DTYPE)
         & (rows["mode"] == stats.EAGER)
@@ -142,8 +181,8 @@ def render_markdown(table: pd.DataFrame) -> str:
     """The table as markdown: speedups within the cell's mode, AR's gain over eager float32 AR, n each."""
     lines = [
         "| model | dataset | dtype | mode | lookahead (N, W, G) | arm | speedup vs AR of its mode | "
-        "per token | AR vs eager float32 AR (per token) | compile (s) | matches AR | at cap |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "per token | AR vs eager float32 AR (per token) | compile (s) | matches AR | at cap | CPU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table.to_dict("records"):
         config = f"{row['ngram']}, {row['window']}, {row['guesses']}"
@@ -154,7 +193,7 @@ def render_markdown(table: pd.DataFrame) -> str:
             f"{_interval(*per_token, row['n_units'])} | "
             f"{_interval(row['ar_gain'], row['ar_gain_ci_low'], row['ar_gain_ci_high'], row['ar_gain_n'])} | "
             f"{_number(row['compile_time_s'], '.0f')} | {_number(row['matches_ar'], '.0%')} | "
-            f"{_number(row['capped_share'], '.0%')} |"
+            f"{_number(row['capped_share'], '.0%')} | {row['processor']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -165,7 +204,8 @@ def render_summary(table: pd.DataFrame) -> str:
     A method's row gives its speedup over the AR of the same cell (same dtype and mode); an AR row
     gives that AR's gain over eager float32 AR of the same model, dataset and lookahead
     configuration. Every number is per token, so low-precision outputs that left AR's tokens still
-    compare; matches AR says how many did not.
+    compare; matches AR says how many did not. Below the table, the CPU kind(s) each (model, dataset)
+    was timed on.
     """
     settings = sorted(
         {(r["dtype"], r["mode"]) for r in table.to_dict("records")},
@@ -189,6 +229,11 @@ def render_summary(table: pd.DataFrame) -> str:
                 cells.append(f"{_interval(*value, row['n_units'])}, {_number(row['matches_ar'], '.0%')} match AR")
         label = "AR (gain over eager float32 AR)" if arm == stats.BASELINE_ARM else arm
         lines.append(f"| {model} | {dataset} | {n}, {w}, {g} | {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for (model, dataset), group in table.groupby(["model", "dataset"], sort=False):
+        cpus = ", ".join(sorted(set(group["processor"])))
+        lines.append(f"- {model}, {dataset}: timed on {cpus}.")
+    lines.append("- An AR gain is left empty where the two cells were not timed on one recorded CPU kind.")
     return "\n".join(lines) + "\n"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from lade_bench.report.sweep import CellFiles
+from lade_bench.runner.processor import processor_label
 
 NOT_RECORDED = "timing conditions not recorded (cell recorded before they were)"
 
@@ -62,7 +63,7 @@ def cell_interference(cell: CellFiles) -> list[str]:
 
 
 def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
-    """One row per cell: its affinity, threads, load before/after, and why it ran under interference (or "none")."""
+    """One row per cell: its CPU, affinity, threads, load before/after, and why it ran under interference."""
     records = []
     for cell in cells:
         conditions = (cell.manifest or {}).get("timing_conditions") or {}
@@ -72,6 +73,7 @@ def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
             {
                 "sweep": cell.sweep,
                 "cell": cell.path.name,
+                "cpu": processor_label(conditions.get("processor")) or "not recorded",
                 "cpu affinity": _cpus(conditions.get("cpu_affinity")),
                 "torch threads": conditions.get("torch_threads", "-"),
                 "load before": _load(start),

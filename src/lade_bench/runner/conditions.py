@@ -1,9 +1,10 @@
-"""The conditions a cell was timed under: CPU affinity, threads, machine load, other suite processes, resume gaps.
+"""The conditions a cell was timed under: CPU and affinity, threads, load, other suite processes, resume gaps.
 
 A speedup is a ratio of two wall times measured minutes apart, so whatever else ran on the machine
 meanwhile (another sweep, a tuner on the other core, a pytest run) shifts it. Each cell records, in
-its manifest (``timing_conditions``), what it can see of that: the CPUs it may run on
-(``os.sched_getaffinity``), torch's thread count, the load average before and after, the other
+its manifest (``timing_conditions``), what it can see of that: which CPU it ran on
+(``processor``: model and dtype-relevant features, ``lade_bench.runner.processor``), the CPUs it may
+run on (``os.sched_getaffinity``), torch's thread count, the load average before and after, the other
 lade_bench / pytest processes running at its start and end (found in ``/proc``, this process's own
 tree left out), and, when it resumed rows an earlier run left, the wall-clock gap since the last of
 them (``rows.jsonl``'s modification time: every row append is fsynced). The report
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from lade_bench.runner.processor import processor_identity
 
 # A command line is kept to this many characters: enough to tell a sweep from a test run.
 COMMAND_CHARS = 160
@@ -115,6 +118,7 @@ def start_conditions(rows_path: Path) -> dict[str, Any]:
         mtime = rows_path.stat().st_mtime
         gap, last_row = round(max(0.0, datetime.now(timezone.utc).timestamp() - mtime), 1), _utc(mtime)
     return {
+        "processor": processor_identity(),
         "cpu_affinity": affinity,
         "cpu_affinity_count": len(affinity) if affinity is not None else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
