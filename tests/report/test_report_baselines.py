@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
@@ -125,8 +126,6 @@ def test_rows_without_their_dtype_are_refused(sweep):
 
 def _with_processor(sweep, tmp_path, dtype: str, processor: dict | None, earlier: dict | None = None):
     """A copy of the sweep whose ``dtype`` cell records ``processor`` (and an earlier run on ``earlier``)."""
-    import json
-
     copy = tmp_path / "baselines"
     shutil.copytree(sweep, copy)
     for manifest_path in copy.glob("*/manifest.json"):
@@ -165,7 +164,5 @@ def test_ar_is_compared_across_cells_only_on_one_cpu_kind(sweep, tmp_path, proce
 
 def first_manifest_processor(sweep):
     """The processor the sweep's cells recorded (one machine ran them all)."""
-    import json
-
     manifest = json.loads(next(sweep.glob("*/manifest.json")).read_text())
     return manifest["timing_conditions"]["processor"]

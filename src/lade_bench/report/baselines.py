@@ -13,8 +13,8 @@ number come out, never mixed:
   and what remains of each method's gain against it. Two cells are compared only when every run
   that timed them was on one CPU kind (``processor``: model and dtype features, recorded per run in
   the manifest): sittings of one sweep may land on different machines, and two machines of one
-  host name ran the same bf16 AR at 10.4-10.9 and 6.6-7.6 tokens/s. Elsewhere the gain is left
-  empty and the table's ``processor`` column says why.
+  host name ran the same bf16 AR at 10.9-11.2 and 6.6 tokens/s (SmolLM2 HumanEval bf16 eager,
+  2026-12-02). Elsewhere the gain is left empty and the table's ``processor`` column says why.
 
 Writes ``tables/baselines.md`` and ``.csv`` (one row per cell and arm, n beside every number),
 ``tables/baselines_summary.md`` (the README's view: per-token speedups, one column per setting) and
@@ -101,7 +101,7 @@ def cell_processor(manifest: dict) -> str:
     runs = [*(manifest.get("previous_runs") or []), manifest]
     labels = [processor_label((run.get("timing_conditions") or {}).get("processor")) for run in runs]
     known = {label for label in labels if label is not None}
-    if None in labels or not known:
+    if None in labels:
         return PROCESSOR_UNRECORDED
     return known.pop() if len(known) == 1 else PROCESSOR_MIXED
 

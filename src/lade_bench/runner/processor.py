@@ -1,8 +1,9 @@
 """Which CPU a cell was timed on: its model, and the instruction-set features that set a dtype's speed.
 
 The host name says nothing here (every machine of a pool may be called ``vm``), and two CPUs of one
-architecture word time the same work differently: one with native bfloat16 (AVX-512 BF16, AMX) runs
-a bf16 forward in well under the time of one that emulates it. Each cell records this identity in its
+architecture word time the same work differently: two machines of this workplace ran the same bf16
+AR at 10.9-11.2 and 6.6 tokens/s (SmolLM2 HumanEval bf16 eager, 2026-12-02); whether a CPU has
+native bfloat16 (AVX-512 BF16, AMX) is a likely reason. Each cell records this identity in its
 manifest (``timing_conditions.processor``); a comparison across cells (one setting's AR against
 another's) is only made between cells of one identity (``lade_bench.report.baselines``).
 """
