@@ -14,7 +14,6 @@ thresholds. Prints a table and writes the per-generation records plus the table 
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -40,6 +39,7 @@ from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
 from lade_bench.metrics.task_accuracy import match_rate
 from lade_bench.models.embedded import load_embedded_smollm2
 from lade_bench.profiling import default_token_counts, measure_forward_curve
+from lade_bench.profiling.processor import processor_identity, processor_label
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import run_paired
 
@@ -248,8 +248,11 @@ def main(argv: list[str] | None = None) -> Path:
     started = time.time()
     results = run_benchmark(arms, prompts, args.warmup)
     rows = summarise(results)
+    # On a CPU the processor model and its dtype features, which set the speed (not just "x86_64").
     device = (
-        torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else platform.processor() or "cpu"
+        torch.cuda.get_device_name(args.device)
+        if args.device.startswith("cuda")
+        else processor_label(processor_identity()) or "cpu"
     )
     mode = f"compiled ({compiled.mode_on(model_device(model))})" if compiled is not None else "eager"
     title = (
@@ -325,7 +328,8 @@ def step_cost_main(
 
     console.print(f"Step-cost curves for {args.step_cost_dtypes} x {args.step_cost_modes} at {counts} tokens per step")
     curves = step_cost_curves(load, args.step_cost_dtypes, args.step_cost_modes, counts)
-    title = f"SmolLM2-135M-Instruct forward time per step, {curves[0]['device']} (context 128 tokens, median)"
+    where = ", ".join(part for part in (curves[0]["device"], curves[0].get("processor")) if part)
+    title = f"SmolLM2-135M-Instruct forward time per step, {where} (context 128 tokens, median)"
     console.print(render_step_costs(curves, title))
     path = output_dir / f"step-cost-{time.strftime('%Y%m%d-%H%M%S')}.json"
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ import torch
 from lade_bench.bench import build_arms, main, render_step_costs, step_cost_curves
 from lade_bench.decoding import CompiledForwards, LookaheadParams
 from lade_bench.models.tiny import tiny_model
+from lade_bench.profiling.processor import processor_identity, processor_label
 
 
 def test_step_cost_curves_cover_every_dtype_and_mode():
@@ -19,6 +20,8 @@ def test_step_cost_curves_cover_every_dtype_and_mode():
         ("float32", "eager"), ("float32", "default"), ("bfloat16", "eager"), ("bfloat16", "default"),
     ]  # fmt: skip
     assert all(c["token_counts"] == [1, 4, 8] and min(c["forward_time_s"]) > 0 for c in curves)
+    # Each curve names the CPU it was measured on: another machine's curves are not this one's.
+    assert {c["processor"] for c in curves} == {processor_label(processor_identity())}
     table = render_step_costs(curves, "t")
     assert [column.header for column in table.columns][1:] == [
         "float32 eager", "float32 default", "bfloat16 eager", "bfloat16 default",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -13,6 +14,7 @@ from lade_bench.profiling.device_profile import (
     ProfileKey,
     default_token_counts,
     device_kind,
+    device_processor,
     forward_time_at,
     has_profile,
     key_profile_path,
@@ -28,6 +30,7 @@ from lade_bench.profiling.device_profile import (
     same_device_kind,
     save_profile,
 )
+from lade_bench.profiling.processor import processor_identity, processor_label
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +76,8 @@ def test_save_load_and_interpolate(tmp_path, model):
 
 
 def _key(model_name: str = "tiny-llama", dtype: str = "float64") -> ProfileKey:
-    return ProfileKey(device_kind(torch.device("cpu")), model_name, dtype, "sdpa")
+    cpu = torch.device("cpu")
+    return ProfileKey(device_kind(cpu), model_name, dtype, "sdpa", processor=device_processor(cpu))
 
 
 def test_a_measured_profile_states_its_key_and_is_published_under_it(tmp_path, model):
@@ -152,4 +156,24 @@ def test_a_compiled_curve_is_keyed_apart_from_the_eager_one(tmp_path, model):
     # Eager keys keep their pre-compile file names, and a record without the field is eager.
     legacy_v2 = {k: v for k, v in eager_key.as_record().items() if k != "compile_mode"}
     assert ProfileKey.from_record(legacy_v2) == eager_key
-    assert eager_key.slug().count("--") == 3 and compiled_key.slug().count("--") == 4
+    assert eager_key.slug().count("--") == 4 and compiled_key.slug().count("--") == 5  # processor included
+
+
+def test_a_cpu_curve_is_keyed_by_its_processor_and_never_serves_another_cpu(tmp_path, model):
+    profile = measure_forward_curve(model, [1, 2], context_tokens=8, warmup=0, repeats=1, model_name="tiny-llama")
+    here = profile_key(profile)
+    assert profile["processor"] == processor_label(processor_identity()) == here.processor != ""
+    assert here.processor in here.describe()
+    publish_profile(tmp_path, profile)
+    (stored,) = load_profiles(tmp_path)
+    # A later sitting of the same sweep on a machine with another CPU (same word, same threads).
+    elsewhere = dataclasses.replace(here, processor="Other CPU (GenuineIntel 6/85/7; avx2 avx512f)")
+    assert elsewhere.slug() != here.slug() and not has_profile(tmp_path, elsewhere)
+    assert matching_profile([stored], elsewhere) is None and matching_profile([stored], here) is stored
+    # Keys recorded before the processor was keyed (committed sweeps) keep their file names and match
+    # each other, not a keyed one.
+    before = {k: v for k, v in here.as_record().items() if k != "processor"}
+    unkeyed = ProfileKey.from_record(before)
+    assert unkeyed.processor == "" and unkeyed != here
+    assert unkeyed.slug() == here.slug().rsplit("--", 1)[0]
+    assert device_processor(torch.device("meta")) == ""  # an accelerator's kind names the chip itself

@@ -12,14 +12,13 @@ from hydra import compose, initialize_config_dir
 
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.report.baselines import (
-    PROCESSOR_MIXED,
-    PROCESSOR_UNRECORDED,
     baselines_table,
     collect_rows,
     main,
     render_markdown,
     render_summary,
 )
+from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED
 from lade_bench.results.archive import is_archive
 from lade_bench.runner import register_configs, run_cell
 

@@ -10,11 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from lade_bench.report.conditions import NOT_RECORDED, cell_interference, interference
+from lade_bench.profiling.processor import processor_identity, processor_label
+from lade_bench.report.conditions import (
+    NOT_RECORDED,
+    PROCESSOR_MIXED,
+    PROCESSOR_UNRECORDED,
+    cell_interference,
+    cell_processors,
+    interference,
+    interference_table,
+)
 from lade_bench.report.sweep import CellFiles
 from lade_bench.runner import run_cell
 from lade_bench.runner.conditions import own_tree, start_conditions, suite_processes
-from lade_bench.runner.processor import processor_identity, processor_label
 from lade_bench.stats import ar_drift
 
 from ..stats.rows import frame, row
@@ -162,3 +170,44 @@ def test_ar_drift_across_cells_with_identical_ar_work(tmp_path):
     assert rec["n_cells"] == 3 and rec["dataset"] == "d"
     assert rec["ar_ms_per_token_min"] == pytest.approx(100.0) and rec["ar_ms_per_token_max"] == pytest.approx(110.0)
     assert rec["relative_spread"] == pytest.approx(10 / 105)
+
+
+def _cpu_cell(tmp_path, cell_id, *processors):
+    """A cell whose runs (earliest first) recorded ``processors`` (None: a run that recorded none)."""
+    runs = [{"timing_conditions": {**_conditions(), "processor": p}} for p in processors]
+    manifest = {**runs[-1], "previous_runs": runs[:-1]}
+    return CellFiles("unit", cell_id, tmp_path / cell_id, None, manifest, None)
+
+
+FAST_CPU = {"model_name": "Fast CPU", "vendor": "AuthenticAMD", "family": "25", "model": "17", "features": ["avx2"]}
+SLOW_CPU = {"model_name": "Slow CPU", "vendor": "GenuineIntel", "family": "6", "model": "85", "features": ["avx2"]}
+
+
+def test_the_timing_table_names_the_cpu_of_every_run_of_a_cell(tmp_path):
+    cells = [
+        _cpu_cell(tmp_path, "one", FAST_CPU),
+        _cpu_cell(tmp_path, "resumed", FAST_CPU, SLOW_CPU),
+        _cpu_cell(tmp_path, "old", None),
+    ]
+    table = interference_table(cells).set_index("cell")
+    assert table.loc["one", "cpu"] == processor_label(FAST_CPU)
+    assert table.loc["resumed", "cpu"] == PROCESSOR_MIXED and table.loc["old", "cpu"] == PROCESSOR_UNRECORDED
+
+
+def test_ar_drift_never_spans_two_cpus(tmp_path):
+    # Four cells of identical AR work: two timed on a fast CPU, one on a slow one (a later sitting on
+    # another machine), one resumed across both.
+    walls = {"a": 1.0, "b": 1.02, "c": 1.6, "d": 1.3}
+    rows = []
+    for cell, wall in walls.items():
+        for sample in ("s0", "s1"):
+            rows += [row(cell, sample, "ar", wall=wall), row(cell, sample, "lookahead", wall=0.9)]
+    frame_ = frame(tmp_path, rows)
+    cells = [_cpu_cell(tmp_path, "a", FAST_CPU), _cpu_cell(tmp_path, "b", FAST_CPU)]
+    cells += [_cpu_cell(tmp_path, "c", SLOW_CPU), _cpu_cell(tmp_path, "d", FAST_CPU, SLOW_CPU)]
+    drift = ar_drift(frame_, cell_processors(cells), skip_cpus=frozenset({PROCESSOR_MIXED}))
+    (rec,) = drift.to_dict("records")  # the slow CPU's one cell has no twin; the mixed one joins nothing
+    assert rec["cpu"] == processor_label(FAST_CPU) and rec["n_cells"] == 2
+    assert rec["relative_spread"] == pytest.approx(0.02 / 1.01)
+    blind = ar_drift(frame_)  # without the CPUs, the machines' difference would read as 60% drift
+    assert blind["n_cells"].tolist() == [4] and blind["relative_spread"].iloc[0] == pytest.approx(0.6 / 1.16)

@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from lade_bench.profiling.device_profile import ProfileKey, device_kind, load_profiles
+from lade_bench.profiling.device_profile import ProfileKey, device_kind, device_processor, load_profiles
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import load_sweep
 from lade_bench.tune.config import SearchSpace, TuneConfigError
@@ -49,7 +49,8 @@ def two_model_sweep(tmp_path_factory):
 
 
 def _key(model: str) -> ProfileKey:
-    return ProfileKey(device_kind(torch.device("cpu")), model, "float64", "sdpa")
+    cpu = torch.device("cpu")
+    return ProfileKey(device_kind(cpu), model, "float64", "sdpa", processor=device_processor(cpu))
 
 
 def test_two_models_get_two_profiles_and_each_cell_records_its_key(two_model_sweep):

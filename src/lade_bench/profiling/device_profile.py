@@ -3,7 +3,8 @@
 Lookahead trades steps for wider steps: a step with ``(W + G) * (N - 1)`` input tokens replaces
 several one-token AR steps. Whether that pays off depends on how flat the forward-time curve is, and
 the curve depends on the model as much as on the device (a 270M model is not a 135M one), so a
-profile is keyed by :class:`ProfileKey` (device kind, model, dtype, attention implementation). It is
+profile is keyed by :class:`ProfileKey` (device kind, model, dtype, attention implementation, compile
+mode and, on a CPU, the processor: a sweep's sittings may land on machines with other CPUs). It is
 measured once per sweep and key, by the job that holds the key's lock, and stored beside the sweep
 index as ``device_profiles/<key slug>.json``. The report predicts each lookahead cell's speedup from
 the profile whose key is the cell's (see ``aggregate.predicted_speedups``); a cell with no matching
@@ -25,6 +26,7 @@ mask costs the same attention FLOPs for the same number of tokens.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -43,6 +45,7 @@ from transformers import Cache, DynamicCache
 from lade_bench.decoding.compiled import CompiledForwards, recompiles_allowed
 from lade_bench.decoding.static_step import full_static_cache
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
+from lade_bench.profiling.processor import processor_identity, processor_label
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
 
@@ -65,6 +68,9 @@ class ProfileKey:
         attn_implementation: the configured attention implementation, e.g. ``"sdpa"``.
         compile_mode: ``"eager"``, or the torch.compile mode of a compiled run (static cache,
             compiled forward), e.g. ``"default"``: compiled and eager forwards cost differently.
+        processor: on a CPU, :func:`device_processor` (the CPU's model and dtype features), since
+            two CPUs of one architecture word and thread count time one forward differently; ``""``
+            on an accelerator (its device kind names the chip) and in records made before it was keyed.
     """
 
     device_kind: str
@@ -72,36 +78,52 @@ class ProfileKey:
     dtype: str
     attn_implementation: str
     compile_mode: str = EAGER
+    processor: str = ""
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ProfileKey | None:
         """The key a profile (or a manifest's ``device_profile_key``) states; None when any part is missing.
 
-        A record without ``compile_mode`` predates the compiled mode, so it is eager.
+        A record without ``compile_mode`` predates the compiled mode, so it is eager; one without
+        ``processor`` predates the processor in the key, so its processor is ``""``.
         """
-        required = [f.name for f in fields(cls) if f.name != "compile_mode"]
+        required = [f.name for f in fields(cls) if f.name not in _OPTIONAL_KEY_PARTS]
         values = [record.get(name) for name in required]
         if not all(isinstance(v, str) and v for v in values):
             return None
-        mode = record.get("compile_mode") or EAGER
-        return cls(**{name: str(value) for name, value in zip(required, values, strict=True)}, compile_mode=str(mode))
+        return cls(
+            **{name: str(value) for name, value in zip(required, values, strict=True)},
+            compile_mode=str(record.get("compile_mode") or EAGER),
+            processor=str(record.get("processor") or ""),
+        )
 
     def as_record(self) -> dict[str, str]:
         """The key as a JSON object (what profiles and manifests store)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def slug(self) -> str:
-        """File-name-safe form, e.g. ``cpu-x86-64-2-threads--tiny-llama--float64--sdpa`` (eager keys keep
-        the name they had before the compiled mode, so their stored profiles are still found)."""
-        parts = [getattr(self, f.name) for f in fields(self) if f.name != "compile_mode"]
+        """File-name-safe form, e.g. ``cpu-x86-64-2-threads--tiny-llama--float64--sdpa--cpu-3f2a...``.
+
+        Eager keys keep the name they had before the compiled mode, and keys without a processor the
+        name they had before it, so their stored profiles are still found. The processor enters as a
+        short digest of its label (the label itself is long; the profile file states it in full).
+        """
+        parts = [getattr(self, f.name) for f in fields(self) if f.name not in _OPTIONAL_KEY_PARTS]
         if self.compile_mode != EAGER:
             parts.append(f"compiled-{self.compile_mode}")
+        if self.processor:
+            parts.append(f"cpu-{hashlib.sha256(self.processor.encode()).hexdigest()[:12]}")
         return _KEY_SEPARATOR.join(kind_slug(part) for part in parts)
 
     def describe(self) -> str:
-        """``tiny-llama (float64, sdpa) on cpu x86_64 (2 threads)``; compiled keys say so."""
+        """``tiny-llama (float64, sdpa) on cpu x86_64 (2 threads), <processor>``; compiled keys say so."""
         mode = "" if self.compile_mode == EAGER else f", compiled {self.compile_mode}"
-        return f"{self.model} ({self.dtype}, {self.attn_implementation}{mode}) on {self.device_kind}"
+        where = f"{self.device_kind}, {self.processor}" if self.processor else self.device_kind
+        return f"{self.model} ({self.dtype}, {self.attn_implementation}{mode}) on {where}"
+
+
+# Parts of a key that older records lack; they default rather than make the record keyless.
+_OPTIONAL_KEY_PARTS = ("compile_mode", "processor")
 
 
 @dataclass(frozen=True)
@@ -241,6 +263,7 @@ def measure_forward_curve(
         "seed": seed,
         "device": describe_device(device),
         "device_kind": device_kind(device),
+        "processor": device_processor(device),
         "dtype": str(model_dtype(model)).removeprefix("torch."),
         "model": model_name or getattr(config, "name_or_path", "") or type(model).__name__,
         "attn_implementation": attn_implementation or str(getattr(config, "_attn_implementation", None) or "default"),
@@ -269,6 +292,18 @@ def device_kind(device: torch.device) -> str:
     which sets its speed.
     """
     return re.sub(r"^(\w+):\d+", r"\1", describe_device(device))
+
+
+def device_processor(device: torch.device) -> str:
+    """The processor part of a profile key on ``device``: the CPU's :func:`processor_label`, ``""`` off the CPU.
+
+    Why it is keyed: a forward-time curve measured in one sitting of a sweep must not predict cells
+    timed in a later sitting on another CPU (one workplace's machines ran identical bf16 AR work at
+    6.6 and 11 tokens/s). On a GPU the device kind names the chip, and the host CPU is left out.
+    """
+    if device.type != "cpu":
+        return ""
+    return processor_label(processor_identity()) or ""
 
 
 def device_kind_of_description(description: str) -> str:

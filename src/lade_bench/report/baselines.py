@@ -34,10 +34,10 @@ from pathlib import Path
 import pandas as pd
 
 from lade_bench import stats
+from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor
 from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests, export_archive
 from lade_bench.results.atomic import atomic_write_text
-from lade_bench.runner.processor import processor_label
 
 # Where the sweeps' archives go under the output folder.
 ROWS_DIR = "rows"
@@ -54,9 +54,6 @@ CELL_COLUMNS = (
     "prompt_as_reference",
     "processor",
 )
-# A cell's processor when its manifests do not say one CPU kind timed all its rows.
-PROCESSOR_UNRECORDED = "not recorded"
-PROCESSOR_MIXED = "mixed: runs on different CPUs"
 TABLE_COLUMNS = (
     *CELL_COLUMNS,
     "arm",
@@ -90,20 +87,6 @@ def collect_rows(folders: Sequence[str | Path]) -> pd.DataFrame:
         rows["processor"] = rows["cell_id"].map({cid: cell_processor(m) for cid, m in manifests.items()})
         frames.append(rows)
     return pd.concat(frames, ignore_index=True)
-
-
-def cell_processor(manifest: dict) -> str:
-    """The CPU kind that timed every run of a cell (its manifest and ``previous_runs``), as a label.
-
-    :data:`PROCESSOR_UNRECORDED` when a run did not record it (cells before the field existed),
-    :data:`PROCESSOR_MIXED` when its runs name different kinds.
-    """
-    runs = [*(manifest.get("previous_runs") or []), manifest]
-    labels = [processor_label((run.get("timing_conditions") or {}).get("processor")) for run in runs]
-    known = {label for label in labels if label is not None}
-    if None in labels:
-        return PROCESSOR_UNRECORDED
-    return known.pop() if len(known) == 1 else PROCESSOR_MIXED
 
 
 def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:

@@ -20,10 +20,13 @@ from typing import Any
 
 import pandas as pd
 
+from lade_bench.profiling.processor import processor_label
 from lade_bench.report.sweep import CellFiles
-from lade_bench.runner.processor import processor_label
 
 NOT_RECORDED = "timing conditions not recorded (cell recorded before they were)"
+# A cell's CPU when a run did not record it, and when its runs (a resumed cell) name different CPUs.
+PROCESSOR_UNRECORDED = "not recorded"
+PROCESSOR_MIXED = "mixed: runs on different CPUs"
 
 
 def interference(conditions: Mapping[str, Any] | None) -> list[str]:
@@ -62,6 +65,25 @@ def cell_interference(cell: CellFiles) -> list[str]:
     return reasons
 
 
+def cell_processor(manifest: Mapping[str, Any]) -> str:
+    """The CPU kind that timed every run of a cell (its manifest and ``previous_runs``), as a label.
+
+    :data:`PROCESSOR_UNRECORDED` when a run did not record it (cells before the field existed),
+    :data:`PROCESSOR_MIXED` when its runs name different kinds.
+    """
+    runs = [*(manifest.get("previous_runs") or []), manifest]
+    labels = [processor_label((run.get("timing_conditions") or {}).get("processor")) for run in runs]
+    known = {label for label in labels if label is not None}
+    if None in labels:
+        return PROCESSOR_UNRECORDED
+    return known.pop() if len(known) == 1 else PROCESSOR_MIXED
+
+
+def cell_processors(cells: Sequence[CellFiles]) -> dict[tuple[str, str], str]:
+    """:func:`cell_processor` of every cell, by ``(sweep, cell_id)`` (what ``stats.ar_drift`` groups by)."""
+    return {(cell.sweep, cell.cell_id): cell_processor(cell.manifest or {}) for cell in cells}
+
+
 def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
     """One row per cell: its CPU, affinity, threads, load before/after, and why it ran under interference."""
     records = []
@@ -73,7 +95,7 @@ def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
             {
                 "sweep": cell.sweep,
                 "cell": cell.path.name,
-                "cpu": processor_label(conditions.get("processor")) or "not recorded",
+                "cpu": cell_processor(cell.manifest or {}),
                 "cpu affinity": _cpus(conditions.get("cpu_affinity")),
                 "torch threads": conditions.get("torch_threads", "-"),
                 "load before": _load(start),
@@ -83,7 +105,7 @@ def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
         )
     return pd.DataFrame.from_records(
         records,
-        columns=["sweep", "cell", "cpu affinity", "torch threads", "load before", "load after", "interference"],
+        columns=["sweep", "cell", "cpu", "cpu affinity", "torch threads", "load before", "load after", "interference"],
     )
 
 
@@ -95,6 +117,7 @@ def drift_table(drift: pd.DataFrame) -> pd.DataFrame:
             "model": drift["model"],
             "dataset": drift["dataset"],
             "mode": drift["mode"],
+            "cpu": drift["cpu"],
             "cells (n)": drift["n_cells"],
             "AR ms/token min / median / max": [
                 f"{a:.2f} / {b:.2f} / {c:.2f}"

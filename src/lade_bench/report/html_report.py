@@ -127,13 +127,18 @@ def _conditions_html(sweep: Sweep) -> str:
         "their speedups compare times taken under different conditions.</p>",
         to_html(cells, caption="Timing conditions per cell (from each manifest's timing_conditions)"),
     ]
-    drift = stats.ar_drift(sweep.rows)
+    # One CPU kind per group: a sweep resumed on another machine would otherwise show the machines'
+    # difference as drift; a cell resumed on another CPU mixes two and joins no group.
+    cpus = conditions.cell_processors(sweep.cells)
+    drift = stats.ar_drift(sweep.rows, cpus, skip_cpus=frozenset({conditions.PROCESSOR_MIXED}))
     if drift.empty:
-        parts.append("<p>No two cells of a sweep did identical AR work, so no AR drift can be measured.</p>")
+        parts.append(
+            "<p>No two cells of a sweep did identical AR work on one CPU kind, so no AR drift can be measured.</p>"
+        )
     else:
         caption = (
-            "Drift of the AR arm: AR time per token across cells of one sweep with identical AR work "
-            "(relative spread = (max - min) / median, n = cells); speedup differences between those cells "
+            "Drift of the AR arm: AR time per token across cells of one sweep with identical AR work on one "
+            "CPU kind (relative spread = (max - min) / median, n = cells); speedup differences between those cells "
             "smaller than this are within the machine's drift"
         )
         parts.append(to_html(conditions.drift_table(drift), caption=caption))

@@ -55,6 +55,7 @@ from lade_bench.profiling.device_profile import (
     PROFILES_DIR,
     ProfileKey,
     device_kind,
+    device_processor,
     has_profile,
     publish_profile,
     sweep_profile,
@@ -534,14 +535,16 @@ def _load_replica(plan: CellPlan) -> CellModel:
 
 
 def profile_key(plan: CellPlan) -> ProfileKey:
-    """The device profile a cell's speedups are predicted from: its device kind, model, dtype, attention
-    and compile mode (a compiled cell's forwards cost what compiled forwards cost)."""
+    """The device profile a cell's speedups are predicted from: its device kind, model, dtype, attention,
+    compile mode (a compiled cell's forwards cost what compiled forwards cost) and, on a CPU, the
+    processor it runs on (a resumed sweep's later cells may run on another machine's CPU)."""
     return ProfileKey(
         device_kind=device_kind(plan.device),
         model=str(plan.cfg.model.name),
         dtype=str(plan.semantic["dtype"]),
         attn_implementation=str(plan.semantic["attn_implementation"]),
         compile_mode=plan.compile_mode or EAGER,
+        processor=device_processor(plan.device),
     )
 
 

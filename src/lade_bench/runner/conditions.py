@@ -3,7 +3,7 @@
 A speedup is a ratio of two wall times measured minutes apart, so whatever else ran on the machine
 meanwhile (another sweep, a tuner on the other core, a pytest run) shifts it. Each cell records, in
 its manifest (``timing_conditions``), what it can see of that: which CPU it ran on
-(``processor``: model and dtype-relevant features, ``lade_bench.runner.processor``), the CPUs it may
+(``processor``: model and dtype-relevant features, ``lade_bench.profiling.processor``), the CPUs it may
 run on (``os.sched_getaffinity``), torch's thread count, the load average before and after, the other
 lade_bench / pytest processes running at its start and end (found in ``/proc``, this process's own
 tree left out), and, when it resumed rows an earlier run left, the wall-clock gap since the last of
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from lade_bench.runner.processor import processor_identity
+from lade_bench.profiling.processor import processor_identity
 
 # A command line is kept to this many characters: enough to tell a sweep from a test run.
 COMMAND_CHARS = 160

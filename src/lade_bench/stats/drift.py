@@ -3,10 +3,14 @@
 Cells of one sweep whose AR arm did identical work (same model, dataset, sampling settings, seed and
 mode, eager or compiled; same sample turns, same number of generated tokens) would take the same AR time per token on a
 quiet, stable machine; the relative spread of that time (max - min over the median) is how much
-two such cells' speedups can differ from timing alone.
+two such cells' speedups can differ from timing alone. Cells timed on different CPUs (a sweep resumed
+in a later sitting on another machine) are not the same work in this sense: their spread is the
+machines' difference, not drift, so each CPU is a group of its own when the cells' CPUs are given.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -17,29 +21,39 @@ from lade_bench.stats.units import BASELINE_ARM, ok_rows
 _AR_WORK = ("sweep", "model", "dataset", "do_sample", "temperature", "top_p", "top_k", "seed")
 
 
-def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
-    """Spread of AR's time per token across cells of one sweep that did identical AR work.
+def ar_drift(
+    rows: pd.DataFrame,
+    cell_cpus: Mapping[tuple[str, str], str] | None = None,
+    skip_cpus: frozenset[str] = frozenset(),
+) -> pd.DataFrame:
+    """Spread of AR's time per token across cells of one sweep that did identical AR work on one CPU kind.
 
     Args:
         rows: per-sample rows of one or more sweeps.
+        cell_cpus: each cell's CPU label by ``(sweep, cell_id)`` (``report.conditions.cell_processors``);
+            cells of different labels are never one group. None: the CPU is unknown (``"-"``) and
+            every cell counts as one kind.
+        skip_cpus: labels whose cells join no group, e.g. a cell resumed on another CPU, whose AR
+            time mixes two machines.
 
     Returns:
         One row per group of >= 2 cells with identical AR work: the group's ``sweep``, ``model``,
-        ``dataset``, ``mode`` (``stats.mode_label``), ``n_cells`` (the n of the spread),
+        ``dataset``, ``mode`` (``stats.mode_label``), ``cpu``, ``n_cells`` (the n of the spread),
         ``ar_ms_per_token_min``, ``_median``, ``_max`` and ``relative_spread`` = (max - min) / median.
         AR time per token of a cell = its AR rows' summed wall time over their summed new tokens.
     """
-    columns = ["sweep", "model", "dataset", "mode", "n_cells", "ar_ms_per_token_min", "ar_ms_per_token_median"]
-    columns += ["ar_ms_per_token_max", "relative_spread"]
+    columns = ["sweep", "model", "dataset", "mode", "cpu", "n_cells", "ar_ms_per_token_min"]
+    columns += ["ar_ms_per_token_median", "ar_ms_per_token_max", "relative_spread"]
     ar = ok_rows(rows[rows["arm"] == BASELINE_ARM]) if len(rows) else rows
     groups: dict[tuple, list[float]] = {}
-    for _, cell in ar.groupby(["sweep", "cell_id"], sort=True):
+    for (sweep, cell_id), cell in ar.groupby(["sweep", "cell_id"], sort=True):
         tokens = float(cell["new_tokens"].sum())
-        if tokens <= 0:
+        cpu = "-" if cell_cpus is None else cell_cpus.get((str(sweep), str(cell_id)), "-")
+        if tokens <= 0 or cpu in skip_cpus:
             continue
         # Compiled AR is not the same work as eager AR: their times differ by the compiler, not by drift.
         mode = mode_label(row_compiled(cell).iloc[0], cell["compile_mode"].iloc[0] if "compile_mode" in cell else None)
-        work = (*(cell[c].iloc[0] for c in _AR_WORK), mode)
+        work = (*(cell[c].iloc[0] for c in _AR_WORK), mode, cpu)
         units = tuple(sorted(zip(cell["sample_id"].astype(str), cell["turn"], cell["repeat"], strict=True)))
         groups.setdefault((*work, units, int(tokens)), []).append(1000 * float(cell["wall_time_s"].sum()) / tokens)
     records = []
@@ -54,6 +68,7 @@ def ar_drift(rows: pd.DataFrame) -> pd.DataFrame:
                 "model": work[1],
                 "dataset": work[2],
                 "mode": work[len(_AR_WORK)],
+                "cpu": work[len(_AR_WORK) + 1],
                 "n_cells": len(values),
                 "ar_ms_per_token_min": float(series.min()),
                 "ar_ms_per_token_median": median,

@@ -77,8 +77,8 @@ class TuneConfig:
         reference_presets: ``lookahead`` presets (e.g. ``paper_7b``) also run on the held-out samples,
             beside the top-k, for comparison; never candidates for the winner.
         profile_from: a device profile JSON file, or a sweep folder holding one of the tune's
-            (device kind, model, dtype, attention implementation), to reuse; null: the tune folder's
-            own, measured once.
+            profile key (device kind, model, dtype, attention implementation, compile mode, CPU), to
+            reuse; null: the tune folder's own, measured once.
         space: the search space.
     """
 

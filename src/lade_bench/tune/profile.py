@@ -1,7 +1,7 @@
 """The device profile a tune's bounds and figure use: reused when one of its key covers the search space, else measured.
 
-A profile is keyed by (device kind, model, dtype, attention implementation)
-(``profiling.device_profile.ProfileKey``); the tune's key is that of its cells. Where from, in order:
+A profile is keyed by (device kind, model, dtype, attention implementation, compile mode, and on a
+CPU the processor) (``profiling.device_profile.ProfileKey``); the tune's key is that of its cells. Where from, in order:
 ``tune.profile_from`` (a profile JSON file, or a sweep folder holding one of the tune's key), then
 the tune folder's own (measured by an earlier run of this tune), else a fresh measurement on the
 loaded model, saved in the tune folder as a sweep's would be
