@@ -3,7 +3,15 @@
 # Gemma-3-270M, CPU, fp32, eager: the regeneration plan of issue 22.
 #
 #   bash scripts/tune_reference.sh OUTPUT_ROOT                       # first: the CPU-tuned presets
-#   taskset -c 0 bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]
+#   taskset -c 0 bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]          # everything
+#   taskset -c 0 bash scripts/reference_results.sh OUTPUT_ROOT SHARED_DATA_DIR GROUP      # one group
+#   bash scripts/reference_results.sh --groups                                            # list them
+#
+# A group is what must be timed on one machine because the results compare its cells with each
+# other: one (model, dataset) of the main table (its declared and tuned cells), or one whole ablation
+# or sampling sweep (its trend across cells). Where sittings land on different machines (every cell
+# records its CPU), run one whole group per sitting; the run without GROUP then skips every done
+# cell and writes the archives and the report.
 #
 # Runs every sweep into OUTPUT_ROOT (resumable: rerun the same command after a kill or in a later
 # sitting and finished cells and samples are skipped), then archives each sweep (its per-sample rows,
@@ -19,12 +27,30 @@
 # themselves; 128 for XSum summaries. The report counts the outputs that hit the cap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ $# -lt 1 ]; then
-    echo "usage: bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]" >&2
+models=(smollm2 gemma3_270m)
+datasets=(mt_bench humaneval mbpp classeval gsm8k xsum)
+groups=()
+for model in "${models[@]}"; do
+    for dataset in "${datasets[@]}"; do
+        groups+=("main:$model:$dataset")
+    done
+done
+groups+=(prompt_ref ablation_wg ablation_n sampling)
+if [ "${1:-}" = --groups ]; then
+    printf '%s\n' "${groups[@]}"
+    exit 0
+fi
+if [ $# -lt 1 ] || [ $# -gt 3 ]; then
+    echo "usage: bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR [GROUP]]  (GROUP: --groups lists them)" >&2
     exit 2
 fi
 out=$1
 shared=${2:-../shared/data}
+only=${3:-}
+if [ -n "$only" ] && [[ ! " ${groups[*]} " =~ " $only " ]]; then
+    echo "unknown group '$only'; the groups are: ${groups[*]}" >&2
+    exit 2
+fi
 py=.venv/bin/python
 common=(device=cpu output_root="$out")
 smollm2=(model=smollm2 "${common[@]}")
@@ -56,41 +82,58 @@ tuned_preset() {  # the committed CPU-tuned preset of the dataset's kind (tuned 
     esac
 }
 
-# Main table of one model: six benchmarks, 20 samples each; the declared N5 W7 G7 beside AR, prompt
-# lookup and Jacobi (and, on Gemma, the assisted arm with SmolLM2 as its draft), then the CPU-tuned
-# preset beside AR. Every cell writes the sweep folder "main", so the table has a model axis.
-main_table() {
-    local model=$1 dataset arms draft
-    for dataset in mt_bench humaneval mbpp classeval gsm8k xsum; do
-        arms='arms=[ar,lookahead,prompt_lookup,jacobi]'
-        draft=()
-        if [ "$model" = gemma3_270m ]; then
-            arms='arms=[ar,lookahead,prompt_lookup,jacobi,assisted]'
-            draft=(model@assistant.model=smollm2)
-        fi
-        # shellcheck disable=SC2046  # dataset_args prints overrides
-        "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
-            dataset.limit=20 "$arms" "${draft[@]}" lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
-        # shellcheck disable=SC2046
-        "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
-            dataset.limit=20 'arms=[ar,lookahead]' "lookahead=$(tuned_preset "$dataset")" "${headline[@]}"
-    done
+# Main table, one (model, dataset): 20 samples; the declared N5 W7 G7 beside AR, prompt lookup and
+# Jacobi (and, on Gemma, the assisted arm with SmolLM2 as its draft), then the CPU-tuned preset beside
+# AR. Every cell writes the sweep folder "main", so the table has a model axis.
+main_cells() {
+    local model=$1 dataset=$2 arms='arms=[ar,lookahead,prompt_lookup,jacobi]' draft=()
+    if [ "$model" = gemma3_270m ]; then
+        arms='arms=[ar,lookahead,prompt_lookup,jacobi,assisted]'
+        draft=(model@assistant.model=smollm2)
+    fi
+    # shellcheck disable=SC2046  # dataset_args prints overrides
+    "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
+        dataset.limit=20 "$arms" "${draft[@]}" lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+    # shellcheck disable=SC2046
+    "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
+        dataset.limit=20 'arms=[ar,lookahead]' "lookahead=$(tuned_preset "$dataset")" "${headline[@]}"
 }
 
-main_table smollm2
-main_table gemma3_270m
-# Prompt as reference off / on: 20 MT-Bench questions (both turns).
-"$py" -m lade_bench.run +sweep=prompt_ref "${smollm2[@]}" "${past_tune[@]}" dataset.limit=20 max_new_tokens=256 lookahead.window=7 \
-    lookahead.guesses=7 "${headline[@]}"
-# W x G at N=5 (corners W=1 and G=1 included), prompt as reference off: 10 questions per cell.
-"$py" -m lade_bench.run +sweep=ablation_wg "${smollm2[@]}" "${past_tune[@]}" dataset.limit=10 max_new_tokens=256 \
-    'lookahead.window=1,4,7' 'lookahead.guesses=1,4,7' "${headline[@]}"
-# N at W=G=4: 10 questions per cell.
-"$py" -m lade_bench.run +sweep=ablation_n "${smollm2[@]}" "${past_tune[@]}" dataset.limit=10 max_new_tokens=256 \
-    'lookahead.ngram=2,3,4,5' lookahead.window=4 lookahead.guesses=4 report.headline.window=4 report.headline.guesses=4
-# Greedy vs temperature 1.0 on 20 XSum articles (CNN/DailyMail is hub-only).
-"$py" -m lade_bench.run +sweep=sampling "${smollm2[@]}" dataset=xsum dataset.limit=20 max_new_tokens=128 \
-    lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+run_group() {
+    local model dataset
+    case $1 in
+        main:*)
+            IFS=: read -r _ model dataset <<<"$1"
+            main_cells "$model" "$dataset"
+            ;;
+        prompt_ref)  # prompt as reference off / on: 20 MT-Bench questions (both turns)
+            "$py" -m lade_bench.run +sweep=prompt_ref "${smollm2[@]}" "${past_tune[@]}" dataset.limit=20 \
+                max_new_tokens=256 lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+            ;;
+        ablation_wg)  # W x G at N=5 (corners W=1 and G=1 included), prompt as reference off: 10 questions per cell
+            "$py" -m lade_bench.run +sweep=ablation_wg "${smollm2[@]}" "${past_tune[@]}" dataset.limit=10 \
+                max_new_tokens=256 'lookahead.window=1,4,7' 'lookahead.guesses=1,4,7' "${headline[@]}"
+            ;;
+        ablation_n)  # N at W=G=4: 10 questions per cell
+            "$py" -m lade_bench.run +sweep=ablation_n "${smollm2[@]}" "${past_tune[@]}" dataset.limit=10 \
+                max_new_tokens=256 'lookahead.ngram=2,3,4,5' lookahead.window=4 lookahead.guesses=4 \
+                report.headline.window=4 report.headline.guesses=4
+            ;;
+        sampling)  # greedy vs temperature 1.0 on 20 XSum articles (CNN/DailyMail is hub-only)
+            "$py" -m lade_bench.run +sweep=sampling "${smollm2[@]}" dataset=xsum dataset.limit=20 max_new_tokens=128 \
+                lookahead.window=7 lookahead.guesses=7 "${headline[@]}"
+            ;;
+    esac
+}
+
+if [ -n "$only" ]; then
+    run_group "$only"
+    echo "group $only done in $out; the archives and the report are written by a run without GROUP"
+    exit 0
+fi
+for group in "${groups[@]}"; do
+    run_group "$group"
+done
 
 sweeps=(main prompt_ref ablation_wg ablation_n sampling)
 # Each finished sweep is archived (rows, cell records, device profiles) and the committed figures and

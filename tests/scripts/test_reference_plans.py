@@ -1,0 +1,53 @@
+"""The reference-sweep plan scripts: their groups (one per sitting), and a bad group refused before any run."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+
+
+def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(SCRIPTS / script), *args], capture_output=True, text=True, timeout=30, cwd=cwd)
+
+
+def test_the_reference_plan_lists_its_groups():
+    done = _run("reference_results.sh", "--groups", cwd=SCRIPTS)
+    groups = done.stdout.split()
+    assert done.returncode == 0
+    # Each main-table (model, dataset) is a group, each ablation or sampling sweep a whole one.
+    assert len([g for g in groups if g.startswith("main:")]) == 2 * 6
+    assert {
+        "main:smollm2:mt_bench",
+        "main:gemma3_270m:xsum",
+        "prompt_ref",
+        "ablation_wg",
+        "ablation_n",
+        "sampling",
+    } <= set(groups)
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "message"),
+    [
+        (
+            "reference_results.sh",
+            ["OUT", "DATA", "main:llama:mt_bench"],
+            "unknown group 'main:llama:mt_bench'; the groups are: main:smollm2:mt_bench",
+        ),
+        ("reference_results.sh", [], "usage: bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR [GROUP]]"),
+        (
+            "baselines_reference.sh",
+            ["OUT", "smollm2", "xsum"],
+            "unknown group 'smollm2 xsum': MODEL is one of smollm2 gemma3_270m",
+        ),
+    ],
+)
+def test_a_bad_group_is_named_with_the_allowed_ones_before_anything_runs(tmp_path, script, args, message):
+    args = [str(tmp_path / a) if a == "OUT" else a for a in args]
+    done = _run(script, *args, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written: no output folder, no run started
