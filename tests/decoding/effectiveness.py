@@ -21,7 +21,7 @@ from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import LookaheadParams, lookahead_generate
 
 RECORD_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "lookahead_effectiveness.json"
-MAX_NEW_TOKENS = 128
+MAX_NEW_TOKENS = 96
 PROMPTS_PER_DATASET = 2
 DATASETS: tuple[str, ...] = ("mt_bench", "humaneval")
 # N, W, G = 5, 7, 7 (the official README's setting), window only and with prompt as reference.
