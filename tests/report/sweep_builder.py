@@ -31,6 +31,7 @@ from lade_bench.profiling.device_profile import (
     ProfileKey,
     default_token_counts,
     device_kind,
+    device_processor,
     measure_forward_curve,
     publish_profile,
 )
@@ -269,7 +270,8 @@ def build_sweep(sweep_root: Path, with_profile: bool = True) -> Path:
 def profile_key_of(model: torch.nn.Module) -> ProfileKey:
     """The device-profile key of the test sweep's cells (the key its profile is published under)."""
     dtype = str(model_dtype(model)).removeprefix("torch.")
-    return ProfileKey(device_kind(torch.device("cpu")), MODEL_NAME, dtype, ATTENTION)
+    cpu = torch.device("cpu")
+    return ProfileKey(device_kind(cpu), MODEL_NAME, dtype, ATTENTION, processor=device_processor(cpu))
 
 
 def tiny_test_model() -> torch.nn.Module:

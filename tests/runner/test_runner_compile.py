@@ -160,5 +160,5 @@ def test_a_compiled_cell_measures_and_records_a_compiled_device_profile(compose_
     manifest = json.loads((outcome.cell_dir / "manifest.json").read_text())
     assert manifest["device_profile_key"]["compile_mode"] == "default"
     profiles = list((outcome.cell_dir.parent / "device_profiles").glob("*.json"))
-    assert len(profiles) == 1 and profiles[0].name.endswith("--compiled-default.json")
+    assert len(profiles) == 1 and "--compiled-default--cpu-" in profiles[0].name  # the mode, then the CPU
     assert json.loads(profiles[0].read_text())["compile_mode"] == "default"

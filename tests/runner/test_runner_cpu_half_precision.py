@@ -49,14 +49,16 @@ def test_a_tiny_cell_runs_in_half_precision_on_the_cpu(compose_cfg, tmp_path, dt
 
 @pytest.mark.slow
 def test_smollm2_in_bfloat16_on_the_cpu_reports_its_mismatches_with_margins(compose_cfg, tmp_path):
-    """The embedded model in bfloat16 (AVX-512 BF16 makes wide steps cheap here): no engine errors."""
+    """The embedded model in bfloat16 on the CPU: every mismatch reported with its margins, no engine errors."""
     overrides = [
         "model=smollm2", "dtype=bfloat16", "device=cpu", "dataset.limit=2", "max_new_tokens=32",
         "arms=[ar,lookahead]", f"output_root={tmp_path}", *QUIET,
     ]  # fmt: skip
     rows = load_rows(run_cell(compose_cfg(overrides)).cell_dir)
     assert rows["error"].isna().all() and len(rows) == 8
+    # Whether bf16 flips a near-tie here depends on the CPU's kernels: an AMD EPYC (AVX-512 BF16)
+    # diverged on these rows, an Intel Xeon with AMX BF16 matched AR on all of them (2026-12-02). So
+    # this checks that each flip that happens is reported with consistent margins and none is an
+    # engine error; tests/runner/test_runner_mismatch.py forces a flip on every host.
     _assert_mismatches_reported(rows)
-    # bf16 flips near-ties (most rows of a 64-token MT-Bench run diverge): the check above saw some.
-    assert (~rows.loc[rows["arm"] != "ar", "matches_ar"].astype(bool)).any()
     assert not rows["engine_error"].fillna(False).astype(bool).any()
