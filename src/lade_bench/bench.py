@@ -39,7 +39,7 @@ from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
 from lade_bench.metrics.task_accuracy import match_rate
 from lade_bench.models.embedded import load_embedded_smollm2
 from lade_bench.profiling import default_token_counts, measure_forward_curve
-from lade_bench.profiling.processor import processor_identity, processor_label
+from lade_bench.profiling.device_profile import device_processor
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import run_paired
 
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> Path:
     device = (
         torch.cuda.get_device_name(args.device)
         if args.device.startswith("cuda")
-        else processor_label(processor_identity()) or "cpu"
+        else device_processor(torch.device(args.device)) or "cpu"
     )
     mode = f"compiled ({compiled.mode_on(model_device(model))})" if compiled is not None else "eager"
     title = (
