@@ -9,7 +9,6 @@ on one CPU kind at one clean commit, and every speedup the README quotes must be
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 
@@ -20,6 +19,8 @@ from lade_bench import stats
 from lade_bench.report.baselines import TABLE_COLUMNS, baselines_table, collect_rows, render_markdown, render_summary
 from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED
 from lade_bench.results.archive import read_archive_cells
+
+from .committed import assert_recomputes
 
 FOLDER = Path(__file__).resolve().parents[2] / "paper_figures" / "baselines"
 ARCHIVE = FOLDER / "rows" / "baselines"
@@ -34,27 +35,21 @@ DECLARED = (5, 7, 7)
 
 @pytest.fixture(scope="module")
 def rows() -> pd.DataFrame:
+    """The committed archive's rows, with each cell's dtype and processor."""
     return collect_rows([ARCHIVE])
 
 
 @pytest.fixture(scope="module")
 def table(rows) -> pd.DataFrame:
+    """The table recomputed from those rows."""
     return baselines_table(rows)
 
 
 def test_the_committed_tables_recompute_from_the_committed_rows(table):
+    """The CSV to 1e-9, the markdown table and the summary byte for byte."""
     committed = pd.read_csv(FOLDER / "tables" / "baselines.csv")
     assert list(committed.columns) == list(TABLE_COLUMNS)
-    assert len(committed) == len(table)
-    for new, old in zip(table.to_dict("records"), committed.to_dict("records"), strict=True):
-        for column in TABLE_COLUMNS:
-            a, b = new[column], old[column]
-            if isinstance(b, float) and math.isnan(b):
-                assert isinstance(a, float) and math.isnan(a), (new["arm"], column)
-            elif isinstance(b, float):
-                assert a == pytest.approx(b, rel=1e-9), (new["arm"], column)
-            else:
-                assert a == b, (new["arm"], column)
+    assert_recomputes(table, committed, TABLE_COLUMNS, key="arm")
     assert (FOLDER / "tables" / "baselines.md").read_text() == render_markdown(table)
     assert (FOLDER / "tables" / "baselines_summary.md").read_text() == render_summary(table)
 
@@ -74,11 +69,11 @@ def test_the_sweep_is_the_whole_plan(rows, table):
                 assert set(cell["arm"]) == arms, (model, dataset, config)
     assert rows.groupby("cell_id")["sample_id"].nunique().eq(SAMPLES).all()
     # No arm of any cell lost a unit to an error: every arm is paired with AR on every unit it ran.
-    units = rows.groupby("cell_id").apply(lambda cell: len(stats.common_rows(cell)) == len(cell))
-    assert units.all()
+    assert all(len(stats.common_rows(cell)) == len(cell) for _, cell in rows.groupby("cell_id"))
 
 
 def test_each_group_ran_at_one_clean_commit_on_one_cpu_kind(table):
+    """One clean commit, one core per cell, one CPU kind per group, so every AR gain exists."""
     manifests = [json.loads(cell["manifest_text"]) for cell in read_archive_cells(ARCHIVE)]
     assert {m["git_sha"] for m in manifests} == {manifests[0]["git_sha"]}
     assert not any(m["git_dirty"] for m in manifests)

@@ -10,9 +10,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from lade_bench import stats
+
+from .committed import assert_recomputes
 
 FOLDER = Path(__file__).resolve().parents[2] / "paper_figures" / "assisted"
 COMPARED = (
@@ -37,13 +38,7 @@ def test_the_summary_table_recomputes_from_the_committed_rows():
     recomputed = stats.summarize(rows)
     assert list(recomputed["arm"]) == list(committed["arm"])
     assert set(recomputed["arm"]) == {"ar", "lookahead", "prompt_lookup", "jacobi", "assisted"}
-    for new, old in zip(recomputed.to_dict("records"), committed.to_dict("records"), strict=True):
-        for column in COMPARED:
-            a, b = new[column], old[column]
-            if b is None or (isinstance(b, float) and math.isnan(b)):
-                assert a is None or (isinstance(a, float) and math.isnan(a)), (new["arm"], column)
-            else:
-                assert a == pytest.approx(b, rel=1e-9), (new["arm"], column)
+    assert_recomputes(recomputed, committed, COMPARED, key="arm")
     # Every greedy arm produced AR's tokens on every paired row.
     assert (recomputed.loc[recomputed["arm"] != "ar", "matches_ar"] == 1.0).all()
 
