@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.report.baselines import (
+    baselines_drift,
     baselines_table,
     collect_rows,
     main,
@@ -87,12 +88,15 @@ def test_the_written_table_recomputes_from_the_written_archive(sweep, tmp_path):
         recomputed.reset_index(drop=True), committed, check_dtype=False, check_exact=False, rtol=1e-12
     )
     assert (tmp_path / "tables" / "baselines.md").read_text() == render_markdown(committed)
-    assert (tmp_path / "tables" / "baselines_summary.md").read_text() == render_summary(recomputed)
+    assert (tmp_path / "tables" / "baselines_summary.md").read_text() == render_summary(
+        recomputed, baselines_drift(rows)
+    )
 
 
 def test_the_summary_has_a_column_per_setting_and_per_token_numbers(sweep):
-    table = baselines_table(collect_rows([sweep]))
-    lines = render_summary(table).splitlines()
+    rows = collect_rows([sweep])
+    table = baselines_table(rows)
+    lines = render_summary(table, baselines_drift(rows)).splitlines()
     assert lines[0].endswith("| float32 eager | bfloat16 compiled (default) |")
     ar = next(line for line in lines if "AR (gain over eager float32 AR)" in line)
     gain = table[(table["arm"] == "ar") & (table["dtype"] == "bfloat16")]["ar_gain"].iloc[0]
@@ -104,6 +108,29 @@ def test_the_summary_has_a_column_per_setting_and_per_token_numbers(sweep):
     assert len(table_lines) == 2 + 3  # header, rule, one row per arm
     (cpu,) = set(table["processor"])  # one machine ran both cells: it is named under the table
     assert f"- tiny-llama, mt_bench: timed on {cpu}." in lines
+    # Its two cells differ in dtype, so no AR work was timed twice and no drift is claimed.
+    assert lines[-1].startswith("No two cells did identical AR work on one CPU kind")
+
+
+def test_the_summary_shows_the_drift_of_identical_ar_work(sweep, tmp_path):
+    """A second float32 eager cell (another lookahead configuration) times the same AR work again."""
+    copy = tmp_path / "runs"
+    shutil.copytree(sweep.parent, copy)
+    with initialize_config_dir(config_dir=str(PACKAGE_CONF_DIR), version_base="1.3"):
+        overrides = [*CELL, *SETTINGS[("float32", "eager")], "lookahead=cpu_small", f"output_root={copy}"]
+        run_cell(compose("config", overrides=overrides))
+    rows = collect_rows([copy / "baselines"])
+    drift = baselines_drift(rows)
+    # One group: the two float32 eager cells; bfloat16 compiled AR is other work.
+    assert drift[["dtype", "mode", "n_cells"]].values.tolist() == [["float32", "eager", 2]]
+    ar = rows[(rows["arm"] == "ar") & (rows["dtype"] == "float32")]
+    per_cell = pd.Series(
+        {cid: 1000 * c["wall_time_s"].sum() / c["new_tokens"].sum() for cid, c in ar.groupby("cell_id")}
+    )
+    assert drift["relative_spread"].iloc[0] == pytest.approx((per_cell.max() - per_cell.min()) / per_cell.median())
+    summary = render_summary(baselines_table(rows), drift)
+    assert f"| tiny-llama | mt_bench | float32 | eager | 2 | {per_cell.min():.2f} / " in summary
+    assert f"| {drift['relative_spread'].iloc[0]:.1%} |" in summary
 
 
 def test_an_unfinished_sweep_is_refused_before_any_table(sweep, tmp_path, capsys):
@@ -158,7 +185,7 @@ def test_ar_is_compared_across_cells_only_on_one_cpu_kind(sweep, tmp_path, proce
     assert ar.loc["float32", "ar_gain"] == pytest.approx(1.0)  # its own reference, on its own CPU
     shown = ar.loc["bfloat16", "processor"]
     assert shown == (label or "Another CPU (GenuineIntel 6/85/?; avx2)")
-    assert shown in render_markdown(table) and shown in render_summary(table)
+    assert shown in render_markdown(table) and shown in render_summary(table, baselines_drift(rows))
 
 
 def first_manifest_processor(sweep):

@@ -98,3 +98,22 @@ def test_ar_drift_compares_ar_work_of_one_mode_only(tmp_path):
     # The two eager cells form the one group; the compiled AR, twice as fast, is not drift.
     assert drift[["mode", "n_cells"]].values.tolist() == [["eager", 2]]
     assert drift["relative_spread"].iloc[0] == pytest.approx(0.1 / 1.05)
+
+
+def test_ar_drift_never_groups_two_dtypes(tmp_path):
+    """bfloat16 AR that stopped at the same budget as float32 AR did the same steps but not the same work."""
+    rows = frame(
+        tmp_path,
+        _cell("fp32_a", compiled={"ar": False, "lookahead": False})
+        + _cell("fp32_b", compiled={"ar": False, "lookahead": False}, scale=1.2)
+        + _cell("bf16", compiled={"ar": False, "lookahead": False}, scale=0.6),
+    )
+    dtypes = {
+        (sweep, cell): "bfloat16" if cell == "bf16" else "float32"
+        for sweep, cell in rows[["sweep", "cell_id"]].drop_duplicates().itertuples(index=False)
+    }
+    drift = stats.ar_drift(rows, cell_dtypes=dtypes)
+    assert drift[["dtype", "n_cells"]].values.tolist() == [["float32", 2]]
+    assert drift["relative_spread"].iloc[0] == pytest.approx(0.2 / 1.1)
+    # Without the dtypes the three cells would read as one group, the precision's gain counted as drift.
+    assert stats.ar_drift(rows)["n_cells"].tolist() == [3]

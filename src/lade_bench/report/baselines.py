@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 
 from lade_bench import stats
-from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor
+from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor, drift_table
 from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests, export_archive
 from lade_bench.results.atomic import atomic_write_text
@@ -160,6 +160,23 @@ def _ar_gain(rows: pd.DataFrame, cell_rows: pd.DataFrame, record: dict) -> stats
     return stats.baseline_gain(same, cell_rows)
 
 
+def baselines_drift(rows: pd.DataFrame) -> pd.DataFrame:
+    """``stats.ar_drift`` of :func:`collect_rows`' frame: identical AR work (one model, dataset, dtype and
+    mode, one CPU kind) timed in different cells, i.e. the AR arms of a setting's lookahead configurations.
+
+    Its spread is the noise floor of every comparison across cells, the AR gains included.
+    """
+    cells = rows.groupby(["sweep", "cell_id"])[["processor", "dtype"]].first()
+    keys = [(str(sweep), str(cell_id)) for sweep, cell_id in cells.index]
+    drift = stats.ar_drift(
+        rows,
+        dict(zip(keys, cells["processor"], strict=True)),
+        skip_cpus=frozenset({PROCESSOR_MIXED, PROCESSOR_UNRECORDED}),
+        cell_dtypes=dict(zip(keys, cells["dtype"], strict=True)),
+    )
+    return drift.sort_values(["model", "dataset", "dtype", "mode"], ignore_index=True)
+
+
 def render_markdown(table: pd.DataFrame) -> str:
     """The table as markdown: speedups within the cell's mode, AR's gain over eager float32 AR, n each."""
     lines = [
@@ -181,14 +198,14 @@ def render_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_summary(table: pd.DataFrame) -> str:
+def render_summary(table: pd.DataFrame, drift: pd.DataFrame) -> str:
     """The README's view of the table: one column per (dtype, mode), per-token speedups with n.
 
     A method's row gives its speedup over the AR of the same cell (same dtype and mode); an AR row
     gives that AR's gain over eager float32 AR of the same model, dataset and lookahead
     configuration. Every number is per token, so low-precision outputs that left AR's tokens still
     compare; matches AR says how many did not. Below the table, the CPU kind(s) each (model, dataset)
-    was timed on.
+    was timed on, and the drift of identical AR work across cells (:func:`baselines_drift`).
     """
     settings = sorted(
         {(r["dtype"], r["mode"]) for r in table.to_dict("records")},
@@ -217,7 +234,24 @@ def render_summary(table: pd.DataFrame) -> str:
         cpus = ", ".join(sorted(set(group["processor"])))
         lines.append(f"- {model}, {dataset}: timed on {cpus}.")
     lines.append("- An AR gain is left empty where the two cells were not timed on one recorded CPU kind.")
+    lines += ["", *_drift_markdown(drift)]
     return "\n".join(lines) + "\n"
+
+
+def _drift_markdown(drift: pd.DataFrame) -> list[str]:
+    if drift.empty:
+        return ["No two cells did identical AR work on one CPU kind, so no drift of AR time can be shown."]
+    shown = drift_table(drift).drop(columns=["sweep", "cpu"])
+    lines = [
+        "Drift of identical AR work across cells (the same AR arm timed in the cells of two lookahead "
+        "configurations; relative spread = (max - min) / median, n = cells): an AR gain, or a difference "
+        "between two cells' speedups, smaller than its group's spread is within the machine's drift.",
+        "",
+        "| " + " | ".join(shown.columns) + " |",
+        "|" + "---|" * len(shown.columns),
+    ]
+    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+    return lines
 
 
 def _interval(value: float, low: float, high: float, n: int) -> str:
@@ -241,11 +275,12 @@ def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path) -> Path:
     """
     out = Path(out)
     archives = [export_archive(sweep, out / ROWS_DIR / Path(sweep).name).path for sweep in sweep_dirs]
-    table = baselines_table(collect_rows(archives))
+    rows = collect_rows(archives)
+    table = baselines_table(rows)
     atomic_write_text(out / "tables" / "baselines.csv", table.to_csv(index=False))
     path = out / "tables" / "baselines.md"
     atomic_write_text(path, render_markdown(table))
-    atomic_write_text(out / "tables" / "baselines_summary.md", render_summary(table))
+    atomic_write_text(out / "tables" / "baselines_summary.md", render_summary(table, baselines_drift(rows)))
     return path
 
 

@@ -84,6 +84,14 @@ def cell_processors(cells: Sequence[CellFiles]) -> dict[tuple[str, str], str]:
     return {(cell.sweep, cell.cell_id): cell_processor(cell.manifest or {}) for cell in cells}
 
 
+def cell_dtypes(cells: Sequence[CellFiles]) -> dict[tuple[str, str], str]:
+    """Each cell's weights dtype (``float32``, ``bfloat16``, ...) from its manifest, by ``(sweep, cell_id)``."""
+    return {
+        (cell.sweep, cell.cell_id): str((cell.manifest or {}).get("dtype", "-")).removeprefix("torch.")
+        for cell in cells
+    }
+
+
 def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
     """One row per cell: its CPU, affinity, threads, load before/after, and why it ran under interference."""
     records = []
@@ -116,6 +124,7 @@ def drift_table(drift: pd.DataFrame) -> pd.DataFrame:
             "sweep": drift["sweep"],
             "model": drift["model"],
             "dataset": drift["dataset"],
+            "dtype": drift["dtype"],
             "mode": drift["mode"],
             "cpu": drift["cpu"],
             "cells (n)": drift["n_cells"],

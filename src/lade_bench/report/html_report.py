@@ -130,7 +130,8 @@ def _conditions_html(sweep: Sweep) -> str:
     # One CPU kind per group: a sweep resumed on another machine would otherwise show the machines'
     # difference as drift; a cell resumed on another CPU mixes two and joins no group.
     cpus = conditions.cell_processors(sweep.cells)
-    drift = stats.ar_drift(sweep.rows, cpus, skip_cpus=frozenset({conditions.PROCESSOR_MIXED}))
+    dtypes = conditions.cell_dtypes(sweep.cells)
+    drift = stats.ar_drift(sweep.rows, cpus, skip_cpus=frozenset({conditions.PROCESSOR_MIXED}), cell_dtypes=dtypes)
     if drift.empty:
         parts.append(
             "<p>No two cells of a sweep did identical AR work on one CPU kind, so no AR drift can be measured.</p>"
