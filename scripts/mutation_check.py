@@ -104,7 +104,9 @@ def mutate_copy(mutation: Mutation, workdir: Path) -> Path:
 def run_tests(src: Path, tests: tuple[str, ...]) -> tuple[int, str]:
     """Run ``tests`` against the mutated copy; return pytest's exit code and its last lines."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    # -n 0: in one process. Under pytest-xdist (the suite's default), -x ends the run as "interrupted"
+    # (exit 2) instead of "failed" (exit 1), which would read as an error rather than a caught mutant.
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", *tests]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     tail = "\n".join(done.stdout.strip().splitlines()[-3:])
     return done.returncode, tail

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,23 @@ from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 # log, a large slowdown of the compiled tests for records nobody reads. Propagating, the logger keeps
 # only torch's own lazy handler, which removes itself at its first record when no TORCH_TRACE is set.
 logging.getLogger("torch.__trace").propagate = True
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, one torch thread per worker, in the worker and in every process it starts.
+
+    The suite runs on as many workers as the machine has cores (``-n auto`` in pyproject.toml). A
+    worker left at torch's default starts one intra-op thread per core, and the workers' threads then
+    fight over the same cores: on 2 cores the suite took 24 min with one thread per worker and was on
+    course for far longer with two. OpenMP reads ``OMP_NUM_THREADS`` in every process the tests start
+    (the CLI runs, torchrun ranks), so they use one thread too, and a device profile measured in the
+    worker has the same thread count as one measured by a CLI run of the same test.
+    """
+    workers = getattr(config, "workerinput", {}).get("workercount")
+    if workers:
+        threads = max(1, len(os.sched_getaffinity(0)) // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -137,16 +137,25 @@ def test_ray_with_two_workers_matches_the_sequential_sweep(sequential, tmp_path)
         shutil.rmtree(ray_dir, ignore_errors=True)
 
 
+def _wait_for_locks(folder: Path, count: int, jobs: list[subprocess.Popen], timeout_s: float = 300) -> None:
+    """Wait until ``count`` cell locks exist in ``folder`` (or every job has exited, holding none)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if len(list(folder.glob("cell-*.lock"))) >= count or all(job.poll() is not None for job in jobs):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {count} cell locks in {folder} after {timeout_s} s")
+
+
 def test_kill_9_mid_cell_while_others_run_then_rerun_resumes_it(tmp_path):
     out = tmp_path / "runs"
     base = [*[a for a in TINY if not a.startswith("dataset.limit")], "dataset.limit=3", "warmup=0"]
     base += ["cell_lock.heartbeat_s=1", "cell_lock.stale_after_s=60"]  # the takeover must come from the dead pid
     rows_per_cell = 3 * 2 * 2
-    # Three jobs at once, one per cell, as a Slurm array would run them; the first dies after 3 rows.
-    victim = subprocess.Popen(
-        [sys.executable, str(HELPER), "3", *base, "lookahead.window=1", f"output_root={out}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    # Three jobs, one per cell, as a Slurm array would run them; the victim dies after 3 rows. Each job
+    # breaks the locks of dead owners when it starts its cell (runner.sweep_tidy), so the victim
+    # starts only once the others hold their cells: its lock must be left for the rerun to take over,
+    # not broken by a job that merely started later than the kill.
     others = [
         subprocess.Popen(
             [sys.executable, "-m", "lade_bench.run", *base, f"lookahead.window={w}", f"output_root={out}"],
@@ -157,6 +166,11 @@ def test_kill_9_mid_cell_while_others_run_then_rerun_resumes_it(tmp_path):
         )  # fmt: skip
         for w in (2, 3)
     ]
+    _wait_for_locks(locks_dir(out / "single"), 2, others)
+    victim = subprocess.Popen(
+        [sys.executable, str(HELPER), "3", *base, "lookahead.window=1", f"output_root={out}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
     assert victim.wait(300) == -9, victim.stdout.read()[-3000:]
     for job in others:
         assert job.wait(300) == 0, job.stdout.read()[-3000:]
