@@ -81,6 +81,21 @@ def test_flex_arm_runs_lookahead_on_the_flex_model(monkeypatch):
     assert len(result.tokens) == 8 and result.method == "lookahead"
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--profile-repeats", "0", "0 is below 1; give an integer >= 1"),
+        ("--profile-warmup", "-1", "-1 is below 0; give an integer >= 0"),
+        ("--profile-repeats", "x", "invalid integer value: 'x'"),
+    ],
+)
+def test_a_bad_profile_pass_count_is_refused_before_any_model_loads(capsys, option, value, message):
+    with pytest.raises(SystemExit) as exited:
+        main(["--device", "cpu", option, value])
+    assert exited.value.code == 2
+    assert f"argument {option}: {message}" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown where CUDA is missing")
 def test_without_cuda_it_says_so_and_exits_2(capsys):
     with pytest.raises(SystemExit) as exited:
@@ -110,6 +125,8 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     argv += ["--no-flex-attention"]
     # Likewise inductor's compile of the compiled pair (its arms are tested on a tiny model above).
     argv += ["--no-compiled"]
+    # One timed pass per token count: the profile's curve is written either way, in a fraction of the passes.
+    argv += ["--profile-repeats", "1", "--profile-warmup", "0"]
     # A budget no loaded machine runs out of: this test checks the steps and files, not their speed.
     argv += ["--time-budget-s", "3600"]
     out = main(argv)
@@ -123,6 +140,7 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     assert detail["prompts_done"] == 2 and detail["finite_logits"] and not detail["stopped_early"]
     profile = json.loads((out / detail["device_profile"]).read_text())
     assert 120 in profile["token_counts"]  # paper_7b's step width: (15 + 15) x (5 - 1)
+    assert (profile["repeats"], profile["warmup"]) == (1, 0)
     table = (out / "table.md").read_text()
     assert "| smollm2 | float64 | lookahead paper_7b (5,15,15) | 2 |" in table
 

@@ -36,6 +36,17 @@ from lade_bench.profiling import describe_device
 from lade_bench.results.atomic import atomic_write_json, atomic_write_text
 
 
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}; give an integer >= {low}")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its message for a non-number
+    return parse
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options (defaults: the GPU recipe of the README)."""
     parser = argparse.ArgumentParser(prog="python -m lade_bench.gpu_check", description=__doc__.split("\n\n")[0])
@@ -58,6 +69,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also run compiled AR and compiled lookahead (static cache, torch.compile) as a pair (default on)",
     )
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
+    # A CPU try of the plumbing can cut the profile's passes; the defaults are every device profile's.
+    parser.add_argument(
+        "--profile-repeats", type=_at_least(1), default=None, help="timed passes per token count of the device profile"
+    )
+    parser.add_argument(
+        "--profile-warmup", type=_at_least(0), default=None, help="untimed passes per token count before them"
+    )
     parser.add_argument("--margin-tolerance", type=float, default=1.0, help="logits; larger gaps are engine errors")
     parser.add_argument("--time-budget-s", type=float, default=300.0, help="for all stages together (default 300)")
     parser.add_argument("--device", default="cuda", help="cuda (default); cpu only to try the plumbing")

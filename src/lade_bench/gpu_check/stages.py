@@ -147,7 +147,12 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
         stop_ids = stop_token_ids(model, tokenizer)
         detail: dict[str, Any] = {"load_s": load_s, "finite_logits": logits_are_finite(model, prompts[0])}
         if index == 0:
-            profile = sweep_profile(model, [(p.ngram, p.window, p.guesses) for p in presets().values()])
+            passes = {"repeats": args.profile_repeats, "warmup": args.profile_warmup}
+            profile = sweep_profile(
+                model,
+                [(p.ngram, p.window, p.guesses) for p in presets().values()],
+                **{key: value for key, value in passes.items() if value is not None},
+            )
             profile_path = out / f"device_profile_{name}.json"
             atomic_write_json(profile_path, profile)
             detail["device_profile"] = profile_path.name
