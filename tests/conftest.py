@@ -24,8 +24,8 @@ def pytest_configure(config):
 
     The suite runs on as many workers as the machine has cores (``-n auto`` in pyproject.toml). A
     worker left at torch's default starts one intra-op thread per core, and the workers' threads then
-    fight over the same cores (on a 2-core host the suite took 22 min on two workers with one thread
-    each, 37 min serially; with two threads each it ran well behind the one-thread pace until stopped).
+    fight over the same cores (on a 2-core host the suite took 17-22 min on two workers with one
+    thread each, 37 min serially; with two threads each it ran well behind the one-thread pace until stopped).
     OpenMP reads ``OMP_NUM_THREADS`` in every process the tests start (the CLI runs, torchrun ranks), so
     they use one thread too, and a device profile measured in the worker has the same thread count as
     one measured by a CLI run of the same test.
