@@ -87,9 +87,13 @@ def test_flex_arm_runs_lookahead_on_the_flex_model(monkeypatch):
         ("--profile-repeats", "0", "0 is below 1; give an integer >= 1"),
         ("--profile-warmup", "-1", "-1 is below 0; give an integer >= 0"),
         ("--profile-repeats", "x", "invalid integer value: 'x'"),
+        ("--prompts", "0", "0 is below 1; give an integer >= 1"),
+        ("--max-new-tokens", "-5", "-5 is below 1; give an integer >= 1"),
+        ("--exactness-new-tokens", "0", "0 is below 1; give an integer >= 1"),
+        ("--warmup", "-1", "-1 is below 0; give an integer >= 0"),
     ],
 )
-def test_a_bad_profile_pass_count_is_refused_before_any_model_loads(capsys, option, value, message):
+def test_a_bad_count_is_refused_before_any_model_loads(capsys, option, value, message):
     with pytest.raises(SystemExit) as exited:
         main(["--device", "cpu", option, value])
     assert exited.value.code == 2

@@ -53,9 +53,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", default=None, help="results folder (default runs/gpu_check/<timestamp>)")
     parser.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=list(MODEL_NAMES))
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"], choices=list(DTYPES))
-    parser.add_argument("--prompts", type=int, default=20, help="MT-Bench first turns (default 20)")
-    parser.add_argument("--max-new-tokens", type=int, default=256, help="tokens per generation, speed stage")
-    parser.add_argument("--exactness-new-tokens", type=int, default=128, help="tokens per generation, later dtypes")
+    parser.add_argument("--prompts", type=_at_least(1), default=20, help="MT-Bench first turns (default 20)")
+    parser.add_argument("--max-new-tokens", type=_at_least(1), default=256, help="tokens per generation, speed stage")
+    parser.add_argument(
+        "--exactness-new-tokens", type=_at_least(1), default=128, help="tokens per generation, later dtypes"
+    )
     parser.add_argument(
         "--flex-attention",
         action=argparse.BooleanOptionalAction,
@@ -68,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="also run compiled AR and compiled lookahead (static cache, torch.compile) as a pair (default on)",
     )
-    parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
+    parser.add_argument("--warmup", type=_at_least(0), default=1, help="untimed generations per arm first (default 1)")
     # A CPU try of the plumbing can cut the profile's passes; the defaults are every device profile's.
     parser.add_argument(
         "--profile-repeats", type=_at_least(1), default=None, help="timed passes per token count of the device profile"
