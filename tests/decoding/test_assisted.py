@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from lade_bench.decoding import DecodingConfigError, SamplingParams
-from lade_bench.decoding.assisted import assisted_generate, pair_draft
+from lade_bench.decoding.assisted import DraftCacheGuard, assisted_generate, pair_draft
 from lade_bench.decoding.autoregressive import autoregressive_generate
 from lade_bench.models.tiny import tiny_model
 
@@ -119,3 +119,42 @@ def test_pairing_decides_shared_or_universal_and_refuses_what_cannot_work():
     universal = pair_draft(target, smaller, shared, other)
     with pytest.raises(DecodingConfigError, match="use sampling=greedy"):
         assisted_generate(target, [1, 2, 3], universal, 4, sampling=SamplingParams(do_sample=True))
+
+
+def test_the_cache_guard_drops_states_of_tokens_the_next_round_replaced():
+    """A draft round whose input rewrote a token the cache already holds (universal assisted decoding's
+    re-tokenisation does this) must not reuse that token's state: the guarded round equals a cold one."""
+    draft = tiny_model("llama", vocab_size=VOCAB, seed=1, init_scale=3.0)
+    settings = {"do_sample": False, "return_dict_in_generate": True}
+    prompt = torch.tensor([[5, 6, 7, 8, 9]])
+    unguarded = draft.generate(input_ids=prompt, max_new_tokens=4, **settings)
+    replaced = unguarded.sequences.clone()
+    replaced[:, 6] = (replaced[:, 6] + 1) % VOCAB  # the cache holds positions 0-7: position 6 is stale now
+    cold = draft.generate(input_ids=replaced.clone(), max_new_tokens=3, **settings).sequences
+    stale = draft.generate(input_ids=replaced.clone(), cache=unguarded.cache, max_new_tokens=3, **settings).sequences
+    assert not torch.equal(stale, cold)  # what the guard exists for: the stale state changes the proposals
+    with DraftCacheGuard(draft) as guard:
+        first = draft.generate(input_ids=prompt, max_new_tokens=4, **settings)
+        warm = draft.generate(input_ids=replaced.clone(), cache=first.cache, max_new_tokens=3, **settings).sequences
+    assert torch.equal(warm, cold) and guard.crops == 1
+    assert "generate" not in vars(draft)  # the wrapper is gone after the block
+
+
+@pytest.mark.slow
+def test_gemma_with_a_smollm2_draft_survives_a_cache_longer_than_the_next_round(gemma3, smollm2):
+    """The real pair on the XSum article whose assisted run failed in the issue-22 sweep (transformers
+    rolled the draft's cache back in target tokens: the draft's next round got 0 tokens to prefill):
+    with the guard it completes and equals AR token for token."""
+    from lade_bench.datasets import xsum
+    from lade_bench.datasets.prompts import render_prompt
+
+    (target, target_tokenizer), (draft, draft_tokenizer) = gemma3, smollm2
+    sample = next(s for s in xsum.load(None, "test") if s.sample_id == "36177725")
+    prompt = render_prompt(target_tokenizer, sample, 0, [], chat=False)
+    paired = pair_draft(target, draft, target_tokenizer, draft_tokenizer)
+    assert paired.universal
+    eos = target_tokenizer.eos_token_id
+    result = assisted_generate(target, prompt, paired, 16, eos_token_id=eos)
+    reference = autoregressive_generate(target, prompt, 16, eos_token_id=eos)
+    assert result.tokens == reference.tokens
+    _check_counts(result)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -189,7 +189,7 @@ def assisted_generate(
         assistant_lookbehind=assistant_lookbehind,
         target_lookbehind=target_lookbehind,
     )
-    meter = DraftMeter(paired.model, draft_config)
+    meter = DraftMeter(paired.model, draft_config, guard_cache=paired.universal)
     return _generate(
         model, input_ids, max_new_tokens, sampling, eos_token_id, seed, "assisted", generate_kwargs=kwargs, meter=meter
     )
@@ -205,10 +205,15 @@ class DraftMeter:
     wall time (the synchronisations themselves add a little to the arm's wall time on a GPU).
     """
 
-    def __init__(self, draft: torch.nn.Module, draft_config: GenerationConfig) -> None:
-        """Meter ``draft``'s forwards; ``draft_config`` is its generation config during the call."""
+    def __init__(self, draft: torch.nn.Module, draft_config: GenerationConfig, *, guard_cache: bool = False) -> None:
+        """Meter ``draft``'s forwards; ``draft_config`` is its generation config during the call.
+
+        ``guard_cache``: also keep the draft's KV cache a true prefix of each round's input
+        (:class:`DraftCacheGuard`; universal assisted decoding needs it).
+        """
         self._draft = draft
         self._config = draft_config
+        self._guard = DraftCacheGuard(draft) if guard_cache else None
         self._sync = device_synchronizer(model_device(draft))
         self.forwards = 0
         self.time_s = 0.0
@@ -234,7 +239,8 @@ class DraftMeter:
         before = self._draft.register_forward_pre_hook(self._before)
         after = self._draft.register_forward_hook(self._after)
         try:
-            yield
+            with self._guard or nullcontext():
+                yield
         finally:
             before.remove()
             after.remove()
@@ -248,3 +254,58 @@ class DraftMeter:
         self._sync()
         self.time_s += time.perf_counter() - self._started
         self.forwards += 1
+
+
+class DraftCacheGuard:
+    """Around one generation: each draft round starts from a KV cache that is a true prefix of its input.
+
+    transformers' universal assisted decoding (``AssistedCandidateGeneratorDifferentTokenizers``,
+    transformers 5.x) rolls the draft's cache back by a length counted in *target* tokens while the
+    cache holds *draft* tokens, and it rewrites the draft's last tokens in place when the target's
+    text re-tokenises differently. The cache can then hold as many tokens as the round's input (the
+    draft's prefill gets 0 tokens and fails: "cannot reshape tensor of 0 elements") or keep states of
+    tokens that were replaced (the draft then proposes from a context it was not given). Here the
+    draft's ``generate`` is wrapped for the call: it remembers the ids each round returned (whose
+    prefix the cache holds) and, before the next round, crops the cache to the longest prefix those
+    ids share with the new input, leaving at least one input token to prefill. The target verifies
+    every proposal, so this changes only which tokens the draft proposes, never the output.
+    """
+
+    def __init__(self, draft: torch.nn.Module) -> None:
+        """Guard ``draft``'s cache while inside the ``with`` block."""
+        self._draft = draft
+        self._cached_ids: torch.Tensor | None = None  # a copy: transformers edits its own in place
+        self.crops = 0  # rounds whose cache was cut further than transformers' own rollback
+
+    def __enter__(self) -> DraftCacheGuard:
+        original: Any = self._draft.generate  # a PreTrainedModel method (nn.Module types attributes as tensors)
+
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            self._crop_to_common_prefix(kwargs.get("input_ids"), kwargs.get("cache"))
+            output = original(*args, **kwargs)
+            sequences = getattr(output, "sequences", None)
+            self._cached_ids = None if sequences is None else sequences.detach().clone()
+            return output
+
+        # An instance attribute shadows the class's method for this call only (removed on exit).
+        self._draft.generate = guarded  # type: ignore[assignment]  # see `original` above
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        del self._draft.generate
+        self._cached_ids = None
+
+    def _crop_to_common_prefix(self, input_ids: torch.Tensor | None, cache: Any) -> None:
+        if input_ids is None or cache is None or self._cached_ids is None:
+            return
+        cached = int(cache.get_seq_length())
+        if cached == 0:
+            return
+        known = self._cached_ids[:, :cached]
+        width = min(known.shape[-1], input_ids.shape[-1])
+        differs = (known[:, :width] != input_ids[:, :width].to(known.device)).any(dim=0).nonzero()
+        common = int(differs[0]) if len(differs) else width
+        keep = min(common, input_ids.shape[-1] - 1)
+        if keep < cached:
+            cache.crop(keep - cached)
+            self.crops += 1

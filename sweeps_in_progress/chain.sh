@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs reference groups one after another from a clean detached worktree, pinned to core 0, and after
+# each group checkpoints the sweep into this checkout's sweeps_in_progress/SWEEP, committing it when the
+# group is done. At DEADLINE (a `date -d` time, e.g. 05:20) the running group gets SIGINT and the chain
+# stops; set it ~10 minutes before the sitting ends, so the checkpoint is saved rather than lost.
+#
+#   setsid nohup bash sweeps_in_progress/chain.sh DEADLINE WORKTREE RUNS_ROOT SHARED_DATA SWEEP GROUP... >> chain.log 2>&1 &
+#
+# Nothing else may run on the machine meanwhile (cells record other suite processes and the load).
+set -uo pipefail
+if [ $# -lt 6 ]; then
+    echo "usage: chain.sh DEADLINE WORKTREE RUNS_ROOT SHARED_DATA SWEEP GROUP..." >&2
+    exit 2
+fi
+deadline=$(date -d "$1" +%s) || exit 2
+ref=$(realpath "$2"); runs=$3; shared=$4; sweep=$5; shift 5
+main=$(cd "$(dirname "$0")/.." && pwd)
+if [ -n "$(git -C "$ref" status --porcelain)" ]; then
+    echo "the worktree $ref is not clean: timed results come from a clean checkout" >&2
+    exit 2
+fi
+commit=$(git -C "$ref" rev-parse --short HEAD)
+field() { lscpu | sed -n "s/^$1: *//p"; }
+cpu="$(field 'Model name') family $(field 'CPU family')/$(field Model) stepping $(field Stepping)"
+for group in "$@"; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "$(date -u +%T) deadline reached before $group"; break; fi
+    echo "$(date -u +%T) start $group (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    # Its own process group, so SIGINT at the deadline reaches the run itself, not only this shell.
+    (cd "$ref" && export PYTHONPATH="$ref/src" && exec setsid taskset -c 0 bash scripts/reference_results.sh "$runs" "$shared" "$group") &
+    pid=$!
+    interrupted=0
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ "$(date +%s)" -ge "$deadline" ] && [ $interrupted = 0 ]; then
+            echo "$(date -u +%T) deadline: SIGINT to $group"
+            kill -INT -- -"$pid"
+            interrupted=1
+        fi
+        sleep 5
+    done
+    wait "$pid"
+    rc=$?
+    echo "$(date -u +%T) end $group rc=$rc (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    (cd "$ref" && PYTHONPATH="$ref/src" .venv/bin/python -m lade_bench.checkpoint save "$runs/$sweep" "$main/sweeps_in_progress/$sweep")
+    if [ $rc != 0 ] || [ $interrupted != 0 ]; then
+        echo "$group not done: its done cells are checkpointed, not committed"
+        break
+    fi
+    git -C "$main" add -A "sweeps_in_progress/$sweep"
+    git -C "$main" commit -q -m "Reference checkpoint: group $group done (sweep $sweep at $commit, clean worktree, $cpu, core 0, nothing beside it)" -- "sweeps_in_progress/$sweep" \
+        && echo "committed $group"
+done
+echo "$(date -u +%T) chain ends"
