@@ -89,7 +89,10 @@ main_cells() {
     local model=$1 dataset=$2 arms='arms=[ar,lookahead,prompt_lookup,jacobi]' draft=()
     if [ "$model" = gemma3_270m ]; then
         arms='arms=[ar,lookahead,prompt_lookup,jacobi,assisted]'
-        draft=(model@assistant.model=smollm2)
+        # Lookbehinds that span every proposal (30 >= num_assistant_tokens=20): transformers re-aligns
+        # the draft's ids on the last *lookbehind* tokens only, so with the default 10 a round's 20
+        # rejected proposals stay in the draft's context (docs/assisted.md).
+        draft=(model@assistant.model=smollm2 assistant.assistant_lookbehind=30 assistant.target_lookbehind=30)
     fi
     # shellcheck disable=SC2046  # dataset_args prints overrides
     "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \
