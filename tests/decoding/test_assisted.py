@@ -153,8 +153,8 @@ def test_gemma_with_a_smollm2_draft_survives_a_cache_longer_than_the_next_round(
     prompt = render_prompt(target_tokenizer, sample, 0, [], chat=False)
     paired = pair_draft(target, draft, target_tokenizer, draft_tokenizer)
     assert paired.universal
-    eos = target_tokenizer.eos_token_id
-    result = assisted_generate(target, prompt, paired, 16, eos_token_id=eos)
-    reference = autoregressive_generate(target, prompt, 16, eos_token_id=eos)
+    eos, new_tokens = target_tokenizer.eos_token_id, 16  # without the guard: fails at 16, not yet at 12
+    result = assisted_generate(target, prompt, paired, new_tokens, eos_token_id=eos)
+    reference = autoregressive_generate(target, prompt, new_tokens, eos_token_id=eos)
     assert result.tokens == reference.tokens
     _check_counts(result)
