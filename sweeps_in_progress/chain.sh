@@ -25,15 +25,24 @@ cpu="$(field 'Model name') family $(field 'CPU family')/$(field Model) stepping 
 for group in "$@"; do
     if [ "$(date +%s)" -ge "$deadline" ]; then echo "$(date -u +%T) deadline reached before $group"; break; fi
     echo "$(date -u +%T) start $group (load $(cut -d' ' -f1-3 /proc/loadavg))"
-    # Its own process group, so SIGINT at the deadline reaches the run itself, not only this shell.
-    (cd "$ref" && export PYTHONPATH="$ref/src" && exec setsid taskset -c 0 bash scripts/reference_results.sh "$runs" "$shared" "$group") &
+    # Its own process group, so SIGINT at the deadline reaches the run itself, not only this shell; and
+    # SIGINT restored to its default, because a non-interactive shell starts background jobs with it
+    # ignored, and Python then never raises KeyboardInterrupt (on 2026-12-05 a group ran on for 28
+    # minutes past its deadline that way).
+    (cd "$ref" && export PYTHONPATH="$ref/src" && exec env --default-signal=INT setsid taskset -c 0 bash scripts/reference_results.sh "$runs" "$shared" "$group") &
     pid=$!
     interrupted=0
     while kill -0 "$pid" 2>/dev/null; do
-        if [ "$(date +%s)" -ge "$deadline" ] && [ $interrupted = 0 ]; then
+        now=$(date +%s)
+        if [ "$now" -ge "$deadline" ] && [ $interrupted = 0 ]; then
             echo "$(date -u +%T) deadline: SIGINT to $group"
             kill -INT -- -"$pid"
             interrupted=1
+        elif [ $interrupted = 1 ] && [ "$now" -ge $((deadline + 120)) ]; then
+            # Rows are appended whole, one per line, so a kill loses at most the row in progress.
+            echo "$(date -u +%T) still running 2 minutes after SIGINT: SIGTERM to $group"
+            kill -TERM -- -"$pid"
+            interrupted=2
         fi
         sleep 5
     done
