@@ -19,8 +19,10 @@ if [ $# -lt 1 ]; then
 fi
 out=$1
 py=.venv/bin/python
+# shellcheck source=universal_draft.sh
+source scripts/universal_draft.sh
 # The sweep file declares the headline; on this CPU it is the engine's default N=5, W=G=7.
-"$py" -m lade_bench.run +sweep=assisted model=gemma3_270m model@assistant.model=smollm2 lookahead=default \
+"$py" -m lade_bench.run +sweep=assisted model=gemma3_270m "${smollm2_draft_for_gemma[@]}" lookahead=default \
     dataset.limit=20 max_new_tokens=64 device=cpu report.headline.window=7 report.headline.guesses=7 \
     output_root="$out"
 "$py" -m lade_bench.report "$out/assisted" --out paper_figures/assisted

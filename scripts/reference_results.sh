@@ -52,6 +52,8 @@ if [ -n "$only" ] && [[ ! " ${groups[*]} " =~ " $only " ]]; then
     exit 2
 fi
 py=.venv/bin/python
+# shellcheck source=universal_draft.sh
+source scripts/universal_draft.sh
 common=(device=cpu output_root="$out")
 smollm2=(model=smollm2 "${common[@]}")
 # N=5, W=G=7 with prompt as reference (the official README's setting) is the declared headline of
@@ -89,10 +91,7 @@ main_cells() {
     local model=$1 dataset=$2 arms='arms=[ar,lookahead,prompt_lookup,jacobi]' draft=()
     if [ "$model" = gemma3_270m ]; then
         arms='arms=[ar,lookahead,prompt_lookup,jacobi,assisted]'
-        # Lookbehinds that span every proposal (30 >= num_assistant_tokens=20): transformers re-aligns
-        # the draft's ids on the last *lookbehind* tokens only, so with the default 10 a round's 20
-        # rejected proposals stay in the draft's context (docs/assisted.md).
-        draft=(model@assistant.model=smollm2 assistant.assistant_lookbehind=30 assistant.target_lookbehind=30)
+        draft=("${smollm2_draft_for_gemma[@]}")  # scripts/universal_draft.sh
     fi
     # shellcheck disable=SC2046  # dataset_args prints overrides
     "$py" -m lade_bench.run +sweep=main model="$model" "${common[@]}" dataset="$dataset" $(dataset_args "$dataset") \

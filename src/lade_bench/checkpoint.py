@@ -13,8 +13,10 @@ keeps what a resume can trust::
 those cells' lines of ``index.jsonl`` and the sweep's device profiles, and replaces
 ``CHECKPOINT_DIR`` whole. W&B run files are not carried (run outputs stay out of a repository): the
 sweep's command logs a restored cell to W&B again from its rows, without loading the model. Cells
-in any other state are left out, so they run again from their first row. ``restore`` copies a
-checkpoint into a sweep folder that does not exist yet.
+in any other state are left out, so they run again from their first row. A done cell with failed
+rows, or greedy rows that differ from AR, is kept (its rows are what happened) and named in the
+output, so that it is not carried on as a whole result unnoticed. ``restore`` copies a checkpoint
+into a sweep folder that does not exist yet.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
 
 @dataclass(frozen=True)
 class CheckpointResult:
-    """What :func:`save_checkpoint` kept and what it left out (``<cell folder>: <state>``)."""
+    """What :func:`save_checkpoint` kept, what it left out (``<cell folder>: <state>``), and which kept
+    cells have failed rows or greedy rows that differ from AR (``<cell folder>: <counts>``)."""
 
     path: Path
     kept: tuple[str, ...]
     left_out: tuple[str, ...]
+    flawed: tuple[str, ...] = ()
 
 
 def save_checkpoint(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> CheckpointResult:
@@ -61,6 +65,10 @@ def save_checkpoint(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     progress = sweep_progress(root)
     done = {cell.cell_id: cell.name for cell in progress.cells if cell.state == "done" and cell.cell_id}
     left_out = tuple(f"{cell.name}: {cell.state}" for cell in progress.cells if cell.state != "done")
+    flawed = tuple(
+        f"{cell.name}: {cell.rows_failed} row(s) failed, {cell.rows_mismatched} greedy row(s) differ from AR"
+        for cell in progress.flawed_done_cells()
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -76,7 +84,7 @@ def save_checkpoint(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return CheckpointResult(path=out, kept=tuple(sorted(done.values())), left_out=left_out)
+    return CheckpointResult(path=out, kept=tuple(sorted(done.values())), left_out=left_out, flawed=flawed)
 
 
 def restore_checkpoint(checkpoint_dir: str | os.PathLike[str], sweep_dir: str | os.PathLike[str]) -> Path:
@@ -137,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"checkpoint {result.path}: {len(result.kept)} done cell(s) kept")
             for line in result.left_out:
                 print(f"  left out, runs again from its start: {line}")
+            for line in result.flawed:
+                print(f"  kept, but not a whole result: {line}")
         else:
             target = restore_checkpoint(args.checkpoint_dir, args.sweep_dir)
             print(f"restored into {target}; rerun the sweep's command to run the cells not in it")

@@ -2,7 +2,9 @@
 
 Shows, for each sweep folder, how many cells are done, running (with the job that owns each and its
 last heartbeat), interrupted (their job died: rerun the sweep to resume them), failed (with the
-error and the log), and pending; rows written against rows expected; and a rough time left. It only
+error and the log), and pending; rows written against rows expected; and a rough time left. A done
+cell with rows whose generation raised, or with greedy rows that differ from AR, is listed with
+those counts, since its tables pair that arm with AR on fewer units than the cell ran. It only
 reads results (``lade_bench.results.progress``), so it is safe to run at any time, from any machine
 that sees the sweep folder, while jobs write it.
 """
@@ -33,6 +35,11 @@ _HINT = {
     "damaged": "a file of a finished cell is cut or garbled; rerun the same command to repair it",
     "failed": "fix the cause, then rerun the same command: finished cells are skipped",
 }
+_FLAWED_HINT = (
+    "each such arm is paired with AR only on the units both ran, and a greedy row that differs from AR breaks "
+    "exactness; read the rows' 'error' and 'matches_ar' columns, fix the cause, then delete the cell's folder "
+    "and rerun the same command to run it again"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,7 +77,15 @@ def render(console: Console, progress: SweepProgress, *, show_done: bool = False
     console.print("  " + _totals(progress))
     for warning in progress.warnings:
         console.print(f"  [red]unreadable[/red] {warning} (rerun the same command to rebuild it)")
-    shown = [cell for cell in progress.cells if show_done or cell.state != "done"]
+    flawed = progress.flawed_done_cells()
+    if flawed:
+        failed, mismatched = sum(c.rows_failed for c in flawed), sum(c.rows_mismatched for c in flawed)
+        console.print(
+            f"  [red]{len(flawed)} done cell(s) with {failed} failed row(s) and {mismatched} greedy row(s) "
+            "that differ from AR[/red]"
+        )
+    listed = {id(cell) for cell in flawed}
+    shown = [cell for cell in progress.cells if show_done or cell.state != "done" or id(cell) in listed]
     if shown:
         table = Table(show_edge=False, pad_edge=False)
         for column in ("cell", "state", "rows", "job / error"):
@@ -83,6 +98,8 @@ def render(console: Console, progress: SweepProgress, *, show_done: bool = False
     for state, hint in _HINT.items():
         if counts[state]:
             console.print(f"  [{_STYLE[state]}]{state}[/{_STYLE[state]}]: {hint}")
+    if flawed:
+        console.print(f"  [red]done with failed or differing rows[/red]: {_FLAWED_HINT}")
 
 
 def _totals(progress: SweepProgress) -> str:
@@ -112,6 +129,10 @@ def _detail(cell: CellProgress) -> str:
         return f"{owner.get('host')} pid {owner.get('pid')}{job}, heartbeat {cell.heartbeat_age_s:.0f} s ago"
     if cell.state in ("failed", "damaged"):
         return f"{cell.error}" + (f"\nlog: {cell.log}" if cell.log else "")
+    if cell.state == "done" and (cell.rows_failed or cell.rows_mismatched):
+        return f"{cell.rows_failed} row(s) failed, {cell.rows_mismatched} greedy row(s) differ from AR" + (
+            f"\nlog: {cell.log}" if cell.log else ""
+        )
     if cell.state == "interrupted" and cell.log:
         return f"log: {cell.log}"
     return ""

@@ -11,7 +11,10 @@ it is safe to run at any time, from any node sharing the sweep folder:
   the sweep resumes it);
 * each cell's ``rows.jsonl`` and ``manifest.json``: rows written and rows expected; a done cell's
   files are verified (``cell_check``): one that is damaged shows as *damaged*, naming the file (a
-  rerun of the sweep repairs it).
+  rerun of the sweep repairs it). Its rows are counted too: a row whose generation raised (its
+  ``error`` is set) or a greedy row whose tokens differ from AR's leaves the cell *done*, yet its
+  tables then pair that arm with AR on fewer units (or report a broken exactness), so both counts
+  are shown beside the state rather than left for a reader of the tables to find.
 
 A sweep-level file that does not parse (an index line, the launch plan) is left out and named in
 ``warnings``; the status still shows what the rest says.
@@ -27,7 +30,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -62,6 +65,9 @@ class CellProgress:
         owner: the running job (lock record: run id, host, pid, job id, ...), for running cells.
         heartbeat_age_s: seconds since the running job's last heartbeat.
         error: the failure message of a failed cell.
+        rows_failed: rows (latest per key) whose generation raised: their ``error`` is set.
+        rows_mismatched: greedy rows of a lookahead-style arm whose tokens differ from AR's
+            (``matches_ar`` false).
         log: the log of the cell's latest run (its file in the cell folder, else the job's log).
         job_num: Hydra's job number in the latest launch, where the cell was planned there.
     """
@@ -75,6 +81,8 @@ class CellProgress:
     owner: dict[str, Any] | None = None
     heartbeat_age_s: float | None = None
     error: str | None = None
+    rows_failed: int = 0
+    rows_mismatched: int = 0
     log: str | None = None
     job_num: int | None = None
     # For the time estimate: (seconds, rows) of the cell's latest run.
@@ -115,6 +123,10 @@ class SweepProgress:
         """Rows the sweep will have once done; None when a cell's expectation is unknown."""
         expected = [cell.rows_expected for cell in self.cells]
         return None if any(e is None for e in expected) else sum(e or 0 for e in expected)
+
+    def flawed_done_cells(self) -> list[CellProgress]:
+        """The done cells with a failed row or a greedy row that differs from AR."""
+        return [cell for cell in self.cells if cell.state == "done" and (cell.rows_failed or cell.rows_mismatched)]
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON: the counts, totals, estimate and every cell."""
@@ -213,29 +225,48 @@ def _cell(
         damage = check_cell(folder, required=(SUMMARY_JSON, MANIFEST_JSON), side_files=side_files)
         if damage:
             cell.state, cell.error = "damaged", "; ".join(found.describe() for found in damage)
-    written, by_run = _count_rows(folder, run_id, done=state == "done")
-    cell.rows_written = written
-    cell.rows_expected = _rows_expected(folder) or (written if state == "done" else None)
+    counts = _count_rows(folder, run_id, done=state == "done")
+    cell.rows_written, cell.rows_failed, cell.rows_mismatched = counts.written, counts.failed, counts.mismatched
+    cell.rows_expected = _rows_expected(folder) or (counts.written if state == "done" else None)
     cell.log = _run_log(folder, run_id, entry)
-    cell._run_work = _run_work(entry, lock.owner if live and lock is not None else None, by_run, done=state == "done")
+    cell._run_work = _run_work(
+        entry, lock.owner if live and lock is not None else None, counts.by_run, done=state == "done"
+    )
     return cell
 
 
-def _count_rows(folder: Path, run_id: str | None, *, done: bool) -> tuple[int, int]:
-    """(distinct rows in the cell, rows of them written by ``run_id``)."""
+@dataclass(frozen=True)
+class _RowCounts:
+    written: int = 0  # distinct rows (latest per key)
+    by_run: int = 0  # of them, written by the cell's latest run
+    failed: int = 0  # of them, with ``error`` set
+    mismatched: int = 0  # of them, ``matches_ar`` false
+
+
+def _count_rows(folder: Path, run_id: str | None, *, done: bool) -> _RowCounts:
     jsonl = folder / ROWS_JSONL
     if not jsonl.is_file():
         parquet = folder / ROWS_PARQUET
+        if not (done and parquet.is_file()):
+            return _RowCounts()
         try:
-            return (pq.read_metadata(parquet).num_rows if done and parquet.is_file() else 0), 0
-        except (OSError, ValueError):  # a damaged parquet: the cell shows as damaged
-            return 0, 0
+            table = pq.read_table(parquet, columns=["error", "matches_ar"]).to_pylist()
+        except (OSError, ValueError, KeyError):  # a damaged parquet: the cell shows as damaged
+            return _RowCounts()
+        return _RowCounts(len(table), 0, *_flaws(table))
     try:
         rows = scan_rows_jsonl(jsonl).rows
     except ValueError:  # a corrupt line mid-file: the cell's own run will say so; count nothing here
-        return 0, 0
-    latest = {(r["sample_id"], r["turn"], r["arm"], r["repeat"]): r.get("run_id") for r in rows}
-    return len(latest), sum(owner == run_id for owner in latest.values()) if run_id else 0
+        return _RowCounts()
+    latest = {(r["sample_id"], r["turn"], r["arm"], r["repeat"]): r for r in rows}
+    by_run = sum(r.get("run_id") == run_id for r in latest.values()) if run_id else 0
+    return _RowCounts(len(latest), by_run, *_flaws(latest.values()))
+
+
+def _flaws(rows: Iterable[dict[str, Any]]) -> tuple[int, int]:
+    """(rows whose generation raised, rows whose greedy tokens differ from AR's)."""
+    rows = list(rows)
+    return sum(r.get("error") is not None for r in rows), sum(r.get("matches_ar") is False for r in rows)
 
 
 def _rows_expected(folder: Path) -> int | None:
