@@ -54,6 +54,14 @@ for group in "$@"; do
         echo "$group not done: its done cells are checkpointed, not committed"
         break
     fi
+    # A done cell may still hold failed rows or greedy rows that differ from AR (this checkout's status
+    # counts them); such a group is checkpointed for a look, never committed as a result.
+    flawed=$(cd "$main" && PYTHONPATH="$main/src" "$ref/.venv/bin/python" -c \
+        'import sys; from lade_bench.results.progress import sweep_progress; print(len(sweep_progress(sys.argv[1]).flawed_done_cells()))' "$runs/$sweep")
+    if [ "$flawed" != 0 ]; then
+        echo "$group done, but $flawed done cell(s) hold failed or mismatched rows (python -m lade_bench.status $runs/$sweep): not committed"
+        break
+    fi
     git -C "$main" add -A "sweeps_in_progress/$sweep"
     git -C "$main" commit -q -m "Reference checkpoint: group $group done (sweep $sweep at $commit, clean worktree, $cpu, core 0, nothing beside it)" -- "sweeps_in_progress/$sweep" \
         && echo "committed $group"
