@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The committed reference results (paper_figures/) on the embedded SmolLM2-135M-Instruct and
-# Gemma-3-270M, CPU, fp32, eager: the regeneration plan of issue 22.
+# Gemma-3-270M, CPU, fp32, SDPA attention: the regeneration plan of issue 22.
 #
 #   bash scripts/tune_reference.sh OUTPUT_ROOT                       # first: the CPU-tuned presets
 #   taskset -c 0 bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR]          # everything
