@@ -80,8 +80,12 @@ def test_heatmap_draws_one_panel_per_model_and_dataset_with_a_grid(two_models):
 
 def test_heatmap_without_any_grid_is_skipped_with_a_reason(sweep):
     single = _sweep(sweep, sweep.rows[(sweep.rows["window"] == 3) & (sweep.rows["guesses"] == 3)])
-    with pytest.raises(FigureSkipped, match="two or more values of W or G"):
+    with pytest.raises(FigureSkipped, match="two or more values of both W and G"):
         FIGURES["speedup_heatmap_wg"].draw(single)
+    # A strip (W 1 and 3 at G=3 only) is one comparison: the contrast table's, not a heatmap's.
+    strip = _sweep(sweep, sweep.rows[sweep.rows["guesses"] == 3])
+    with pytest.raises(FigureSkipped, match="strips are not drawn"):
+        FIGURES["speedup_heatmap_wg"].draw(strip)
 
 
 def test_heatmap_keeps_a_prompt_ref_off_grid_apart(sweep):

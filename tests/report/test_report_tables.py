@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lade_bench import stats
 from lade_bench.report import tables
 from lade_bench.report.sweep import sweep_from_rows
 from lade_bench.report.table_format import latex_escape, to_latex, to_markdown
@@ -130,3 +131,26 @@ def test_formatters():
         "1.50 (no interval: 3 samples (< 10))"
     )
     assert tables.fmt_estimate(0.0123, 0.01, 0.02, "", 2, 100.0) == "1.23 [1.00, 2.00]"
+
+
+def test_the_contrast_table_lists_every_one_setting_change_and_its_paired_numbers(sweep):
+    """Every two greedy cells of one dataset that differ in one setting, numbers from stats.cell_contrast."""
+    table = tables.knob_contrasts_table(sweep)
+    assert sorted(zip(table["Dataset"], table["Change"], table["Held"], strict=True)) == [
+        ("toy_sum", "G 1 -> 3", "N3 W1 ref. on"),
+        ("toy_sum", "G 1 -> 3", "N3 W3 ref. on"),
+        ("toy_sum", "N 3 -> 4", "W3 G3 ref. on"),
+        ("toy_sum", "W 1 -> 3", "N3 G1 ref. on"),
+        ("toy_sum", "W 1 -> 3", "N3 G3 ref. on"),
+        ("toy_sum", "prompt as ref. off -> on", "N3 W3 G3"),
+    ]
+    found = stats.knob_contrasts(sweep.summary, sweep.rows, intervals=sweep.intervals)
+    by_cell = dict(list(sweep.rows.groupby("cell_id")))
+    for rec, shown in zip(found.to_dict("records"), table.to_dict("records"), strict=True):
+        contrast = stats.cell_contrast(by_cell[rec["cell_from"]], by_cell[rec["cell_to"]], intervals=sweep.intervals)
+        ratio = contrast.speedup_ratio
+        assert shown["Speedup before"] == tables.fmt(contrast.speedup_from)
+        assert shown["Speedup after / before (95% CI)"] == tables.fmt_estimate(
+            ratio.value, ratio.low, ratio.high, ratio.note
+        )
+        assert shown["Samples"] == str(ratio.n_units) and shown["Pairs"] == str(ratio.n_pairs)

@@ -214,16 +214,22 @@ _RATIO_TICKS = (0.125, 0.25, 0.5, 0.67, 1.0, 1.5, 2.0, 4.0, 8.0)
 
 
 def _has_grid(panel: pd.DataFrame) -> bool:
-    """Whether a panel's cells span at least two W or two G values (a 1 x 1 "grid" shows nothing)."""
-    return bool(panel["window"].nunique() > 1 or panel["guesses"].nunique() > 1)
+    """Whether a panel's cells span at least two W and two G values.
+
+    A 1 x 1 "grid" is a single number, and a strip (two W at one G, e.g. a main table's declared and
+    tuned cells) is one comparison, which the paired contrast table gives with its interval; a colour
+    scale over two squares says less than that.
+    """
+    return bool(panel["window"].nunique() > 1 and panel["guesses"].nunique() > 1)
 
 
 def speedup_heatmap_wg(sweep: Sweep) -> Figure:
     """Lookahead speedup over W x G, one panel per (model, dataset, N) whose cells form a grid.
 
     Panels also split on sweep, prompt-as-reference and verification where these vary. Cells that
-    are alone at their (model, dataset, N) draw nothing: a 1 x 1 heatmap is a single number, which
-    the bar figure shows with its interval.
+    do not span two W and two G at their (model, dataset, N) draw nothing: a 1 x 1 heatmap is a single
+    number, which the bar figure shows with its interval, and a strip is one comparison, which the
+    ``knob_contrasts`` table pairs.
 
     Raises:
         FigureSkipped: no greedy lookahead cells, or none of them has a neighbour in W or G.
@@ -238,8 +244,8 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
     groups = [(key, panel) for key, panel in data.groupby(panel_keys, sort=True) if _has_grid(panel)]
     if not groups:
         raise FigureSkipped(
-            "no (model, dataset, N) has greedy lookahead cells at two or more values of W or G "
-            "(1 x 1 grids are not drawn)"
+            "no (model, dataset, N) has greedy lookahead cells at two or more values of both W and G "
+            "(1 x 1 grids and strips are not drawn)"
         )
     panel_w = 4.2
     fig, axes = _grid(len(groups), panel_w=panel_w, panel_h=3.8)

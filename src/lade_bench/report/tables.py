@@ -1,6 +1,6 @@
 """The paper's tables, built from a loaded sweep's aggregates and written as LaTeX and Markdown.
 
-Three tables, each one function of a :class:`~lade_bench.report.sweep.Sweep` (so a notebook, the
+Four tables, each one function of a :class:`~lade_bench.report.sweep.Sweep` (so a notebook, the
 report CLI and a test get the same strings):
 
 * ``main_speedup``: per (sweep, model, dataset, mode), the headline cell's arms (``stats.choose_headline``:
@@ -11,6 +11,9 @@ report CLI and a test get the same strings):
   which covers the W=1, G=1 and no-prompt-reference rows of the paper's ablation.
 * ``sampling_rouge``: every sampling cell: ROUGE-1/2/L of AR and of each method, the paired difference
   in ROUGE-L with its CI, and the speedup per token (the paper's sampling quality table).
+* ``knob_contrasts``: what one setting (N, W, G, prompt as reference) changes, paired: two cells that
+  differ in it only, their speedups and compressions on the samples both ran, and the ratio of each
+  with its CI (``stats.knob_contrasts``); the table a claim about a trend across cells rests on.
 
 Every table names each cell's mode (Mode: ``eager``, or ``compiled (<torch.compile mode>)``): every
 arm of a cell runs in its mode, and cells of two modes are never compared with each other.
@@ -38,6 +41,7 @@ import pandas as pd
 
 from lade_bench import stats
 from lade_bench.methods import method_label
+from lade_bench.report.conditions import cell_dtypes, cell_processors
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING, to_latex, to_markdown
 from lade_bench.results.atomic import atomic_write_text
@@ -284,6 +288,58 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# How the contrast table names a setting and prints its levels.
+KNOB_LABELS = {"ngram": "N", "window": "W", "guesses": "G", "prompt_as_reference": "prompt as ref."}
+
+
+def _knob_level(knob: str, level: Any) -> str:
+    if knob == "prompt_as_reference":
+        return "on" if bool(level) else "off"
+    return fmt_int(level)
+
+
+def knob_contrasts_table(sweep: Sweep) -> pd.DataFrame:
+    """Paired contrasts of one setting (``stats.knob_contrasts``): greedy lookahead cells of one sweep that
+    differ in one of N, W, G or prompt-as-reference, at adjacent levels, on the samples both ran.
+
+    Cells are compared only on one CPU kind and dtype (from their manifests).
+    """
+    processors, dtypes = cell_processors(sweep.cells), cell_dtypes(sweep.cells)
+    labels = {key: f"{processors[key]} {dtypes.get(key, '-')}" for key in processors}
+    contrasts = stats.knob_contrasts(sweep.summary, sweep.rows, cell_labels=labels, intervals=sweep.intervals)
+    rows = [
+        {
+            "Sweep": rec["sweep"],
+            "Model": rec["model"],
+            "Dataset": rec["dataset"],
+            MODE_HEADER: rec["mode"],
+            "Change": f"{KNOB_LABELS[rec['knob']]} {_knob_level(rec['knob'], rec['level_from'])} -> "
+            f"{_knob_level(rec['knob'], rec['level_to'])}",
+            "Held": rec["fixed"],
+            "Speedup before": fmt(rec["speedup_from"]),
+            "Speedup after": fmt(rec["speedup_to"]),
+            "Speedup after / before (95% CI)": fmt_estimate(
+                rec["speedup_ratio"],
+                rec["speedup_ratio_ci_low"],
+                rec["speedup_ratio_ci_high"],
+                rec["speedup_ratio_ci_note"],
+            ),  # fmt: skip
+            "Compression before": fmt(rec["compression_from"]),
+            "Compression after": fmt(rec["compression_to"]),
+            "Compression after / before (95% CI)": fmt_estimate(
+                rec["compression_ratio"],
+                rec["compression_ratio_ci_low"],
+                rec["compression_ratio_ci_high"],
+                rec["compression_ratio_ci_note"],
+            ),  # fmt: skip
+            "Samples": str(rec["n_units"]),
+            "Pairs": str(rec["n_pairs"]),
+        }
+        for rec in contrasts.to_dict("records")
+    ]
+    return pd.DataFrame(rows)
+
+
 @dataclass(frozen=True)
 class PaperTable:
     """One paper table: file stem, caption, builder, and the notebook in ``notebooks/`` that writes it."""
@@ -348,6 +404,22 @@ PAPER_TABLES: dict[str, PaperTable] = {
             "outputs differ in length between methods. " + _N_NOTE,
             sampling_rouge_table,
             "sampling_rouge_table.py",
+        ),
+        PaperTable(
+            "knob_contrasts",
+            "What one lookahead setting changes, paired (greedy): every two cells of a sweep that differ "
+            "in one of N, W, G or prompt as reference, at adjacent levels, with everything else equal "
+            "(model, dataset, output length, seed, mode, CPU kind, dtype); no cell is chosen on its "
+            "results. Both cells are measured on the (sample, turn, repeat) units both paired; each "
+            "cell's speedup is over its own AR arm, timed beside it, so a machine that ran faster for one "
+            "cell than the other moves both its arms alike and divides out. After / before = the ratio "
+            "of the two speedups (above 1: the change made lookahead faster), and of the two "
+            "compressions; its 95% bootstrap CI resamples samples with their totals in both cells "
+            "together, shown only from enough samples "
+            f"({stats.MIN_CI_UNITS} unless the report was told otherwise). Samples = the independent "
+            "units every CI resamples, Pairs = the paired units behind each number.",
+            knob_contrasts_table,
+            "knob_contrasts_table.py",
         ),
     )
 }

@@ -14,12 +14,14 @@ Modules, one job each:
 * ``quality``: quality means, paired quality deltas with cluster intervals, greedy mismatches.
 * ``efficiency``: compression, throughput, tokens per step, accepted-tokens histogram.
 * ``baseline_gain``: one arm against itself in two cells (AR compiled or in bf16 against eager fp32 AR).
+* ``contrast``: one setting's paired effect: two cells that differ in it only, on the samples both ran.
 * ``drift``: the spread of identical AR work across a sweep's cells (the noise floor between cells).
 * ``summary``: one record per (cell, arm) with every number and its n.
 * ``headline``: the headline cell, chosen without the samples it is reported on.
 """
 
 from lade_bench.stats.baseline_gain import baseline_gain
+from lade_bench.stats.contrast import CONTRAST_COLUMNS, KNOBS, CellContrast, cell_contrast, knob_contrasts
 from lade_bench.stats.drift import ar_drift
 from lade_bench.stats.efficiency import (
     DEFAULT_VERIFICATION,
@@ -96,6 +98,11 @@ from lade_bench.stats.units import (
 
 __all__ = [
     "ar_drift",
+    "cell_contrast",
+    "knob_contrasts",
+    "CellContrast",
+    "CONTRAST_COLUMNS",
+    "KNOBS",
     "baseline_gain",
     "BASELINE_ARM",
     "BASIS_PER_TOKEN",
