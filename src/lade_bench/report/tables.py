@@ -298,6 +298,11 @@ def _knob_level(knob: str, level: Any) -> str:
     return fmt_int(level)
 
 
+def _ratio_cell(rec: dict[str, Any], column: str) -> str:
+    # A contrast record holds each ratio as <column>, <column>_ci_low, _ci_high and _ci_note.
+    return fmt_estimate(rec[column], rec[f"{column}_ci_low"], rec[f"{column}_ci_high"], rec[f"{column}_ci_note"])
+
+
 def knob_contrasts_table(sweep: Sweep) -> pd.DataFrame:
     """Paired contrasts of one setting (``stats.knob_contrasts``): greedy lookahead cells of one sweep that
     differ in one of N, W, G or prompt-as-reference, at adjacent levels, on the samples both ran.
@@ -318,20 +323,10 @@ def knob_contrasts_table(sweep: Sweep) -> pd.DataFrame:
             "Held": rec["fixed"],
             "Speedup before": fmt(rec["speedup_from"]),
             "Speedup after": fmt(rec["speedup_to"]),
-            "Speedup after / before (95% CI)": fmt_estimate(
-                rec["speedup_ratio"],
-                rec["speedup_ratio_ci_low"],
-                rec["speedup_ratio_ci_high"],
-                rec["speedup_ratio_ci_note"],
-            ),  # fmt: skip
+            "Speedup after / before (95% CI)": _ratio_cell(rec, "speedup_ratio"),
             "Compression before": fmt(rec["compression_from"]),
             "Compression after": fmt(rec["compression_to"]),
-            "Compression after / before (95% CI)": fmt_estimate(
-                rec["compression_ratio"],
-                rec["compression_ratio_ci_low"],
-                rec["compression_ratio_ci_high"],
-                rec["compression_ratio_ci_note"],
-            ),  # fmt: skip
+            "Compression after / before (95% CI)": _ratio_cell(rec, "compression_ratio"),
             "Samples": str(rec["n_units"]),
             "Pairs": str(rec["n_pairs"]),
         }
