@@ -65,10 +65,7 @@ def save_checkpoint(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLik
     progress = sweep_progress(root)
     done = {cell.cell_id: cell.name for cell in progress.cells if cell.state == "done" and cell.cell_id}
     left_out = tuple(f"{cell.name}: {cell.state}" for cell in progress.cells if cell.state != "done")
-    flawed = tuple(
-        f"{cell.name}: {cell.rows_failed} row(s) failed, {cell.rows_mismatched} greedy row(s) differ from AR"
-        for cell in progress.flawed_done_cells()
-    )
+    flawed = tuple(f"{cell.name}: {cell.flaws}" for cell in progress.flawed_done_cells())
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

@@ -84,8 +84,7 @@ def render(console: Console, progress: SweepProgress, *, show_done: bool = False
             f"  [red]{len(flawed)} done cell(s) with {failed} failed row(s) and {mismatched} greedy row(s) "
             "that differ from AR[/red]"
         )
-    listed = {id(cell) for cell in flawed}
-    shown = [cell for cell in progress.cells if show_done or cell.state != "done" or id(cell) in listed]
+    shown = [cell for cell in progress.cells if show_done or cell.state != "done" or cell.flaws]
     if shown:
         table = Table(show_edge=False, pad_edge=False)
         for column in ("cell", "state", "rows", "job / error"):
@@ -129,10 +128,8 @@ def _detail(cell: CellProgress) -> str:
         return f"{owner.get('host')} pid {owner.get('pid')}{job}, heartbeat {cell.heartbeat_age_s:.0f} s ago"
     if cell.state in ("failed", "damaged"):
         return f"{cell.error}" + (f"\nlog: {cell.log}" if cell.log else "")
-    if cell.state == "done" and (cell.rows_failed or cell.rows_mismatched):
-        return f"{cell.rows_failed} row(s) failed, {cell.rows_mismatched} greedy row(s) differ from AR" + (
-            f"\nlog: {cell.log}" if cell.log else ""
-        )
+    if cell.flaws:
+        return cell.flaws + (f"\nlog: {cell.log}" if cell.log else "")
     if cell.state == "interrupted" and cell.log:
         return f"log: {cell.log}"
     return ""

@@ -88,6 +88,13 @@ class CellProgress:
     # For the time estimate: (seconds, rows) of the cell's latest run.
     _run_work: tuple[float, int] | None = field(default=None, repr=False)
 
+    @property
+    def flaws(self) -> str:
+        """For a done cell with failed rows or greedy rows that differ from AR, both counts in words; else empty."""
+        if self.state != "done" or not (self.rows_failed or self.rows_mismatched):
+            return ""
+        return f"{self.rows_failed} row(s) failed, {self.rows_mismatched} greedy row(s) differ from AR"
+
 
 @dataclass
 class SweepProgress:
@@ -126,7 +133,7 @@ class SweepProgress:
 
     def flawed_done_cells(self) -> list[CellProgress]:
         """The done cells with a failed row or a greedy row that differs from AR."""
-        return [cell for cell in self.cells if cell.state == "done" and (cell.rows_failed or cell.rows_mismatched)]
+        return [cell for cell in self.cells if cell.flaws]
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON: the counts, totals, estimate and every cell."""

@@ -29,7 +29,7 @@ from lade_bench.metrics.speed import bootstrap_sums_ci
 from lade_bench.stats.modes import mode_label
 from lade_bench.stats.rules import NOTE_NO_PAIRS, Estimate, IntervalSettings, interval_note
 from lade_bench.stats.summary import CELL_ATTRIBUTES, CELL_KEY
-from lade_bench.stats.units import BASELINE_ARM, PAIR_KEY, UNIT_COLUMN, common_rows
+from lade_bench.stats.units import BASELINE_ARM, PAIR_KEY, UNIT_COLUMN, common_rows, per_sample_totals
 
 # The lookahead settings a contrast varies, one at a time.
 KNOBS: tuple[str, ...] = ("ngram", "window", "guesses", "prompt_as_reference")
@@ -120,14 +120,15 @@ def cell_contrast(
         return s[..., 2] / s[..., 3], s[..., 6] / s[..., 7]
 
     def estimate(pair: Any) -> Estimate:
-        before, after = pair(sums)
-        value = float(after / before)
+        def after_over_before(s: np.ndarray) -> np.ndarray:
+            before, after = pair(s)
+            return after / before
+
+        value = float(after_over_before(sums))
         note = interval_note(n_units, intervals.min_units)
         if note:
             return Estimate(value, math.nan, math.nan, n_units, n_pairs, note)
-        low, high = bootstrap_sums_ci(
-            data, lambda s: pair(s)[1] / pair(s)[0], intervals.n_boot, intervals.confidence, intervals.seed
-        )
+        low, high = bootstrap_sums_ci(data, after_over_before, intervals.n_boot, intervals.confidence, intervals.seed)
         return Estimate(value, low, high, n_units, n_pairs, "")
 
     speed_from, speed_to = speedups(sums)
@@ -150,18 +151,10 @@ def _joint_sample_sums(rows_from: pd.DataFrame, rows_to: pd.DataFrame, arm: str,
     per_side = []
     for side, side_rows in paired.items():
         rows = side_rows.merge(keys, on=list(PAIR_KEY))
-        base = rows[rows["arm"] == baseline].groupby(UNIT_COLUMN)["wall_time_s"].sum().rename(f"t_base_{side}")
-        other = rows[rows["arm"] == arm].groupby(UNIT_COLUMN)
-        sums = pd.concat(
-            [
-                base,
-                other["wall_time_s"].sum().rename(f"t_arm_{side}"),
-                other["new_tokens"].sum().rename(f"tokens_{side}"),
-                other["decode_steps"].sum().rename(f"steps_{side}"),
-            ],
-            axis=1,
-        )
-        per_side.append(sums)
+        totals = per_sample_totals(rows, arm, baseline).set_index(UNIT_COLUMN)
+        steps = rows[rows["arm"] == arm].groupby(UNIT_COLUMN)["decode_steps"].sum()
+        sides = {"t_base": totals["t_base"], "t_arm": totals["t_arm"], "tokens": totals["tok_arm"], "steps": steps}
+        per_side.append(pd.DataFrame({f"{name}_{side}": sides[name] for name in _SUMS}))
     out = pd.concat(per_side, axis=1, join="inner").dropna()
     out["n_pairs"] = keys.groupby(UNIT_COLUMN).size().reindex(out.index).to_numpy()
     return out.sort_index()
@@ -191,9 +184,9 @@ def knob_contrasts(
         group share the same level too (nothing tells them apart), that group gives no contrast.
     """
     cells = summary[(summary["arm"] == arm) & ~summary["do_sample"].astype(bool)]
-    records: list[dict[str, Any]] = []
     if cells.empty:
         return pd.DataFrame(columns=list(CONTRAST_COLUMNS))
+    records: list[dict[str, Any]] = []
     work = rows.groupby(list(CELL_KEY))[list(_SAME_WORK)].first()
     settings = []
     for rec in cells.to_dict("records"):
