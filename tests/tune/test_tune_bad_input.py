@@ -26,6 +26,10 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
         ("tune.top_k=100", r"tune.top_k=100 exceeds the 72 configuration\(s\) of tune.space"),
         ("tune.baselines=[medusa]", r"'medusa' is not allowed; use any of \['prompt_lookup', 'jacobi', 'assisted'\]"),
         ("tune.profile_from=/nonexistent/profile.json", r"does not exist"),
+        (
+            "tune.search_from=/nonexistent/tune_record.json",
+            r"tune.search_from='/nonexistent/tune_record.json' does not",
+        ),
         ("tune.name=a/b", r"must be a plain file name"),
         ("tune.winner=best", r"tune.winner='best' is not allowed; use one of \['search_rank_1', 'split_heldout'\]"),
         ("tune.timeout_s=0", r"tune.timeout_s=0.0 is not allowed"),

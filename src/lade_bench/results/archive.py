@@ -134,6 +134,16 @@ def export_archive(sweep_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     cells = find_cell_dirs(root)
     if not cells:
         raise ValueError(f"sweep {root} has no cells")
+    return write_archive(root, cells, out)
+
+
+def write_archive(root: Path, cells: Sequence[Path], out: Path) -> ArchiveResult:
+    """Write the archive of ``cells`` (folders under ``root``) and ``root``'s device profiles to ``out``.
+
+    Checks nothing about the cells: :func:`export_archive` is the entry point for a sweep folder (it
+    refuses an unfinished one first); a caller that ran the cells itself, as the tuner's held-out
+    validation does, knows they are finished.
+    """
     tables = [load_cell_table(cell) for cell in cells]
     records = [_cell_record(root, cell, table) for cell, table in zip(cells, tables, strict=True)]
     rows = pa.concat_tables(tables)

@@ -14,6 +14,10 @@ The tuner answers with evidence, in four steps (``conf/tune.yaml`` documents eve
    (``lookahead=tuned/<name>``), a JSON record of every configuration, the held-out table and the
    step-cost figure (``outputs``; the figure is drawn by ``lade_bench.report.tune_figure``).
 
-Modules: ``config`` (schema and checks), ``bound``, ``probe``, ``search``, ``validate``, ``profile``,
-``outputs`` and ``tuner`` (one tune end to end).
+``tune.search_from`` skips step 2 and validates an earlier tune's declared top-k instead
+(``search_record``), so a committed tune's held-out cells can be run again, with their rows, on new
+code without re-choosing its preset.
+
+Modules: ``config`` (schema and checks), ``bound``, ``probe``, ``search``, ``search_record``,
+``validate``, ``profile``, ``outputs`` and ``tuner`` (one tune end to end).
 """

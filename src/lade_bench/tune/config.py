@@ -79,6 +79,9 @@ class TuneConfig:
         profile_from: a device profile JSON file, or a sweep folder holding one of the tune's
             profile key (device kind, model, dtype, attention implementation, compile mode, CPU), to
             reuse; null: the tune folder's own, measured once.
+        search_from: an earlier tune's ``tune_record.json`` (or its tune folder) whose search to reuse:
+            no search runs, its top-k go to the held-out validation (``lade_bench.tune.search_record``);
+            null: search.
         space: the search space.
     """
 
@@ -99,6 +102,7 @@ class TuneConfig:
     baselines: list[str] = MISSING
     reference_presets: list[str] = MISSING
     profile_from: str | None = MISSING
+    search_from: str | None = MISSING
     space: SearchSpaceConfig = field(default_factory=SearchSpaceConfig)
 
 
@@ -176,6 +180,7 @@ class TuneSettings:
     baselines: tuple[str, ...]
     references: dict[str, LookaheadParams]
     profile_from: Path | None
+    search_from: Path | None
     space: SearchSpace
 
 
@@ -188,7 +193,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
     Raises:
         TuneConfigError: a count below its minimum, an empty or invalid search-space list, an
             unknown baseline arm, a top-k larger than what the search can rank, a bad name, or a
-            ``profile_from`` that does not exist.
+            ``profile_from`` or ``search_from`` that does not exist.
     """
     tune = cfg.tune
     minimums = {"trials": 1, "probe_samples": 1, "heldout_samples": 1, "top_k": 1, "prune_after_units": 1}
@@ -227,6 +232,12 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         raise TuneConfigError(
             f"tune.profile_from={tune.profile_from!r} does not exist (a device profile JSON file, or a sweep folder)"
         )
+    search_from = Path(tune.search_from).expanduser() if tune.search_from else None
+    if search_from is not None and not search_from.exists():
+        raise TuneConfigError(
+            f"tune.search_from={tune.search_from!r} does not exist (an earlier tune's tune_record.json, or its "
+            "tune folder; null to search)"
+        )
     return TuneSettings(
         name=tune.name,
         output_root=Path(tune.output_root).expanduser(),
@@ -245,6 +256,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         baselines=baselines,
         references=_reference_presets(list(tune.reference_presets)),
         profile_from=profile_from,
+        search_from=search_from,
         space=space,
     )
 

@@ -93,9 +93,9 @@ def heldout_records(results: Sequence[HeldoutResult], choice: WinnerChoice) -> l
             "cell_dir": str(result.cell_dir),
             "mean_step_tokens": result.mean_step_tokens,
             "compression_ratio": lookahead.get("compression_ratio"),
-            "arms": {arm: _plain(rec) for arm, rec in reported.items()},
-            "vs_prompt_lookup": _plain(choice.reported_vs_prompt_lookup.get(result.key, result.vs_prompt_lookup)),
-            "arms_all_heldout": {arm: _plain(rec) for arm, rec in result.arms.items()},
+            "arms": {arm: json_ready(rec) for arm, rec in reported.items()},
+            "vs_prompt_lookup": json_ready(choice.reported_vs_prompt_lookup.get(result.key, result.vs_prompt_lookup)),
+            "arms_all_heldout": {arm: json_ready(rec) for arm, rec in result.arms.items()},
         }
         out.append(record)
     return out
@@ -170,7 +170,7 @@ def write_heldout_table(
 def write_record(tune_dir: Path, record: Mapping[str, Any]) -> Path:
     """``tune_record.json`` (atomic; rewritten after every configuration, so a kill keeps the last state)."""
     path = tune_dir / TUNE_RECORD
-    atomic_write_json(path, {"version": RECORD_VERSION, **_plain(dict(record))})
+    atomic_write_json(path, {"version": RECORD_VERSION, **json_ready(dict(record))})
     return path
 
 
@@ -193,12 +193,12 @@ def _num(value: Any, spec: str = ".2f", suffix: str = "", missing: str = "n/a") 
     return missing if value is None or not math.isfinite(float(value)) else format(float(value), spec) + suffix
 
 
-def _plain(value: Any) -> Any:
+def json_ready(value: Any) -> Any:
     """JSON-ready: numpy scalars to Python, NaN to None, recursively."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): json_ready(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [json_ready(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

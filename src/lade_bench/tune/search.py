@@ -166,6 +166,15 @@ def ar_token_time(study: optuna.Study) -> float | None:
     return times / tokens if tokens else None
 
 
+def search_rank(speedup: float, trial: int) -> tuple[float, int]:
+    """Sort key of the search's ranking: the higher probe speedup first, the earlier trial on a tie.
+
+    The top-k the held-out validation runs (and ``search_rank_1``'s winner) is this order over the
+    measured configurations, whether read from a live study or from an earlier tune's record.
+    """
+    return (-speedup, trial)
+
+
 def best_speedup(study: optuna.Study) -> float | None:
     """Best measured probe speedup so far (None before the first measured configuration)."""
     values = [e.speedup for e in evaluated(study) if not e.pruned]

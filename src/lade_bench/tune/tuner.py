@@ -54,7 +54,9 @@ from lade_bench.tune.search import (
     open_study,
     recover_interrupted,
     run_search,
+    search_rank,
 )
+from lade_bench.tune.search_record import check_same_tune, declared_top_k, load_search_record, search_part
 from lade_bench.tune.validate import (
     SPLIT_HELDOUT,
     HeldoutResult,
@@ -67,6 +69,8 @@ from lade_bench.tune.validate import (
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "tune.lock"
+# The identity fields known only once the model has filtered the samples.
+_SAMPLE_ID_FIELDS = ("probe_sample_ids", "heldout_sample_ids")
 FIGURES_DIR = "figures"
 
 
@@ -102,6 +106,7 @@ class _Prepared:
     tune_dir: Path
     preset: Path
     arms: tuple[str, ...]
+    source: dict[str, Any] | None  # the earlier tune's record whose search is reused (tune.search_from)
 
 
 def prepare(cfg: DictConfig) -> _Prepared:
@@ -131,7 +136,13 @@ def prepare(cfg: DictConfig) -> _Prepared:
     tune_dir = settings.output_root.resolve() / name
     preset = preset_path(settings.preset_conf_dir, settings.preset_name or f"{device}-{model_name}")
     check_preset_writable(preset, tune_dir, settings.overwrite_preset)
-    return _Prepared(settings, base_plan, tune_dir, preset, arms)
+    source = None
+    if settings.search_from is not None:
+        source = load_search_record(settings.search_from)
+        # Everything but the sample ids is known now; those are checked once the model has filtered them.
+        static = _identity(cfg, base_plan, settings, [], [])
+        check_same_tune(source, static, [key for key in static if key not in _SAMPLE_ID_FIELDS])
+    return _Prepared(settings, base_plan, tune_dir, preset, arms, source)
 
 
 def run_tune(cfg: DictConfig, console: Console | None = None) -> TuneOutcome:
@@ -175,6 +186,49 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
         )
     probe, heldout = kept[: settings.probe_samples], kept[settings.probe_samples : needed]
     identity = _identity(cfg, plan, settings, probe, heldout)
+    if prep.source is not None:
+        check_same_tune(prep.source, identity)
+        base = _record_base(cfg, plan, settings, identity, prep.source["profile"], probe, heldout)
+        assert settings.search_from is not None  # a source is loaded only from it
+        searched = {**base, **search_part(prep.source, settings.search_from)}
+        top = declared_top_k(prep.source, settings.top_k)
+        console.print(
+            f"search reused from {searched['search_from']['record']} (no search runs); held-out validation of its "
+            f"declared top-{len(top)}: " + ", ".join(f"{config_key(p)} ({s:.3f}x on the probe)" for p, s in top)
+        )
+    else:
+        searched, top = _search(cfg, prep, cell_model, probe, heldout, identity, console)
+    results = _validate(cfg, prep, top, cell_model, heldout, me)
+    choice = declare_winner(results, settings.winner, [s.sample_id for s in heldout])
+    winner = choice.winner
+    records = heldout_records(results, choice)
+    record = {
+        **searched,
+        "heldout": records,
+        "winner": winner.key,
+        "winner_rule": choice.rule,
+        "selection_sample_ids": list(choice.selection_ids),
+        "report_sample_ids": list(choice.report_ids),
+        "winner_selection": _selection_text(settings, choice, len(top)),
+        "preset": str(prep.preset),
+    }
+    record_path = write_record(tune_dir, record)
+    table_md, _ = write_heldout_table(tune_dir, records, _table_preamble(record, choice), choice.rule)
+    header = _preset_header(record, choice, records)
+    prep.preset.parent.mkdir(parents=True, exist_ok=True)
+    write_preset(prep.preset, winner, header, tune_dir)
+    png, _ = save_figure(draw_tune_figure(record), tune_dir / FIGURES_DIR, TUNE_FIGURE)
+    outcome = TuneOutcome(tune_dir, record_path, prep.preset, table_md, png, winner.key, str(record["stopped"]))
+    _print_outcome(console, outcome, record, choice, settings.preset_conf_dir)
+    return outcome
+
+
+def _search(
+    cfg: DictConfig, prep: _Prepared, cell_model: CellModel, probe: list, heldout: list, identity, console: Console
+) -> tuple[dict[str, Any], list[tuple[LookaheadParams, float]]]:
+    """Run (or resume) the search; the record's search fields and the declared top-k, best first."""
+    settings, plan, tune_dir = prep.settings, prep.base_plan, prep.tune_dir
+    assert cell_model.model is not None  # single device: the full replica is loaded
     study = open_study(tune_dir, identity, settings.sampler_seed)
     for key in recover_interrupted(study):
         console.print(f"resuming: {key} was interrupted by a kill; measuring it again first")
@@ -214,30 +268,7 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
         f"search stopped ({stopped}); held-out validation of the pre-declared top-{len(top)}: "
         + ", ".join(f"{config_key(p)} ({s:.3f}x on the probe)" for p, s in top)
     )
-    results = _validate(cfg, prep, top, cell_model, heldout, me)
-    choice = declare_winner(results, settings.winner, [s.sample_id for s in heldout])
-    winner = choice.winner
-    records = heldout_records(results, choice)
-    record = {
-        **_record(base, study, profile),
-        "stopped": stopped,
-        "heldout": records,
-        "winner": winner.key,
-        "winner_rule": choice.rule,
-        "selection_sample_ids": list(choice.selection_ids),
-        "report_sample_ids": list(choice.report_ids),
-        "winner_selection": _selection_text(settings, choice, len(top)),
-        "preset": str(prep.preset),
-    }
-    record_path = write_record(tune_dir, record)
-    table_md, _ = write_heldout_table(tune_dir, records, _table_preamble(record, choice), choice.rule)
-    header = _preset_header(record, choice, records)
-    prep.preset.parent.mkdir(parents=True, exist_ok=True)
-    write_preset(prep.preset, winner, header, tune_dir)
-    png, _ = save_figure(draw_tune_figure(record), tune_dir / FIGURES_DIR, TUNE_FIGURE)
-    outcome = TuneOutcome(tune_dir, record_path, prep.preset, table_md, png, winner.key, stopped)
-    _print_outcome(console, outcome, record, choice, settings.preset_conf_dir)
-    return outcome
+    return {**_record(base, study, profile), "stopped": stopped}, top
 
 
 def _search_with_progress(study, search: SearchSettings, measure, write) -> str:
@@ -275,7 +306,7 @@ def _best_text(study) -> str:
 
 def _top_k(study, k: int) -> list[tuple[LookaheadParams, float]]:
     measured = [e for e in evaluated(study) if not e.pruned and math.isfinite(e.speedup)]
-    measured.sort(key=lambda e: (-e.speedup, e.trial.number))
+    measured.sort(key=lambda e: search_rank(e.speedup, e.trial.number))
     return [(e.params, e.speedup) for e in measured[:k]]
 
 
@@ -422,6 +453,7 @@ def _table_preamble(record: dict[str, Any], choice: WinnerChoice) -> str:
         f"({search['measured']} measured, {search['pruned_unmeasured']} pruned unmeasured, "
         f"{search['pruned_while_measuring']} stopped by the bound); sampling {record['sampling']}, "
         f"{record['max_new_tokens']} new tokens.",
+        *(["", _reuse_note(record)] if record.get("search_from") else []),
         "",
         record["winner_selection"],
         "",
@@ -437,6 +469,16 @@ def _table_preamble(record: dict[str, Any], choice: WinnerChoice) -> str:
     for line in _references_ahead(record, choice):
         lines += ["", line]
     return "\n".join(lines)
+
+
+def _reuse_note(record: dict[str, Any]) -> str:
+    """Where a reused search came from, in a reader's words (``tune.search_from``)."""
+    reuse = record["search_from"]
+    return (
+        f"The search is an earlier tune's, reused (tune.search_from: {Path(reuse['record']).name}, sha256 "
+        f"{reuse['sha256'][:12]}): its configurations, probe numbers and device profile are that tune's; only the "
+        "held-out validation ran in this tune."
+    )
 
 
 def _reported_samples(choice: WinnerChoice) -> str:
@@ -482,7 +524,9 @@ def _preset_header(record: dict[str, Any], choice: WinnerChoice, records: list[d
     header = [
         f"Tuned by `python -m lade_bench.tune` for {record['model']} on {record['dataset']},",
         f"device {record['device']}, sampling {record['sampling']}, {record['max_new_tokens']} new tokens.",
-        f"Search: {record['search']['evaluated']} configurations on {len(record['probe_sample_ids'])} probe samples; "
+        f"Search: {record['search']['evaluated']} configurations on {len(record['probe_sample_ids'])} probe samples"
+        + (" (an earlier tune's, reused: tune.search_from)" if record.get("search_from") else "")
+        + "; "
         + declared,
         f"Declared winner's speedup over AR {where}: {format_speedup(mine['arms']['lookahead'])}.",
     ]

@@ -137,15 +137,27 @@ def validate_config(
     run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
     writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
     writer.finalize()
-    rows = load_rows(plan.cell_dir)
+    return heldout_result(params, rank, probe_speedup, plan.cell_dir, load_rows(plan.cell_dir), reference)
+
+
+def heldout_result(
+    params: LookaheadParams,
+    rank: int | None,
+    probe_speedup: float,
+    cell_dir: Any,
+    rows: pd.DataFrame,
+    reference: str | None = None,
+) -> HeldoutResult:
+    """One configuration's held-out numbers from its cell's rows (the run's, or a committed archive's)."""
     records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
+    sampled = bool(rows["do_sample"].astype(bool).any()) if len(rows) else False
     return HeldoutResult(
         params=params,
         rank=rank,
         probe_speedup=probe_speedup,
-        cell_dir=plan.cell_dir,
+        cell_dir=cell_dir,
         arms=records,
-        vs_prompt_lookup=_versus(rows, "lookahead", "prompt_lookup", sampled=plan.sampling.do_sample),
+        vs_prompt_lookup=_versus(rows, "lookahead", "prompt_lookup", sampled=sampled),
         mean_step_tokens=float(records["lookahead"]["step_tokens_mean"]),
         reference=reference,
         rows=rows,
