@@ -26,11 +26,11 @@ from typing import Any
 
 import pandas as pd
 
-from lade_bench.decoding import LookaheadParams
 from lade_bench.report.tune_figure import TUNE_RECORD
 from lade_bench.results import load_rows
 from lade_bench.results.archive import ArchiveResult, write_archive
 from lade_bench.tune.outputs import heldout_records, json_ready
+from lade_bench.tune.search import params_of
 from lade_bench.tune.validate import declare_winner, heldout_result
 
 
@@ -67,13 +67,7 @@ def recompute_heldout(record: dict[str, Any], rows: pd.DataFrame) -> list[dict[s
         part = rows[rows["cell_id"].astype(str) == cell_id]
         if part.empty:
             raise ValueError(f"no rows of the held-out cell {rec['config']} ({cell_id})")
-        params = LookaheadParams(
-            ngram=int(rec["ngram"]),
-            window=int(rec["window"]),
-            guesses=int(rec["guesses"]),
-            prompt_as_reference=bool(rec["prompt_as_reference"]),
-            verification=str(rec["verification"]),
-        )
+        params = params_of(rec)
         probe = math.nan if rec["probe_speedup"] is None else float(rec["probe_speedup"])
         rank = rec["rank_in_search"]
         results.append(

@@ -24,7 +24,7 @@ from typing import Any
 
 from lade_bench.decoding import LookaheadParams
 from lade_bench.tune.config import TuneConfigError
-from lade_bench.tune.search import config_key, search_rank
+from lade_bench.tune.search import config_key, params_of, search_rank
 
 RECORD_JSON = "tune_record.json"
 # The fields a record must hold for its search to be reused.
@@ -92,13 +92,7 @@ def declared_top_k(source: dict[str, Any], k: int) -> list[tuple[LookaheadParams
     measured.sort(key=lambda c: search_rank(float(c["probe_speedup"]), int(c["trial"])))
     top = []
     for c in measured[:k]:
-        params = LookaheadParams(
-            ngram=int(c["ngram"]),
-            window=int(c["window"]),
-            guesses=int(c["guesses"]),
-            prompt_as_reference=bool(c["prompt_as_reference"]),
-            verification=str(c["verification"]),
-        )
+        params = params_of(c)
         if config_key(params) != c["config"]:
             raise TuneConfigError(f"tune.search_from: configuration {c['config']!r} does not match its own settings")
         top.append((params, float(c["probe_speedup"])))
