@@ -112,6 +112,7 @@ def test_predicted_speedup_formula(sweep):
     (stored,) = sweep.profiles  # one model in the sweep: one keyed profile, every cell's
     assert not stored.legacy and not predicted["profile_legacy"].any()
     profile = stored.profile
+    assert set(predicted["profile_file"]) == {str(stored.path)}  # the figure matches cells to a profile by file
     for rec in predicted.to_dict("records"):
         k = (rec["window"] + rec["guesses"]) * (rec["ngram"] - 1)
         assert rec["tokens_per_step"] == k

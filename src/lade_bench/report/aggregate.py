@@ -122,7 +122,8 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[tuple[str, str],
     Returns:
         One row per lookahead (sweep, cell) with the cell attributes, ``tokens_per_step``,
         ``compression_ratio``, ``t1_s``, ``tk_s``, ``predicted_speedup``, the measured ``speedup``,
-        ``profile`` (the profile's label, "legacy ..." for a per-device-kind one) and
+        ``profile`` (the profile's label, "legacy ..." for a per-device-kind one), ``profile_file``
+        (the file it was read from: several sweeps may each have measured a profile of one key) and
         ``profile_legacy``.
     """
     columns = [
@@ -135,6 +136,7 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[tuple[str, str],
         "predicted_speedup",
         "speedup",
         "profile",
+        "profile_file",
         "profile_legacy",
     ]
     lookahead = summary[summary["arm"] == "lookahead"]
@@ -157,6 +159,7 @@ def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[tuple[str, str],
                 "predicted_speedup": rec["compression_ratio"] * t1 / tk,
                 "speedup": rec["speedup"],
                 "profile": stored.label(),
+                "profile_file": str(stored.path),
                 "profile_legacy": stored.legacy,
             }
         )

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import colormaps
 from matplotlib.axes import Axes
-from matplotlib.colors import LogNorm
+from matplotlib.colors import LogNorm, to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -33,6 +33,7 @@ from lade_bench.report import aggregate
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tune_figure import draw_tune_figure, load_record
 from lade_bench.results.atomic import atomic_write
+from lade_bench.results.sweep_layout import PROFILES_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -633,8 +634,11 @@ def device_profile(sweep: Sweep) -> Figure:
     """Per profile key (device kind, model, dtype, attention), one row: its forward time vs tokens per
     pass, and predicted vs measured speedup of the lookahead cells it predicts.
 
-    Each lookahead cell is predicted from the profile of its own key, so a row holds one model; cells
-    without a profile of their own are counted in the figure's title, not drawn.
+    Each lookahead cell is predicted from the profile of its own key measured in its own sweep
+    folder, so a row holds one model; where several sweeps each measured a profile of one key, the
+    row draws every measurement (one curve and one colour per sweep folder, which shows how well the
+    curve reproduces) rather than one row each. Cells without a profile of their own are counted in
+    the figure's title, not drawn.
     """
     if not sweep.profiles:
         raise FigureSkipped(
@@ -643,17 +647,20 @@ def device_profile(sweep: Sweep) -> Figure:
         )
     predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
     n_lookahead = int((sweep.summary["arm"] == "lookahead").sum()) if len(sweep.summary) else 0
-    rows = len(sweep.profiles)
+    groups: dict[str, list[StoredProfile]] = {}
+    for stored in sweep.profiles:
+        groups.setdefault(stored.label(), []).append(stored)
+    rows = len(groups)
     fig = Figure(figsize=(11, 1.0 + 4.2 * rows), layout="constrained")
     axes = np.asarray(fig.subplots(rows, 2)).reshape(rows, 2)
-    for (ax_curve, ax_pred), stored in zip(axes, sweep.profiles, strict=True):
-        label = stored.label()
-        marks = predicted[predicted["profile"] == label]
-        _profile_curve(ax_curve, stored, marks)
-        _predicted_vs_measured(ax_pred, marks)
-        ax_curve.set_title(textwrap.fill(label, 70), fontsize=8)
+    for (ax_curve, ax_pred), (label, measured) in zip(axes, groups.items(), strict=True):
+        colours = _profile_colours(measured)
+        _profile_curves(ax_curve, measured, predicted, colours)
+        _predicted_vs_measured(ax_pred, predicted[predicted["profile_file"].isin(colours)], colours)
+        title = label if len(measured) == 1 else f"{label}; measured once in each of {len(measured)} sweep folders"
+        ax_curve.set_title(textwrap.fill(title, 70), fontsize=8)
     unmatched = n_lookahead - len(predicted)
-    note = f"predicted vs measured: n={len(predicted)} lookahead cells, each from its own profile"
+    note = f"predicted vs measured: n={len(predicted)} lookahead cells, each from its own sweep's profile"
     if unmatched > 0:
         note += f"; {unmatched} cell(s) without a profile of their model: not predicted"
     return _titled(
@@ -662,29 +669,52 @@ def device_profile(sweep: Sweep) -> Figure:
     )  # fmt: skip
 
 
-def _profile_curve(ax: Axes, stored: StoredProfile, marks: pd.DataFrame) -> None:
-    """One profile's median forward time against new tokens per pass, with its cells' step widths."""
-    profile = stored.profile
-    ks = np.asarray(profile["token_counts"], dtype=float)
-    ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
-    (line,) = ax.plot(ks, ms, marker=".", ls=":" if stored.legacy else "-", label="median forward time")
-    if len(marks):
-        ax.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color=line.get_color(), ms=6,
-                label="a cell's tokens per step")  # fmt: skip
+def _profile_sweep_name(stored: StoredProfile) -> str:
+    """The sweep folder (or archive) a stored profile was measured in, from where it was read."""
+    folder = stored.path.parent
+    return folder.parent.name if folder.name == PROFILES_DIR else folder.name
+
+
+def _profile_colours(measured: Sequence[StoredProfile]) -> dict[str, tuple[float, ...]]:
+    """One colour per measurement of a key, by file: the lookahead colour when there is only one."""
+    if len(measured) == 1:
+        return {str(measured[0].path): to_rgba(method_color("lookahead") or "C0")}
+    palette = colormaps["tab10"]
+    return {str(stored.path): palette(i % 10) for i, stored in enumerate(measured)}
+
+
+def _profile_curves(
+    ax: Axes, measured: Sequence[StoredProfile], predicted: pd.DataFrame, colours: dict[str, tuple[float, ...]]
+) -> None:
+    """Each measurement's median forward time against new tokens per pass, with its cells' step widths."""
+    for stored in measured:
+        profile, colour = stored.profile, colours[str(stored.path)]
+        ks = np.asarray(profile["token_counts"], dtype=float)
+        ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
+        where = f" ({_profile_sweep_name(stored)})" if len(measured) > 1 else ""
+        ax.plot(ks, ms, marker=".", ls=":" if stored.legacy else "-", color=colour,
+                label=f"median forward time{where}")  # fmt: skip
+        marks = predicted[predicted["profile_file"] == str(stored.path)]
+        if len(marks):
+            ax.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color=colour, ms=6,
+                    label=f"a cell's tokens per step{where}")  # fmt: skip
     ax.set_xscale("log", base=2)
-    ax.set_xlabel(f"new tokens per forward pass k (KV cache of {int(profile['context_tokens'])} tokens)")
+    context = sorted({int(stored.profile["context_tokens"]) for stored in measured})
+    ax.set_xlabel(f"new tokens per forward pass k (KV cache of {'/'.join(map(str, context))} tokens)")
     ax.set_ylabel("forward time (ms, median)")
     ax.legend(fontsize=7)
 
 
-def _predicted_vs_measured(ax: Axes, predicted: pd.DataFrame) -> None:
-    """The cells of one profile: speedup predicted from their compression and the profile, and measured."""
+def _predicted_vs_measured(ax: Axes, predicted: pd.DataFrame, colours: dict[str, tuple[float, ...]]) -> None:
+    """The cells of one profile key: speedup predicted from their compression and their own profile, and measured."""
     ax.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
     ax.set_ylabel("measured speedup over AR (×; per token when sampled)")
     if predicted.empty:
         ax.text(0.5, 0.5, "no lookahead cell uses this profile", ha="center", va="center", transform=ax.transAxes)
         return
-    ax.scatter(predicted["predicted_speedup"], predicted["speedup"], color=method_color("lookahead"))
+    ax.scatter(
+        predicted["predicted_speedup"], predicted["speedup"], color=[colours[f] for f in predicted["profile_file"]]
+    )
     several_datasets = predicted["dataset"].nunique() > 1
     for rec in predicted.to_dict("records"):
         label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
@@ -700,7 +730,7 @@ def _predicted_vs_measured(ax: Axes, predicted: pd.DataFrame) -> None:
     lo, hi = min(lo, 1.0) * 0.9, max(hi, 1.0) * 1.1
     ax.plot([lo, hi], [lo, hi], ls="--", color="grey", lw=0.8, label="measured = predicted")
     ax.axhline(1.0, color="grey", lw=0.5)
-    ax.set_title(f"predicted vs measured, n={len(predicted)} cells", fontsize=8)
+    ax.set_title(f"predicted vs measured, n={len(predicted)} cells (colours as on the left)", fontsize=8)
     ax.legend(fontsize=7)
 
 
