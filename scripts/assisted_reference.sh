@@ -13,6 +13,8 @@
 # (each cell's manifest.json records git_dirty).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=this_checkout.sh
+source scripts/this_checkout.sh
 if [ $# -lt 1 ]; then
     echo "usage: bash scripts/assisted_reference.sh OUTPUT_ROOT" >&2
     exit 2

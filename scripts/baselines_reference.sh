@@ -25,6 +25,8 @@
 # curves (bench --step-cost). Commit them only when complete and run from a clean checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=this_checkout.sh
+source scripts/this_checkout.sh
 models=(smollm2 gemma3_270m)
 datasets=(mt_bench humaneval)
 if [ $# -ne 1 ] && [ $# -ne 3 ]; then

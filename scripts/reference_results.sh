@@ -27,6 +27,8 @@
 # themselves; 128 for XSum summaries. The report counts the outputs that hit the cap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=this_checkout.sh
+source scripts/this_checkout.sh
 models=(smollm2 gemma3_270m)
 datasets=(mt_bench humaneval mbpp classeval gsm8k xsum)
 groups=()

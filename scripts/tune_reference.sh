@@ -23,6 +23,8 @@
 # that ran them was a clean checkout (each held-out cell's manifest.json records it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=this_checkout.sh
+source scripts/this_checkout.sh
 usage="usage: bash scripts/tune_reference.sh OUTPUT_ROOT [--search-from DIR]"
 if [ $# -ne 1 ] && [ $# -ne 3 ]; then
     echo "$usage" >&2

@@ -148,3 +148,25 @@ def test_archive_refuses_rows_that_no_longer_match_or_miss_a_sample(tunes, tmp_p
     pq.write_table(rows.filter(keep), cell / "rows.parquet")
     with pytest.raises(ValueError, match=rf"has no row for sample\(s\) \['{dropped}'\]"):
         archive_heldout(copy, tmp_path / "out")
+
+
+def test_a_resumed_tune_keeps_the_provenance_of_the_runs_that_timed_its_heldout_rows(tunes, tmp_path):
+    """Rerun after a kill: a held-out cell with every row keeps its manifest as it was; a cell that lost
+    its last row runs that row again and keeps the earlier run under ``previous_runs``."""
+    overrides = _overrides(tmp_path, "resumed", f"tune.search_from={tunes['first'].tune_dir}")
+    first = run_tune(compose_tune(overrides))
+    cells = sorted(path.parent for path in first.tune_dir.glob("*/manifest.json"))
+    assert len(cells) >= 2
+    before = {cell: (cell / "manifest.json").read_bytes() for cell in cells}
+    cut = cells[0] / "rows.jsonl"
+    lines = cut.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut.write_text("".join(lines[:-1]), encoding="utf-8")  # a kill before the last row was committed
+
+    run_tune(compose_tune(overrides))
+    for cell in cells[1:]:
+        assert (cell / "manifest.json").read_bytes() == before[cell], cell.name
+    resumed = json.loads((cells[0] / "manifest.json").read_text(encoding="utf-8"))
+    earlier = json.loads(before[cells[0]])
+    assert earlier.pop("previous_runs") == []  # the first run had none
+    assert resumed["previous_runs"] == [earlier]
+    assert len(cut.read_text(encoding="utf-8").splitlines()) == len(lines)

@@ -10,6 +10,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from lade_bench.results.cell_check import read_json_object
 from lade_bench.results.schema import SCHEMA_VERSION
 
 # Distributions whose version can change a number in the results table.
@@ -108,3 +109,16 @@ def build_manifest(seeds: dict, device: str, extra: dict | None = None) -> dict:
             raise ValueError(f"extra may not overwrite manifest field(s): {', '.join(clash)}")
         manifest.update(extra)
     return manifest
+
+
+def earlier_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs a cell's existing manifest records, oldest first (its ``previous_runs``, then itself).
+
+    A resumed cell's rows may come from several runs (other commits, machines or loads), so the
+    manifest of the run that resumes it keeps each earlier run's provenance under ``previous_runs``.
+    Empty when the cell has no manifest yet.
+    """
+    if not path.is_file():
+        return []
+    earlier = read_json_object(path)
+    return [*earlier.pop("previous_runs", []), earlier]

@@ -73,6 +73,7 @@ from lade_bench.results import (
 )
 from lade_bench.results.atomic import remove_temp_files
 from lade_bench.results.cell_check import Damage, check_cell, read_json_object
+from lade_bench.results.manifest import earlier_runs
 from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job
@@ -610,12 +611,7 @@ def _manifest(
     conditions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     cfg = plan.cfg
-    previous = []
-    path = plan.cell_dir / MANIFEST_JSON
-    if path.is_file():
-        # A resumed cell's rows may come from several runs; keep each run's provenance.
-        earlier = read_json_object(path)
-        previous = earlier.pop("previous_runs", []) + [earlier]
+    previous = earlier_runs(plan.cell_dir / MANIFEST_JSON)
     seeds = {"global": cfg.seed, "per_sample": "SeedSequence([seed, sample_index, turn])", "bootstrap": 0}
     if cfg.dataset.shuffle_seed is not None:
         seeds["dataset_shuffle"] = cfg.dataset.shuffle_seed

@@ -35,8 +35,9 @@ from lade_bench.datasets import Sample
 from lade_bench.decoding import LookaheadParams
 from lade_bench.models.loading import describe_device
 from lade_bench.results import CONFIG_YAML, MANIFEST_JSON, ROWS_JSONL, CellWriter, build_manifest, load_rows
+from lade_bench.results.manifest import earlier_runs
 from lade_bench.runner.conditions import finish_conditions, start_conditions
-from lade_bench.runner.execute import CellModel, run_samples
+from lade_bench.runner.execute import CellModel, count_pending_rows, run_samples
 from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity
 from lade_bench.tune.config import SEARCH_RANK_1, SPLIT_HELDOUT, WINNER_RULES
@@ -129,13 +130,16 @@ def validate_config(
     """
     plan = plan_cell(cell_config(cfg, params, arms, sweep_root))
     writer = CellWriter(plan.cell_dir)
-    writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
-    # Timing conditions as the runner records them: the held-out numbers are timed too.
-    conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
-    manifest = {**_manifest(plan, samples, me), "timing_conditions": conditions}
-    writer.write_json(MANIFEST_JSON, manifest)
-    run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
-    writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
+    # A resumed tune whose cell has every row leaves its manifest alone: a new one would claim this
+    # run (its commit, machine, load) for rows an earlier run timed.
+    if count_pending_rows(plan, samples, writer.done_keys()) > 0:
+        writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
+        # Timing conditions as the runner records them: the held-out numbers are timed too.
+        conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
+        manifest = {**_manifest(plan, samples, me), "timing_conditions": conditions}
+        writer.write_json(MANIFEST_JSON, manifest)
+        run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
+        writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
     writer.finalize()
     return heldout_result(params, rank, probe_speedup, plan.cell_dir, load_rows(plan.cell_dir), reference)
 
@@ -287,5 +291,7 @@ def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dic
             # As a run's manifest: eager or compiled, and the torch.compile mode resolved for the device.
             "compiled": plan.compiled,
             "compile_mode": plan.compile_mode,
+            # A held-out cell resumed after a kill: the runs that timed its earlier rows.
+            "previous_runs": earlier_runs(plan.cell_dir / MANIFEST_JSON),
         },
     )
