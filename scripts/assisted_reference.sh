@@ -8,9 +8,10 @@
 #
 # Timed work: run it on a machine doing nothing else (no tests, tuner or second sweep beside it);
 # each cell records its CPU affinity, threads and the load before and after. Resumable: rerun the same
-# command after a kill. It then writes the tables, figures and the per-sample rows to
-# paper_figures/assisted/. Commit them only when the run is complete and came from a clean checkout
-# (each cell's manifest.json records git_dirty).
+# command after a kill. It then archives the per-sample rows and cell records into
+# paper_figures/assisted/rows/ and writes the tables and figures from them to paper_figures/assisted/.
+# Commit them only when the run is complete and came from a clean checkout (each cell's manifest.json
+# records git_dirty; tests/report/test_committed_assisted.py checks it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=this_checkout.sh
@@ -27,11 +28,9 @@ source scripts/universal_draft.sh
 "$py" -m lade_bench.run +sweep=assisted model=gemma3_270m "${smollm2_draft_for_gemma[@]}" lookahead=default \
     dataset.limit=20 max_new_tokens=64 device=cpu report.headline.window=7 report.headline.guesses=7 \
     output_root="$out"
-"$py" -m lade_bench.report "$out/assisted" --out paper_figures/assisted
-mkdir -p paper_figures/assisted/rows
-"$py" - "$out/assisted" paper_figures/assisted/rows/assisted.parquet <<'PY'
-import sys
-from lade_bench.results import load_rows
-load_rows(sys.argv[1]).to_parquet(sys.argv[2], index=False)
-PY
-echo "results: paper_figures/assisted/ (tables, figures, report.html, rows/assisted.parquet)"
+# The sweep is archived (rows, cell records with their manifests, device profiles) and the tables and
+# figures are built from that archive, so they can be rebuilt from the committed folder alone
+# (tests/report/test_committed_assisted.py).
+"$py" -m lade_bench.results.archive "$out/assisted" paper_figures/assisted/rows
+"$py" -m lade_bench.report paper_figures/assisted/rows --out paper_figures/assisted
+echo "results: paper_figures/assisted/ (tables, figures, report.html; rows/ holds the per-sample rows and cell records)"
