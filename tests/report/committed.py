@@ -1,12 +1,15 @@
-"""Shared check of the committed-results tests: a table recomputed from committed rows equals the committed one."""
+"""Shared checks of the committed-results tests: tables recomputed from committed rows equal the committed ones."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 import pytest
+
+from lade_bench.report.build import SUMMARY_CSV
 
 
 def _missing(value) -> bool:
@@ -29,3 +32,19 @@ def assert_recomputes(recomputed: pd.DataFrame, committed: pd.DataFrame, columns
                 assert a == pytest.approx(b, rel=1e-9), (new[key], column)
             else:
                 assert a == b, (new[key], column, a, b)
+
+
+def assert_tables_recompute(new_tables: Path, old_tables: Path, key: str) -> None:
+    """Every table of a rebuilt report's ``tables/`` equals the committed one; none missing or extra.
+
+    Markdown and LaTeX byte for byte; the full-precision summary CSV column for column through
+    :func:`assert_recomputes` (``key`` names a row in a failure).
+    """
+    names = sorted(p.name for p in new_tables.iterdir())
+    assert names == sorted(p.name for p in old_tables.iterdir())
+    for name in names:
+        if name != SUMMARY_CSV:
+            assert (new_tables / name).read_text() == (old_tables / name).read_text(), name
+    recomputed, committed = pd.read_csv(new_tables / SUMMARY_CSV), pd.read_csv(old_tables / SUMMARY_CSV)
+    assert list(recomputed.columns) == list(committed.columns)
+    assert_recomputes(recomputed, committed, list(committed.columns), key=key)

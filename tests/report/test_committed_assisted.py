@@ -1,66 +1,95 @@
 """The committed draft-model comparison (paper_figures/assisted/) recomputes from its committed rows.
 
-Every number of its summary table (speedup and interval, compression, the draft's share of time,
-match rate, n) must come out of ``rows/assisted.parquet`` again, with the same bootstrap settings.
+``scripts/assisted_reference.sh`` archives the sweep into ``paper_figures/assisted/rows/`` and builds
+the tables and figures from that archive. Here the report is built again from the archive: every table
+must come out byte for byte (``cells_summary.csv`` to 1e-9), with the same figures; every number of the
+README's hand-written table must come out of the rows with the same bootstrap settings; every cell ran
+at one clean commit on one CPU kind with nothing of the suite beside it; every speedup the READMEs
+quote for it is one its tables hold.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from pathlib import Path
 
-import pandas as pd
+import pytest
 
 from lade_bench import stats
+from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
+from lade_bench.report.conditions import cell_processor
+from lade_bench.results.archive import read_archive_cells
 
-from .committed import assert_recomputes
+from .committed import assert_tables_recompute
 
-FOLDER = Path(__file__).resolve().parents[2] / "paper_figures" / "assisted"
-COMPARED = (
-    "n_units",
-    "n_pairs",
-    "n_errors",
-    "speedup",
-    "speedup_ci_low",
-    "speedup_ci_high",
-    "compression_ratio",
-    "tokens_per_s",
-    "draft_time_share",
-    "matches_ar",
-    "new_tokens",
-    "decode_steps",
-)
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "paper_figures" / "assisted"
+ARCHIVE = FOLDER / "rows"
+ARMS = {"ar", "lookahead", "prompt_lookup", "jacobi", "assisted"}
+LABELS = {
+    "lookahead": "lookahead N5 W7 G7",
+    "prompt_lookup": "prompt lookup",
+    "jacobi": "Jacobi (no pool)",
+    "assisted": "assisted (SmolLM2 draft)",
+}
+SAMPLES = 20  # scripts/assisted_reference.sh: dataset.limit=20
 
 
-def test_the_summary_table_recomputes_from_the_committed_rows():
-    rows = pd.read_parquet(FOLDER / "rows" / "assisted.parquet")
-    committed = pd.read_csv(FOLDER / "tables" / "cells_summary.csv")
-    recomputed = stats.summarize(rows)
-    assert list(recomputed["arm"]) == list(committed["arm"])
-    assert set(recomputed["arm"]) == {"ar", "lookahead", "prompt_lookup", "jacobi", "assisted"}
-    assert_recomputes(recomputed, committed, COMPARED, key="arm")
-    # Every greedy arm produced AR's tokens on every paired row.
-    assert (recomputed.loc[recomputed["arm"] != "ar", "matches_ar"] == 1.0).all()
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """The report built again from the committed archive, into a temporary folder."""
+    return build_report([ARCHIVE], tmp_path_factory.mktemp("assisted"), html=False)
+
+
+def test_every_committed_table_recomputes_from_the_committed_rows(rebuilt):
+    """Markdown and LaTeX byte for byte, the full-precision summary to 1e-9; the same figures."""
+    assert_tables_recompute(rebuilt.out_dir / TABLES_DIR, FOLDER / TABLES_DIR, key="arm")
+    new_figures = sorted(p.name for p in (rebuilt.out_dir / FIGURES_DIR).iterdir())
+    assert new_figures == sorted(p.name for p in (FOLDER / FIGURES_DIR).iterdir())
+
+
+def test_the_sweep_is_the_whole_plan_and_every_greedy_arm_gives_ar_tokens(rebuilt):
+    """Five methods on the same 20 samples (both MT-Bench turns), none lost, each matching AR everywhere."""
+    summary = rebuilt.sweep.summary
+    assert set(summary["arm"]) == ARMS
+    assert (summary["n_units"] == SAMPLES).all() and (summary["n_pairs"] == 2 * SAMPLES).all()
+    assert (summary["n_errors"] == 0).all()
+    assert (summary.loc[summary["arm"] != stats.BASELINE_ARM, "matches_ar"] == 1.0).all()
+
+
+def test_every_cell_ran_at_one_clean_commit_on_one_cpu_kind_and_alone():
+    """The recipe runs on both cores with two threads; no test, tuner or other sweep beside any run."""
+    manifests = [json.loads(record["manifest_text"]) for record in read_archive_cells(ARCHIVE)]
+    assert manifests
+    assert len({m["git_sha"] for m in manifests}) == 1
+    assert not any(m["git_dirty"] for m in manifests)
+    assert len({cell_processor(m) for m in manifests}) == 1
+    for m in manifests:
+        for run in [*(m.get("previous_runs") or []), m]:
+            conditions = run["timing_conditions"]
+            assert conditions["cpu_affinity_count"] == conditions["torch_threads"] == 2, m["cell_id"]
+            for moment in ("start", "end"):  # a run killed mid-cell has no end snapshot
+                assert not (conditions.get(moment) or {}).get("suite_processes"), (m["cell_id"], moment)
 
 
 def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def test_every_number_of_the_readme_table_recomputes_from_the_committed_rows():
+def test_every_number_of_the_readme_table_recomputes_from_the_committed_rows(rebuilt):
     """The hand-written table of paper_figures/assisted/README.md quotes the rows, not a memory of them."""
-    rows = pd.read_parquet(FOLDER / "rows" / "assisted.parquet")
+    rows = rebuilt.sweep.rows
     paired = stats.common_rows(rows)
     records = {rec["arm"]: rec for rec in stats.summarize(rows).to_dict("records")}
-    labels = {"lookahead": "lookahead N5 W7 G7", "prompt_lookup": "prompt lookup", "jacobi": "Jacobi (no pool)"}
-    labels["assisted"] = "assisted (SmolLM2 draft)"
     table = {}
     for line in (FOLDER / "README.md").read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] in labels.values():
+        if cells and cells[0] in LABELS.values():
             table[cells[0]] = [c.replace("*", "") for c in cells[1:]]
-    assert set(table) == set(labels.values())
-    for arm, label in labels.items():
+    assert set(table) == set(LABELS.values())
+    for arm, label in LABELS.items():
         rec = records[arm]
         mean = stats.per_sample_mean(stats.per_sample_totals(paired, arm), sampled=False)
         n, speedup, per_sample, compression, draft = table[label]
@@ -70,3 +99,19 @@ def test_every_number_of_the_readme_table_recomputes_from_the_committed_rows():
         assert compression == f"{rec['compression_ratio']:.2f}"
         share = rec["draft_time_share"]
         assert draft == ("" if math.isnan(share) else _percent(share))
+
+
+def test_every_speedup_the_readmes_quote_for_it_is_in_its_tables():
+    """The assisted README's prose and the main README's "Beside a draft model" paragraph.
+
+    The README's own table (whose per-sample means no committed table prints) is checked above.
+    """
+    known = set()
+    for table in (FOLDER / TABLES_DIR).glob("*.md"):
+        known |= set(re.findall(r"\d+\.\d\d", table.read_text()))
+    lines = (FOLDER / "README.md").read_text().splitlines()
+    readme = "\n".join(line for line in lines if not line.lstrip().startswith("|"))
+    paragraph = (ROOT / "README.md").read_text().split("**Beside a draft model**", 1)[1].split("\n\n", 1)[0]
+    for text in (readme, paragraph):
+        quoted = set(re.findall(r"(\d+\.\d\d)x", text))
+        assert quoted and quoted <= known, quoted - known

@@ -4,8 +4,9 @@ For each tuned dataset, every held-out record of ``tune_record.json`` (speedups,
 prompt lookup, the declared winner) must come out of ``heldout_rows/`` (the archive of the held-out
 cells) again through the tuner's own code, ``heldout.csv`` byte for byte and the table of
 ``heldout.md``; the preset (committed twice: beside the record and in the package) must be the
-record's declared winner; the held-out cells ran at one clean commit, pinned to one core; every
-speedup docs/tuning.md quotes for the tune is one its tables hold.
+record's declared winner; the held-out cells ran at one clean commit on one CPU kind, pinned to one
+core, with nothing of the suite beside them; every speedup docs/tuning.md and README.md quote for the
+tune is one its tables hold.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lade_bench.report.conditions import cell_processor
 from lade_bench.report.table_format import to_markdown
 from lade_bench.results import load_rows
 from lade_bench.results.archive import read_archive_cells
@@ -53,12 +55,11 @@ def test_the_preset_is_the_declared_winner(dataset):
     beside, packaged = FOLDER / dataset / name, PACKAGE_PRESETS / name
     assert beside.read_text(encoding="utf-8") == packaged.read_text(encoding="utf-8")
     values = yaml.safe_load(packaged.read_text(encoding="utf-8"))
-    assert (values["ngram"], values["window"], values["guesses"]) == (winner["ngram"], winner["window"], winner["guesses"])
-    assert values["prompt_as_reference"] == winner["prompt_as_reference"]
-    assert values["verification"] == winner["verification"]
+    for key in ("ngram", "window", "guesses", "prompt_as_reference", "verification"):
+        assert values[key] == winner[key], key
 
 
-def test_the_heldout_cells_ran_at_one_clean_commit_pinned_to_one_core_and_alone():
+def test_the_heldout_cells_ran_at_one_clean_commit_on_one_cpu_kind_pinned_to_one_core_and_alone():
     manifests = [
         json.loads(cell["manifest_text"])
         for dataset in DATASETS
@@ -66,6 +67,7 @@ def test_the_heldout_cells_ran_at_one_clean_commit_pinned_to_one_core_and_alone(
     ]
     assert {m["git_sha"] for m in manifests} == {manifests[0]["git_sha"]}
     assert not any(m["git_dirty"] for m in manifests)
+    assert len({cell_processor(m) for m in manifests}) == 1
     for m in manifests:
         for run in [*(m.get("previous_runs") or []), m]:
             conditions = run["timing_conditions"]
