@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -48,3 +49,21 @@ def assert_tables_recompute(new_tables: Path, old_tables: Path, key: str) -> Non
     recomputed, committed = pd.read_csv(new_tables / SUMMARY_CSV), pd.read_csv(old_tables / SUMMARY_CSV)
     assert list(recomputed.columns) == list(committed.columns)
     assert_recomputes(recomputed, committed, list(committed.columns), key=key)
+
+
+def assert_each_run_timed_alone(manifest: Mapping, cores: int) -> None:
+    """Every run that timed the cell's rows (its ``previous_runs``, then itself) had ``cores`` cores and
+    as many torch threads, and saw no other process of the suite (tests, tuner, sweep) at its start or end."""
+    for run in [*(manifest.get("previous_runs") or []), manifest]:
+        conditions = run["timing_conditions"]
+        assert conditions["cpu_affinity_count"] == conditions["torch_threads"] == cores, manifest["cell_id"]
+        for moment in ("start", "end"):  # a run killed mid-cell has no end snapshot
+            assert not (conditions.get(moment) or {}).get("suite_processes"), (manifest["cell_id"], moment)
+
+
+def numbers_in_tables(tables: Path) -> set[str]:
+    """Every two-decimal number the Markdown tables of ``tables`` print: what the prose may quote.
+
+    The tables print ratios without the ``x`` (``0.84 [0.73, 0.98]``); the prose marks them with it.
+    """
+    return {number for table in tables.glob("*.md") for number in re.findall(r"\d+\.\d\d", table.read_text())}

@@ -10,7 +10,6 @@ quote for it is one its tables hold.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -20,9 +19,9 @@ import pytest
 from lade_bench import stats
 from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import cell_processor
-from lade_bench.results.archive import read_archive_cells
+from lade_bench.results.archive import cell_manifests
 
-from .committed import assert_tables_recompute
+from .committed import assert_each_run_timed_alone, assert_tables_recompute, numbers_in_tables
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "paper_figures" / "assisted"
@@ -61,17 +60,13 @@ def test_the_sweep_is_the_whole_plan_and_every_greedy_arm_gives_ar_tokens(rebuil
 
 def test_every_cell_ran_at_one_clean_commit_on_one_cpu_kind_and_alone():
     """The recipe runs on both cores with two threads; no test, tuner or other sweep beside any run."""
-    manifests = [json.loads(record["manifest_text"]) for record in read_archive_cells(ARCHIVE)]
+    manifests = list(cell_manifests(ARCHIVE).values())
     assert manifests
     assert len({m["git_sha"] for m in manifests}) == 1
     assert not any(m["git_dirty"] for m in manifests)
     assert len({cell_processor(m) for m in manifests}) == 1
     for m in manifests:
-        for run in [*(m.get("previous_runs") or []), m]:
-            conditions = run["timing_conditions"]
-            assert conditions["cpu_affinity_count"] == conditions["torch_threads"] == 2, m["cell_id"]
-            for moment in ("start", "end"):  # a run killed mid-cell has no end snapshot
-                assert not (conditions.get(moment) or {}).get("suite_processes"), (m["cell_id"], moment)
+        assert_each_run_timed_alone(m, cores=2)
 
 
 def _percent(value: float) -> str:
@@ -106,9 +101,7 @@ def test_every_speedup_the_readmes_quote_for_it_is_in_its_tables():
 
     The README's own table (whose per-sample means no committed table prints) is checked above.
     """
-    known = set()
-    for table in (FOLDER / TABLES_DIR).glob("*.md"):
-        known |= set(re.findall(r"\d+\.\d\d", table.read_text()))
+    known = numbers_in_tables(FOLDER / TABLES_DIR)
     lines = (FOLDER / "README.md").read_text().splitlines()
     readme = "\n".join(line for line in lines if not line.lstrip().startswith("|"))
     paragraph = (ROOT / "README.md").read_text().split("**Beside a draft model**", 1)[1].split("\n\n", 1)[0]

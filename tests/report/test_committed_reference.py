@@ -23,7 +23,7 @@ from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import cell_processor
 from lade_bench.results.archive import read_archive_cells
 
-from .committed import assert_tables_recompute
+from .committed import assert_each_run_timed_alone, assert_tables_recompute, numbers_in_tables
 
 pytestmark = pytest.mark.slow
 
@@ -148,11 +148,7 @@ def test_each_group_ran_at_one_clean_commit_on_one_cpu_kind_pinned_and_alone(reb
     group_commits: dict[tuple[str, ...], set[str]] = {}
     for m in manifests:
         assert not m["git_dirty"], m["cell_id"]
-        for run in [*(m.get("previous_runs") or []), m]:
-            conditions = run["timing_conditions"]
-            assert conditions["cpu_affinity_count"] == 1 and conditions["torch_threads"] == 1, m["cell_id"]
-            for moment in ("start", "end"):  # a run killed mid-cell has no end snapshot
-                assert not (conditions.get(moment) or {}).get("suite_processes"), (m["cell_id"], moment)
+        assert_each_run_timed_alone(m, cores=1)
         groups.setdefault(group_of[m["cell_id"]], set()).add(cell_processor(m))
         group_commits.setdefault(group_of[m["cell_id"]], set()).add(m["git_sha"])
     assert set(groups) == set(group_of.values())
@@ -172,9 +168,7 @@ def test_every_number_the_readmes_quote_is_in_the_tables():
 
     The tables print ratios without the ``x`` (``0.84 [0.73, 0.98]``); the prose marks them with it.
     """
-    known = set()
-    for table in (FOLDER / TABLES_DIR).glob("*.md"):
-        known |= set(re.findall(r"\d+\.\d\d", table.read_text()))
+    known = numbers_in_tables(FOLDER / TABLES_DIR)
     for readme in (FOLDER / "README.md", ROOT / "README.md"):
         text = readme.read_text()
         section = re.search(r"<!-- reference -->\n(.*?)<!-- /reference -->", text, re.S)

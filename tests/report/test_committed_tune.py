@@ -21,9 +21,11 @@ import yaml
 from lade_bench.report.conditions import cell_processor
 from lade_bench.report.table_format import to_markdown
 from lade_bench.results import load_rows
-from lade_bench.results.archive import read_archive_cells
+from lade_bench.results.archive import cell_manifests
 from lade_bench.tune.heldout_archive import recompute_heldout
 from lade_bench.tune.outputs import heldout_table, write_heldout_table
+
+from .committed import assert_each_run_timed_alone
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "paper_figures" / "tune"
@@ -60,20 +62,15 @@ def test_the_preset_is_the_declared_winner(dataset):
 
 
 def test_the_heldout_cells_ran_at_one_clean_commit_on_one_cpu_kind_pinned_to_one_core_and_alone():
-    manifests = [
-        json.loads(cell["manifest_text"])
-        for dataset in DATASETS
-        for cell in read_archive_cells(FOLDER / dataset / "heldout_rows")
-    ]
+    by_dataset = {dataset: list(cell_manifests(FOLDER / dataset / "heldout_rows").values()) for dataset in DATASETS}
+    for dataset, cells in by_dataset.items():  # one held-out cell per record, none without its manifest
+        assert len(cells) == len(_record(dataset)["heldout"]), dataset
+    manifests = [m for cells in by_dataset.values() for m in cells]
     assert {m["git_sha"] for m in manifests} == {manifests[0]["git_sha"]}
     assert not any(m["git_dirty"] for m in manifests)
     assert len({cell_processor(m) for m in manifests}) == 1
     for m in manifests:
-        for run in [*(m.get("previous_runs") or []), m]:
-            conditions = run["timing_conditions"]
-            assert conditions["cpu_affinity_count"] == 1 and conditions["torch_threads"] == 1, m["cell_id"]
-            for moment in ("start", "end"):  # nothing of the suite (tests, a sweep) beside the held-out cells
-                assert not (conditions.get(moment) or {}).get("suite_processes"), (m["cell_id"], moment)
+        assert_each_run_timed_alone(m, cores=1)
 
 
 @pytest.mark.parametrize(
