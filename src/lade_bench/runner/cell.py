@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,7 +82,7 @@ from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_pending_rows, count_units, run_samples
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell, readable_cell_name
-from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job
+from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job, launch_command
 from lade_bench.runner.ranks import Ranks
 from lade_bench.runner.run_log import run_log
 from lade_bench.runner.samples import SampleSet, fit_samples, load_samples
@@ -622,7 +621,7 @@ def _manifest(
             "cell_id": plan.cell_id,
             "run": me.as_record(),
             "rows_expected": count_units(sample_set.samples, cfg.repeats) * len(plan.arms),
-            "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+            "command": launch_command(),  # the user's, also when a scheduler's job runner started this process
             "overrides": _hydra_overrides(),
             "dtype": plan.semantic["dtype"],
             # Eager or compiled, and the torch.compile mode `compile_options.mode` means on this device.

@@ -15,8 +15,10 @@ import secrets
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from lade_bench.results.lockfile import this_host
@@ -102,23 +104,44 @@ def _slurm_restart_count() -> int:
 
 
 def label_slurm_job(run: RunIdentity, name: str) -> None:
-    """Rename this run's Slurm job (an array task) to ``name``, so that ``squeue`` shows which cell runs where.
+    """Put ``name`` in this run's Slurm job comment, so that ``squeue`` shows which cell runs where.
 
-    A Slurm array shares one job name, given at submission, before any cell is known; once a task
-    knows its cell it relabels itself. Best effort: nothing happens outside Slurm, and a refusal
-    (``scontrol`` missing or not allowed) only leaves the array's name.
+    A Slurm array shares one job name, given at submission, before any cell is known. The name stays
+    (``squeue -n lade-<sweep>`` keeps listing every task, as docs/cluster.md says); the cell's readable
+    name goes into the comment (``squeue -n lade-<sweep> -o "%.12i %.8T %k"``). Best effort: nothing
+    happens outside Slurm, and a refusal (``scontrol`` missing or not allowed) only leaves no comment.
     """
     scontrol = shutil.which("scontrol")
     if run.scheduler != "slurm" or run.job_id is None or scontrol is None:
         return
-    command = [scontrol, "update", f"JobId={run.job_id}", f"JobName={name}"]
+    command = [scontrol, "update", f"JobId={run.job_id}", f"Comment={name}"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=15, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
-        log.debug("could not rename Slurm job %s: %s", run.job_id, exc)
+        log.debug("could not comment Slurm job %s: %s", run.job_id, exc)
         return
     if done.returncode != 0:
-        log.debug("could not rename Slurm job %s: %s", run.job_id, done.stderr.strip())
+        log.debug("could not comment Slurm job %s: %s", run.job_id, done.stderr.strip())
+
+
+# The command that launched this process's jobs, where it is not this process's own sys.argv (a
+# scheduler's job runner starts the job): set by the launcher's job-side code (lade_bench.launchers).
+_LAUNCH_COMMAND: list[str] | None = None
+
+
+def record_launch_command(argv: Sequence[str]) -> None:
+    """Record ``argv`` (the launching process's ``sys.argv``) as the command of this process's runs."""
+    global _LAUNCH_COMMAND
+    _LAUNCH_COMMAND = list(argv)
+
+
+def launch_command() -> list[str]:
+    """The user's command for the manifest: the launcher's, else this process's ``sys.argv``.
+
+    The program is given by its file name (``run.py`` for ``python -m lade_bench.run``), as before.
+    """
+    argv = _LAUNCH_COMMAND if _LAUNCH_COMMAND is not None else sys.argv
+    return [Path(argv[0]).name, *argv[1:]] if argv else []
 
 
 def _scheduler_job() -> tuple[str | None, str | None, str | None]:
