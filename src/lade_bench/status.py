@@ -25,16 +25,24 @@ from lade_bench.results.progress import STATES, CellProgress, SweepProgress, swe
 _STYLE = {
     "done": "green",
     "running": "cyan",
+    "requeued": "cyan",
     "interrupted": "yellow",
     "damaged": "magenta",
     "failed": "red",
+    "refused": "red",
     "pending": "dim",
 }
 _HINT = {
+    "requeued": "Slurm requeued their job (a preemption, a time limit, scontrol requeue) and restarts it by itself; "
+    "the cell resumes at the sample in flight: nothing to do",
     "interrupted": "their job died; rerun the same command to resume them (a finished sample is never redone)",
     "damaged": "a file of a finished cell is cut or garbled; rerun the same command to repair it",
     "failed": "fix the cause, then rerun the same command: finished cells are skipped",
+    "refused": "the cluster refused the launch (the message says which setting and what it offers); change the "
+    "request, then rerun the same command",
 }
+# States shown in the headline only when a cell is in them: rare, and the headline stays as it always read.
+_RARE = ("damaged", "requeued", "refused")
 _FLAWED_HINT = (
     "each such arm is paired with AR only on the units both ran, and a greedy row that differs from AR breaks "
     "exactness; read the rows' 'error' and 'matches_ar' columns, fix the cause, then delete the cell's folder "
@@ -71,8 +79,7 @@ def render(console: Console, progress: SweepProgress, *, show_done: bool = False
     counts = progress.counts()
     planned = f", launched {progress.launch_utc}" if progress.launch_utc else ""
     console.print(f"[bold]{progress.sweep_root}[/bold] ({len(progress.cells)} cells{planned})")
-    # "damaged" only when there is such a cell: it is rare, and the headline stays as it always read.
-    shown_states = [s for s in STATES if s != "damaged" or counts[s]]
+    shown_states = [s for s in STATES if s not in _RARE or counts[s]]
     console.print("  " + " · ".join(f"[{_STYLE[s]}]{s} {counts[s]}[/{_STYLE[s]}]" for s in shown_states))
     console.print("  " + _totals(progress))
     for warning in progress.warnings:
@@ -126,7 +133,9 @@ def _detail(cell: CellProgress) -> str:
         owner = cell.owner
         job = f", job {owner['job_id']}" if owner.get("job_id") else ""
         return f"{owner.get('host')} pid {owner.get('pid')}{job}, heartbeat {cell.heartbeat_age_s:.0f} s ago"
-    if cell.state in ("failed", "damaged"):
+    if cell.scheduler:  # requeued, or pending in the queue
+        return cell.scheduler + (f"\nlog: {cell.log}" if cell.log and cell.state == "requeued" else "")
+    if cell.state in ("failed", "damaged", "refused"):
         return f"{cell.error}" + (f"\nlog: {cell.log}" if cell.log else "")
     if cell.flaws:
         return cell.flaws + (f"\nlog: {cell.log}" if cell.log else "")

@@ -11,7 +11,7 @@ from rich.console import Console
 from lade_bench import status
 from lade_bench.results import COLUMN_NAMES, CellWriter, update_index
 from lade_bench.results.lockfile import try_acquire
-from lade_bench.results.progress import sweep_progress, unfinished_planned_cells
+from lade_bench.results.progress import STATES, sweep_progress, unfinished_planned_cells
 from lade_bench.results.sweep_layout import cell_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job, write_launch
 
@@ -57,7 +57,14 @@ def _sweep(root, make_row):
 def test_every_state_rows_and_time_left(tmp_path, make_row):
     lock = _sweep(tmp_path, make_row)
     progress = sweep_progress(tmp_path)
-    assert progress.counts() == {"running": 1, "interrupted": 1, "damaged": 0, "failed": 1, "pending": 1, "done": 1}
+    assert progress.counts() == {
+        **dict.fromkeys(STATES, 0),
+        "running": 1,
+        "interrupted": 1,
+        "failed": 1,
+        "pending": 1,
+        "done": 1,
+    }
     by_state = {cell.state: cell for cell in progress.cells}
     assert by_state["running"].owner["job_id"] == "4242_1" and by_state["running"].heartbeat_age_s < 5
     assert by_state["failed"].error.startswith("OutOfMemoryError") and by_state["failed"].log == "/logs/rc.out"

@@ -22,7 +22,7 @@ _KEY_WITH_VALUE = re.compile(r"^\s*[A-Za-z_]+:\s*[^\s#]")
 
 
 def test_the_documented_presets_exist():
-    assert PRESETS == ["local_parallel", "ray_gpu", "ray_local", "slurm_gpu"]
+    assert PRESETS == ["local_parallel", "ray_gpu", "ray_local", "slurm_cpu", "slurm_gpu"]
 
 
 @pytest.mark.parametrize("path", [*(CONF_DIR / "hydra" / "launcher").glob("*.yaml"), CONF_DIR / "settings.yaml"])
@@ -47,6 +47,10 @@ def test_presets_give_one_gpu_per_timed_cell_and_none_to_local_ones():
     assert slurm["_target_"].endswith("SlurmLauncher") and slurm["gpus_per_node"] == 1 and slurm["tasks_per_node"] == 1
     assert (slurm["partition"], slurm["account"], slurm["name"]) == ("gpu", "lab", "lade-${sweep_name}")
     assert slurm["max_num_timeout"] > 0  # a timed-out cell is requeued and resumes
+    cpu = _launcher("slurm_cpu")
+    assert cpu["_target_"].endswith("LadeSlurmLauncher") and cpu["gpus_per_node"] is None
+    assert cpu["cpus_per_task"] <= 2 and cpu["mem_gb"] <= 4  # fits a small node (the CI's has 2 cores)
+    assert cpu["additional_parameters"] == {"exclusive": True}  # timed cells never share a node
     ray = _launcher("ray_gpu")
     assert ray["_target_"].endswith("RayLauncher") and ray["ray"]["remote"]["num_gpus"] == 1
     assert _launcher("local_parallel")["gpus_per_node"] == 0
@@ -73,15 +77,25 @@ def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
         "sbatch": f'cp "$1" {script}\necho "Submitted batch job 4242"',
         "srun": "exit 0",
         "sacct": 'echo "JobID|State|NodeList"\nfor i in $(seq 0 15); do echo "4242_$i|FAILED|node1"; done',
+        # The jobs are gone at once (nothing listed) and never wrote a result.
+        "squeue": "exit 0",
+        # A GPU partition that can hold the request, so the check before submitting lets it through.
+        "scontrol": 'if [ "$2" = partition ]; then echo "PartitionName=gpu Default=YES State=UP MaxTime=UNLIMITED"; '
+        'else echo "NodeName=g1 CPUTot=16 RealMemory=262144 Gres=gpu:a100:4(S:0-1) Partitions=gpu"; fi',
     }
     for name, body in fakes.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
     command = [sys.executable, "-m", "lade_bench.run", "+sweep=ablation_wg", "hydra/launcher=slurm_gpu"]
     command += ["hydra.launcher.partition=gpu", "hydra.launcher.account=lab", f"output_root={tmp_path / 'runs'}"]
+    command += ["hydra.launcher.poll_s=0.1", "hydra.launcher.result_grace_s=0"]
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode != 0 and "has not produced any output (state: FAILED)" in done.stderr  # our fake
+    # The launch ends (it does not wait forever), names every cell and the rerun command, no traceback.
+    said = done.stdout + done.stderr
+    assert done.returncode == 3 and "16 cell(s) not done" in said and "Traceback" not in said, said[-3000:]
+    assert "llama2-7b-chat-mt_bench-N5W1G1-greedy: job 4242_0 no longer in the queue without a result" in said
+    assert "python -m lade_bench.run +sweep=ablation_wg hydra/launcher=slurm_gpu" in said
     sbatch = script.read_text()
     for option in ("--array=0-15%16", "--gpus-per-node=1", "--ntasks-per-node=1", "--partition=gpu", "--account=lab",
                    "--job-name=lade-ablation_wg", "--time=240", "--mem=64GB", "--signal=USR2@120"):  # fmt: skip

@@ -23,7 +23,7 @@ from hydra import compose, initialize_config_dir
 from lade_bench import stats
 from lade_bench.report.sweep import load_sweep
 from lade_bench.results import CLOCK_COLUMNS, COLUMNS, load_rows, read_index
-from lade_bench.results.progress import sweep_progress
+from lade_bench.results.progress import STATES, sweep_progress
 from lade_bench.results.sweep_layout import locks_dir
 from lade_bench.runner import run_cell
 
@@ -62,7 +62,7 @@ def _assert_complete(sweep: Path, cells: int, rows_per_cell: int) -> None:
         keys = [(r["sample_id"], r["turn"], r["arm"], r["repeat"]) for r in rows]
         assert len(keys) == len(set(keys)) == rows_per_cell, entry["cell_dir"]
     status = sweep_progress(sweep)
-    assert status.counts() == {"running": 0, "interrupted": 0, "damaged": 0, "failed": 0, "pending": 0, "done": cells}
+    assert status.counts() == {**dict.fromkeys(STATES, 0), "done": cells}
     assert status.rows_written == status.rows_expected == cells * rows_per_cell
     assert sorted(c.cell_id for c in status.cells) == sorted(e["cell_id"] for e in index)
     assert list(locks_dir(sweep).glob("*.lock")) == []

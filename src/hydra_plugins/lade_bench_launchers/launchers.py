@@ -18,7 +18,7 @@ else:
 
 
 class LadeSlurmLauncher(SlurmLauncher):  # type: ignore[misc,valid-type]
-    """hydra-submitit-launcher's Slurm launcher with lade_bench's checks and wait (``lade_bench.launchers.slurm_launch``)."""
+    """hydra-submitit-launcher's Slurm launcher plus lade_bench's checks and wait (``launchers.slurm_launch``)."""
 
     def __init__(self, poll_s: float = 30.0, result_grace_s: float = 60.0, check_resources: bool = True, **params: Any):
         super().__init__(**params)

@@ -61,14 +61,14 @@ def launch_on_slurm(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     if settings["check_resources"]:
         _check_request(launcher.params, records)
     executor = _executor(launcher)
-    for num, overrides in zip(nums, job_overrides):
+    for num, overrides in zip(nums, job_overrides, strict=True):
         log.info("\t#%d : %s", num, " ".join(overrides))
     job_params = [
         (list(overrides), "hydra.sweep.dir", num, f"job_id_for_{num}", _singleton_state())
-        for num, overrides in zip(nums, job_overrides)
+        for num, overrides in zip(nums, job_overrides, strict=True)
     ]
     try:
-        jobs = executor.map_array(launcher, *zip(*job_params))
+        jobs = executor.map_array(launcher, *zip(*job_params, strict=True))
     except Exception as exc:  # noqa: BLE001 - sbatch's refusal arrives as submitit's error with sbatch's stderr
         message = f"sbatch refused the job array: {_sbatch_error(exc)}"
         records.write({"state": "refused", "message": message}, {}, ended=message)
@@ -85,7 +85,7 @@ def launch_on_slurm(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
         log.warning("%s; python -m lade_bench.status <sweep folder> shows their progress", message)
         raise SystemExit(130) from None
     returns, failed = [], dict(lost)
-    for num, job in zip(nums, jobs):
+    for num, job in zip(nums, jobs, strict=True):
         if num in lost:
             continue
         try:
@@ -180,12 +180,12 @@ def _wait(
         if queue is None:
             if now - last_answer > UNREACHABLE_AFTER_S:
                 cells = {num: f"job {job.job_id}: squeue has not answered for {UNREACHABLE_AFTER_S:.0f} s"
-                         for num, job in zip(nums, jobs) if num not in finished}  # fmt: skip
+                         for num, job in zip(nums, jobs, strict=True) if num not in finished}  # fmt: skip
                 _give_up(records, submission, cells, jobs, nums, records.command, "lost touch with Slurm")
         else:
             last_answer = now
         seen: dict[int, QueuedJob] = {}
-        for num, job in zip(nums, jobs):
+        for num, job in zip(nums, jobs, strict=True):
             if num in finished or num in lost:
                 continue
             if _has_result(job):
@@ -231,7 +231,7 @@ def _give_up(
     how: str,
 ) -> None:
     """End the launch: one message naming each undone cell, its job's log, and the rerun command."""
-    logs = {num: getattr(job.paths, "stdout", None) for num, job in zip(nums, jobs)}
+    logs = {num: getattr(job.paths, "stdout", None) for num, job in zip(nums, jobs, strict=True)}
     lines = [f"  {records.name(num)}: {what}" + (f" (log: {logs[num]})" if logs.get(num) else "")
              for num, what in sorted(undone.items())]  # fmt: skip
     message = f"the launch {how}: {len(undone)} cell(s) not done"

@@ -14,7 +14,11 @@ it is safe to run at any time, from any node sharing the sweep folder:
   rerun of the sweep repairs it). Its rows are counted too: a row whose generation raised (its
   ``error`` is set) or a greedy row whose tokens differ from AR's leaves the cell *done*, yet its
   tables then pair that arm with AR on fewer units (or report a broken exactness), so both counts
-  are shown beside the state rather than left for a reader of the tables to find.
+  are shown beside the state rather than left for a reader of the tables to find;
+* the queue record (``_plan/queue.json``, ``results.sweep_queue``) that a Slurm launch keeps while it
+  waits: a cell whose job Slurm requeued (a preemption, a time limit, ``scontrol requeue``) and will
+  restart by itself is *requeued*, not failed or interrupted; a planned cell of a launch whose
+  submission the cluster refused is *refused*, not pending; a pending cell shows its queued job.
 
 A sweep-level file that does not parse (an index line, the launch plan) is left out and named in
 ``warnings``; the status still shows what the rest says.
@@ -43,10 +47,11 @@ from lade_bench.results.lockfile import owner_state, read_lock
 from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path
 from lade_bench.results.sweep_plan import read_jobs, read_launch
+from lade_bench.results.sweep_queue import read_queue_record
 from lade_bench.results.writer import MANIFEST_JSON, ROWS_JSONL, ROWS_PARQUET, SUMMARY_JSON, scan_rows_jsonl
 
 # In display order: what needs attention first.
-STATES: tuple[str, ...] = ("running", "interrupted", "damaged", "failed", "pending", "done")
+STATES: tuple[str, ...] = ("running", "requeued", "interrupted", "damaged", "failed", "refused", "pending", "done")
 # Stale timeout assumed for a lock that does not record its own (the config default).
 _DEFAULT_STALE_S = 300.0
 
@@ -70,6 +75,8 @@ class CellProgress:
             (``matches_ar`` false).
         log: the log of the cell's latest run (its file in the cell folder, else the job's log).
         job_num: Hydra's job number in the latest launch, where the cell was planned there.
+        scheduler: what the scheduler says about the cell's job, in words (a requeued or queued job).
+        job_id: the scheduler job of the cell's latest run (from its lock or the index).
     """
 
     name: str
@@ -85,6 +92,8 @@ class CellProgress:
     rows_mismatched: int = 0
     log: str | None = None
     job_num: int | None = None
+    scheduler: str | None = None
+    job_id: str | None = None
     # For the time estimate: (seconds, rows) of the cell's latest run.
     _run_work: tuple[float, int] | None = field(default=None, repr=False)
 
@@ -185,9 +194,35 @@ def sweep_progress(sweep_root: str | os.PathLike[str], side_files: Sequence[str]
     for cell_id, entry in index.items():
         if cell_id not in seen:
             cells.append(_cell(root, cell_id, entry["cell_dir"], entry, None, side_files))
+    launch_utc = (launch or {}).get("created_utc")
+    queue = read_queue_record(root, launch_utc)
+    if queue is not None:
+        _apply_queue(cells, queue)
     _estimate_pending(cells)
     seconds_per_row, eta = _estimate_time(cells)
     return SweepProgress(root, (launch or {}).get("created_utc"), cells, seconds_per_row, eta, warnings)
+
+
+def _apply_queue(cells: list[CellProgress], queue: dict[str, Any]) -> None:
+    """Refine the planned cells' states with what the launch last saw in the scheduler's queue."""
+    jobs = queue.get("jobs") or {}
+    submission = queue.get("submission") or {}
+    refused = submission.get("state") == "refused"
+    for cell in cells:
+        if cell.job_num is None:
+            continue
+        queued = jobs.get(str(cell.job_num)) if queue["live"] else None
+        if queued is not None:
+            where = f"job {queued.get('job_id')} {queued.get('state')}"
+            if queued.get("reason") not in (None, "", "None"):
+                where += f" ({queued['reason']})"
+            if cell.state in ("failed", "interrupted") and cell.job_id == queued.get("job_id"):
+                # The same Slurm job is back in the queue: Slurm requeued it and restarts it by itself.
+                cell.state, cell.scheduler = "requeued", f"{where}: Slurm restarts it by itself"
+            elif cell.state == "pending":
+                cell.scheduler = f"queued as {where}"
+        elif refused and cell.state == "pending":
+            cell.state, cell.error = "refused", submission.get("message")
 
 
 def unfinished_planned_cells(progress: SweepProgress) -> list[CellProgress]:
@@ -226,6 +261,8 @@ def _cell(
         run_id = lock.owner.get("run_id")
     elif entry is not None:
         run_id = entry.get("run.run_id")
+    # The latest run's scheduler job: a lock (even a dead one) is newer than the index's record.
+    cell.job_id = (lock.owner.get("job_id") if lock is not None else None) or (entry or {}).get("run.job_id")
     if entry is not None and entry.get("status") == "failed":
         cell.error = entry.get("error")
     if state == "done":
