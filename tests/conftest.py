@@ -60,12 +60,19 @@ def gemma3():
 
 
 def pytest_addoption(parser):
-    """``--shared-data``: where the real benchmark files (GSM8K, ClassEval) are read from."""
+    """``--shared-data``: the real benchmark files; ``--slurm-cluster``: the Slurm cluster tests/slurm runs on."""
     parser.addoption(
         "--shared-data",
         default=str(Path(__file__).resolve().parents[1].parent / "shared" / "data"),
         help="folder holding gsm8k/test.jsonl and classeval/ClassEval_data.json "
         "(default: shared/data beside the checkout, where CI lays it)",
+    )
+    parser.addoption(
+        "--slurm-cluster",
+        default=None,
+        help="a cluster description (YAML: slurm_conf, shared_dir, overrides) to run tests/slurm against a real "
+        "Slurm cluster; scripts/slurm_cluster.sh start writes one for a one-node cluster on this machine "
+        "(without it those tests skip)",
     )
 
 
