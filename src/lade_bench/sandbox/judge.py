@@ -120,6 +120,9 @@ def _test_status(
     ]
     if verdict.get("passed"):
         return "passed", None, lines
+    if verdict.get("broken_channel"):  # the candidate's process sent something malformed (or beyond bounds)
+        lines.append(f"[sandbox] {verdict['broken_channel']}")
+        return "error", None, lines
     load_error = verdict.get("load_error")
     if load_error is not None:
         lines.insert(0, f"the candidate did not load: {load_error.get('type')}: {load_error.get('message')}")

@@ -30,6 +30,7 @@ from lade_bench.sandbox.bubblewrap import (
 )
 from lade_bench.sandbox.limits import SandboxLimits
 from lade_bench.sandbox.outcome import SandboxError, Status
+from lade_bench.sandbox.reaper import Sandbox, read_child_pid
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,8 @@ def execute(
     # Host-side files (job, verdict, output) live outside anything the sandbox can see.
     outer = Path(tempfile.mkdtemp(prefix="lade_sandbox_")).resolve()
     sections_r, sections_w = os.pipe()
+    # bwrap writes its child's host pid here: the handle by which the whole sandbox is killed.
+    info_r, info_w = os.pipe() if sandboxed else (-1, -1)
     try:
         supervisor = f"{RUNTIME_INSIDE if sandboxed else RUNTIME}/supervisor.py"
         drop_to: list[str] = []
@@ -147,6 +150,7 @@ def execute(
             privileged = os.geteuid() == 0
             prefix = bwrap_argv(shutil.which("bwrap") or "bwrap", limits.disk_mb, read_only_paths,
                                  privileged=privileged)  # fmt: skip
+            prefix[1:1] = ["--info-fd", str(info_w)]
             drop_to = [str(host_uid())] if privileged else []
             env: dict[str, str] | None = None
         else:
@@ -167,29 +171,54 @@ def execute(
             fd = verdict_file.fileno()
             cmd = [*prefix, sys.executable, "-I", "-B", "-X", "utf8", supervisor, str(fd), str(sections_w), *drop_to]
             start = time.perf_counter()
-            proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, pass_fds=(fd, sections_w), env=env,
+            passed = (fd, sections_w, info_w) if sandboxed else (fd, sections_w)
+            proc = subprocess.Popen(cmd, stdin=stdin, stdout=out, stderr=err, pass_fds=passed, env=env,
                                     cwd=workdir if not sandboxed else None, start_new_session=True)  # fmt: skip
-            os.close(sections_w)
-            sections_w = -1
-            kill_note = _watch(proc, sections_r, wall_s)
-            # With bwrap the PID namespace ends with it; without, the group kill is all there is.
-            _kill_group(proc.pid)
-            proc.wait()
+            for end in (sections_w, info_w):
+                if end >= 0:
+                    os.close(end)
+            sections_w = info_w = -1
+            sandbox = Sandbox(read_child_pid(info_r), proc.pid) if sandboxed else None
+            try:
+                kill_note = _watch(proc, sections_r, wall_s)
+            finally:
+                # With bwrap, killing the namespace's init ends every process in it, confirmed; without,
+                # the group kill is all there is.
+                if sandbox is not None:
+                    sandbox.kill()
+                _kill_group(proc.pid)
+                proc.wait()
             duration = time.perf_counter() - start
         verdict = None if kill_note else _parse_verdict(_read_text(paths["verdict"]))
         return Raw(verdict, _read_text(paths["stdout"]), _read_text(paths["stderr"]), duration, kill_note, sandboxed)
     finally:
-        for end in (sections_r, sections_w):
+        for end in (sections_r, sections_w, info_r, info_w):
             if end >= 0:
                 os.close(end)
         shutil.rmtree(outer, ignore_errors=True)
 
 
+# A verdict is a few levels deep (verdict -> tests -> test -> field); anything deeper is refused
+# before parsing, so the parse never depends on how deep the caller's own stack is.
+_VERDICT_DEPTH = 8
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _json_depth(text: str) -> int:
+    depth = deepest = 0
+    for char in re.findall(r"[\[\]{}]", _JSON_STRING.sub("", text)):
+        depth += 1 if char in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _parse_verdict(text: str) -> dict[str, Any] | None:
-    # Empty or cut short when the supervisor was killed while writing it.
+    """The supervisor's verdict, or None (empty, cut short by a kill, malformed or too deep): never raises."""
     try:
+        if _json_depth(text) > _VERDICT_DEPTH:
+            return None
         verdict = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return verdict if isinstance(verdict, dict) else None
 

@@ -28,8 +28,9 @@ import pickle
 import signal
 
 try:  # imported as lade_bench.sandbox.runtime.remote (tests) or as a script's sibling (sandbox)
-    from . import wire
+    from . import rebuild, wire
 except ImportError:
+    import rebuild  # type: ignore[no-redef]
     import wire  # type: ignore[no-redef]
 
 # Raised in the supervisor instead of these when the worker reports them: they would end the test run.
@@ -55,9 +56,15 @@ class Connection:
         self.to_worker = to_worker
         self.from_worker = from_worker
         self.dead_reason: str | None = None
+        # Set when the worker sent something malformed (a value beyond the decoding bounds, say):
+        # whatever the tests made of it, the verdict is then "error".
+        self.broken: str | None = None
         self.remotes: dict[int, Remote] = {}
         self.callbacks: list = []  # supervisor callables handed to the worker, by number
         self.sections_fd = -1  # where the supervisor announces its time limits (-1: nowhere)
+        # Whether a time limit is armed (set by the supervisor's Timer): the worker is asked nothing
+        # outside one, so no request can keep the supervisor waiting beyond a limit the caller knows.
+        self.armed = False
 
     def kill(self, reason: str) -> None:
         """Stop the worker for good (a timeout or a broken channel)."""
@@ -69,17 +76,24 @@ class Connection:
             pass
 
     def receive(self) -> dict:
-        """The next message from the worker."""
+        """The next message from the worker (only while a time limit is armed)."""
         if self.dead_reason is not None:
             raise WorkerGone(self.dead_reason)
+        if not self.armed:
+            raise WorkerGone("no time limit armed: the candidate's process is not asked anything")
         try:
             return wire.loads(wire.recv(self.from_worker))
         except wire.ChannelClosed:
             self.kill("the candidate's process ended")
             raise WorkerGone(self.dead_reason) from None
         except (wire.ProtocolError, OSError) as exc:
-            self.kill(f"the candidate's process broke its channel ({exc})")
+            self._break(f"the candidate's process broke its channel ({exc})")
             raise WorkerGone(self.dead_reason) from None
+
+    def _break(self, reason: str) -> None:
+        if self.broken is None and self.dead_reason is None:
+            self.broken = reason
+        self.kill(reason)
 
     def _send(self, message: tuple) -> None:
         buffer = io.BytesIO()
@@ -95,9 +109,9 @@ class Connection:
 
     def _decode(self, value):
         try:
-            return wire.decode(value, self.resolve)
+            return rebuild.decode(value, self.resolve)
         except wire.ProtocolError as exc:
-            self.kill(f"the candidate's process sent a malformed value ({exc})")
+            self._break(f"the candidate's process sent a malformed value ({exc})")
             raise WorkerGone(self.dead_reason) from None
 
     def request(self, message: tuple, mutable_args: tuple = ()):
@@ -108,6 +122,8 @@ class Connection:
         """
         if self.dead_reason is not None:
             raise WorkerGone(self.dead_reason)
+        if not self.armed:
+            raise WorkerGone("no time limit armed: the candidate's process is not asked anything")
         self._send(message)
         while True:
             reply = self.receive()
@@ -118,14 +134,13 @@ class Connection:
         if "ok" in reply:
             result = self._decode(reply["ok"])
             after = reply.get("after")
-            if type(after) is list:
-                for index, value in after:
-                    if type(index) is int and 0 <= index < len(mutable_args):
-                        _refill(mutable_args[index], self._decode(value))
+            for item in after if type(after) is list else ():
+                if type(item) is list and len(item) == 2 and type(item[0]) is int and 0 <= item[0] < len(mutable_args):
+                    _refill(mutable_args[item[0]], self._decode(item[1]))
             return result
         if "error" in reply and type(reply["error"]) is dict:
-            raise rebuild_exception(reply["error"])
-        self.kill("the candidate's process sent an unexpected message")
+            raise rebuild_exception(rebuild.report(reply["error"]))
+        self._break("the candidate's process sent an unexpected message")
         raise WorkerGone(self.dead_reason)
 
     def _serve_callback(self, payload) -> None:
@@ -204,7 +219,7 @@ def rebuild_exception(info: dict) -> BaseException:
     exc: BaseException | None = None
     if cls is not RemoteError and info.get("args") is not None:
         try:
-            args = wire.decode(info["args"], _no_handles)
+            args = rebuild.decode(info["args"], _no_handles)
             exc = cls(*args) if type(args) is tuple else None
         except Exception:  # noqa: BLE001 - fall back to the message
             exc = None

@@ -13,9 +13,7 @@ verdict fd, and can affect the verdict only through the values its code returns 
 Stdlib only.
 """
 
-import builtins
 import ctypes
-import importlib
 import json
 import os
 import resource
@@ -27,7 +25,9 @@ import types
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import binding  # noqa: E402
 import identity  # noqa: E402
+import rebuild  # noqa: E402
 import remote  # noqa: E402
 import wire  # noqa: E402
 
@@ -65,7 +65,7 @@ class Timer:
 
     Each limit is also announced on the sections fd (``conn.sections_fd``): a SIGALRM handler runs only
     between bytecodes, so one long C call (comparing a huge value) would outlast it; the caller then
-    stops the whole sandbox.
+    stops the whole sandbox. While it is armed (and only then), ``conn`` may ask the worker anything.
     """
 
     def __init__(self, seconds: float, conn: "remote.Connection") -> None:
@@ -86,6 +86,7 @@ class Timer:
 
     def __enter__(self):
         self.active = True
+        self.conn.armed = True
         self._announce(b"%r\n" % float(self.seconds))
         signal.signal(signal.SIGALRM, self._expire)
         signal.setitimer(signal.ITIMER_REAL, self.seconds)
@@ -94,6 +95,7 @@ class Timer:
     def __exit__(self, *exc):
         self.active = False
         signal.setitimer(signal.ITIMER_REAL, 0)
+        self.conn.armed = False
         self._announce(b"-\n")
         return False
 
@@ -143,6 +145,12 @@ class _Collect(unittest.TestResult):
         super().addError(test, err)
         self._add(test, classify(err[1]), _detail(err[1]))
 
+    def addSubTest(self, test, subtest, err):
+        # Since Python 3.11 a test whose subtests failed gets no other callback: record them here.
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            self._add(subtest, classify(err[1]), _detail(err[1]))
+
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
         self._add(test, "skipped", reason)
@@ -159,14 +167,23 @@ class _Collect(unittest.TestResult):
 def _run_one(name: str, seconds: float, conn, body) -> dict:
     try:
         with Timer(seconds, conn):
-            body()
+            try:
+                body()
+            except TestTimeout:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - every test outcome is recorded
+                # Formatted while the limit is still armed: str() of a proxy asks the worker.
+                return {"name": name, "outcome": classify(exc), "detail": _detail(exc)}
         return {"name": name, "outcome": "passed", "detail": ""}
-    except BaseException as exc:  # noqa: BLE001 - every test outcome is recorded
-        return {"name": name, "outcome": classify(exc), "detail": _detail(exc)}
+    except TestTimeout as exc:
+        return {"name": name, "outcome": "timeout", "detail": str(exc)}
 
 
 def run_tests(tests: dict, namespace: dict, conn) -> tuple[list[dict], bool]:
-    """Run the trusted tests against the candidate; returns per-test outcomes and the overall verdict."""
+    """Run the trusted tests against the candidate; returns per-test outcomes and the overall verdict.
+
+    The test code is defined (``tests["code"]``) before this, by :func:`_judge`, under a time limit.
+    """
     kind = tests["kind"]
     code = lambda source, name: compile(source, name, "exec")  # noqa: E731
     if kind == "statements":  # MBPP: assertion lines, all under one time limit
@@ -182,13 +199,11 @@ def run_tests(tests: dict, namespace: dict, conn) -> tuple[list[dict], bool]:
             with_budget["left"] -= _now() - started
         return outcomes, bool(outcomes) and all(o["outcome"] == "passed" for o in outcomes)
     if kind == "check_function":  # HumanEval: check(candidate)
-        exec(code(tests["code"], "<test>"), namespace)
         function, target = namespace[tests["function"]], namespace[tests["candidate"]]
         outcome = _run_one(f"{tests['function']}({tests['candidate']})", float(tests["time_limit_s"]), conn,
                            lambda: function(target))  # fmt: skip
         return [outcome], outcome["outcome"] == "passed"
     if kind == "unittest":  # ClassEval: each TestCase class with its own time limit
-        exec(code(tests["code"], "<test>"), namespace)
         outcomes, ok = [], True
         for class_name in tests["classes"]:
             case = namespace.get(class_name)
@@ -204,8 +219,10 @@ def run_tests(tests: dict, namespace: dict, conn) -> tuple[list[dict], bool]:
             except TestTimeout as exc:  # fired between tests, outside unittest's own handlers
                 result.outcomes.append({"name": class_name, "outcome": "timeout", "detail": str(exc)})
             outcomes.extend(result.outcomes)
-            # ClassEval's rule: a class passes if it ran tests and none failed or errored.
-            if result.testsRun == 0 or any(o["outcome"] not in ("passed", "skipped") for o in result.outcomes):
+            # ClassEval's rule: a class passes if it ran tests and none failed or errored (judged by the
+            # result itself too: a failed subtest leaves no outcome of its test's own).
+            failed = any(o["outcome"] not in ("passed", "skipped") for o in result.outcomes)
+            if result.testsRun == 0 or failed or not result.wasSuccessful():
                 ok = False
         return outcomes, ok
     raise ValueError(f"unknown test kind {kind!r}")
@@ -256,77 +273,58 @@ def check(job: dict, sections_fd: int) -> dict:
     conn.kill("finished")
     verdict["worker"] = _wait(proc)
     verdict["worker_gone"] = None if conn.dead_reason == "finished" else conn.dead_reason
+    if conn.broken is not None:  # a malformed message: an error, never a pass, whatever the tests concluded
+        verdict.update(passed=False, broken_channel=conn.broken[:_DETAIL_CHARS])
     return verdict
 
 
 def _judge(job: dict, conn, verdict: dict) -> None:
     """Load the candidate, bind its names and run the tests; fills ``verdict`` in place."""
+    load_timeout = None
     try:
         with Timer(float(job["load_time_limit_s"]), conn):
             ready = _first_message(conn)
             loaded = _first_message(conn) if "ready" in ready else {}
     except TestTimeout as exc:
-        ready, loaded = {"ready": True}, {"error": {"type": "Timeout", "message": str(exc), "timeout": True}}
+        ready, loaded, load_timeout = {"ready": True}, {}, str(exc)
     if "setup_error" in ready or "ready" not in ready:
-        verdict["setup_error"] = ready.get("setup_error", "the worker ended before it was ready")
+        error = ready.get("setup_error")
+        verdict["setup_error"] = error[:_DETAIL_CHARS] if type(error) is str else "the worker ended before it was ready"
+    elif load_timeout is not None:
+        verdict["load_error"] = {"type": "Timeout", "message": load_timeout}
+        verdict["load_outcome"] = "timeout"
     elif "ok" not in loaded:
-        error: dict = loaded["error"] if type(loaded.get("error")) is dict else {"type": "?", "message": "no reply"}
-        verdict["load_error"] = error
-        if error.get("timeout"):
-            verdict["load_outcome"] = "timeout"
-        else:
-            verdict["load_outcome"] = classify(remote.rebuild_exception(error))
+        error = rebuild.report(loaded.get("error") if "error" in loaded else {"message": "no reply"})
+        # Only the report's short fields reach the verdict (never a structure the worker built).
+        verdict["load_error"] = {key: value for key, value in error.items() if key != "args"}
+        verdict["load_outcome"] = classify(remote.rebuild_exception(error))
     else:
         namespace = _task_namespace()
-        exec(compile(job["trusted_setup"], "<setup>", "exec"), namespace)
-        try:
-            with Timer(float(job["load_time_limit_s"]), conn):
-                _bind_candidate(job, namespace, conn)
-        except BaseException as exc:  # noqa: BLE001 - the candidate's process misbehaved
-            verdict["load_error"] = {"type": type(exc).__name__, "message": str(exc)[:_DETAIL_CHARS]}
-            verdict["load_outcome"] = classify(exc)
-        else:
+        bound = False
+        # One limit over the trusted code too: module-level test code may already use the candidate's
+        # names. Failures of the trusted code itself propagate (a harness error, as before).
+        with Timer(float(job["load_time_limit_s"]), conn):
+            exec(compile(job["trusted_setup"], "<setup>", "exec"), namespace)
+            try:
+                _bind(job, namespace, conn)
+                bound = True
+            except BaseException as exc:  # noqa: BLE001 - the candidate's process misbehaved
+                verdict["load_error"] = {"type": type(exc).__name__, "message": str(exc)[:_DETAIL_CHARS]}
+                verdict["load_outcome"] = classify(exc)
+            if bound and "code" in job["tests"]:
+                exec(compile(job["tests"]["code"], "<test>", "exec"), namespace)
+        if bound:
             outcomes, passed = run_tests(job["tests"], namespace, conn)
             verdict.update(tests=outcomes, passed=passed)
 
 
-# Stdlib modules whose import does something (opens a browser, prints); never imported on request.
-_NO_IMPORT = frozenset({"antigravity", "this", "idlelib", "turtledemo", "tkinter", "turtle"})
-
-
-def _bind_candidate(job: dict, namespace: dict, conn) -> None:
-    """Put proxies for the candidate's top-level names into the tests' namespace.
-
-    ``override`` names (HumanEval's entry point) replace what the trusted setup defined (the prompt's
-    stub). Other candidate names are only added where the trusted code left a gap, and never over a
-    builtin (a candidate's ``set = lambda x: 1`` must not change what the tests compute). A module
-    the candidate imported (``import math``) is bound to the supervisor's own import of it, if it is
-    in the standard library or already loaded here.
-    """
+def _bind(job: dict, namespace: dict, conn) -> None:
+    """Ask the worker for the candidate's top-level names and bind them for the tests (:mod:`binding`)."""
     reply = conn.request(("names",))
     names, modules = (reply.get("names"), reply.get("modules")) if type(reply) is dict else (None, None)
     if type(names) is not dict or type(modules) is not dict:
         raise remote.WorkerGone("the candidate's process did not list its names")
-    override = set(job["override_names"])
-    for name, value in names.items():
-        if type(name) is not str:
-            continue
-        free = name not in namespace and not hasattr(builtins, name)
-        if name in override or (job["bind_candidate_names"] and free):
-            namespace[name] = value
-    for name, module_name in modules.items():
-        if not (type(name) is str and type(module_name) is str and job["bind_candidate_names"]):
-            continue
-        if name in namespace or hasattr(builtins, name) or module_name.split(".")[0] in _NO_IMPORT:
-            continue
-        if module_name in sys.modules or module_name.split(".")[0] in sys.stdlib_module_names:
-            try:
-                namespace[name] = importlib.import_module(module_name)
-            except ImportError:
-                pass
-    missing = sorted(override - set(names))
-    if missing:
-        raise NameError(f"the candidate does not define {missing}")
+    binding.bind_candidate(job, namespace, names, modules)
 
 
 def _task_namespace() -> dict:
@@ -348,14 +346,13 @@ def run_program(job: dict) -> dict:
     verdict: dict = {"mode": "run"}
     messages = _drain(from_worker)
     if not messages or "ready" not in messages[0]:
-        verdict["setup_error"] = (messages[0] if messages else {}).get(
-            "setup_error", "the worker ended before it was ready"
-        )
+        error = (messages[0] if messages else {}).get("setup_error")
+        verdict["setup_error"] = error[:_DETAIL_CHARS] if type(error) is str else "the worker ended before it was ready"
     else:
         # Reported by the worker's own wrapper; the program could forge it, but only to label its failure.
         exceptions = [m["exception"] for m in messages[1:] if type(m.get("exception")) is dict]
-        if exceptions:
-            verdict["exception"] = exceptions[-1]
+        if exceptions:  # short fields only: the verdict holds nothing the worker built
+            verdict["exception"] = {k: v for k, v in rebuild.report(exceptions[-1]).items() if k != "args"}
     verdict["worker"] = _wait(proc)
     return verdict
 
@@ -378,6 +375,9 @@ def main() -> None:
     try:
         if len(sys.argv) > 3:  # started by root: become the unprivileged host uid before anything else
             identity.drop_to(int(sys.argv[3]))
+        # bwrap's parent-death signal does not survive the drop: armed again (the caller also kills
+        # the whole sandbox by its pid 1, this process, whenever a call ends).
+        identity.die_with_parent()
         # Python's own SIGINT handler would let a signal end the tests with KeyboardInterrupt; the
         # worker cannot signal us (seccomp), and this keeps it so even if it could.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

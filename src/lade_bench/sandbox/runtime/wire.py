@@ -1,8 +1,9 @@
 """Messages between the supervisor (trusted) and the worker (runs generated code); stdlib only.
 
-Worker -> supervisor: JSON whose values the supervisor rebuilds from a fixed list of inert types
-(numbers, strings, bytes, containers, datetime, Decimal, numpy arrays of plain dtypes). Any other
-object stays in the worker and travels as a handle number. The supervisor never executes, evaluates
+Worker -> supervisor: JSON whose values the supervisor rebuilds (:mod:`rebuild`, with bounded
+depth, size and time) from a fixed list of inert types (numbers, strings, bytes, containers,
+datetime, Decimal, numpy arrays of plain dtypes). Any other object stays in the worker and travels
+as a handle number. The supervisor never executes, evaluates
 or unpickles anything the worker sends, so the worker can influence a verdict only through the
 values its code returns.
 
@@ -23,14 +24,15 @@ import os
 import struct
 
 _HEADER = struct.Struct(">I")
-# Larger messages are refused: a candidate returning gigabytes cannot exhaust the supervisor.
-MAX_MESSAGE_BYTES = 64 * 2**20
-_MAX_DEPTH = 100
+# Larger messages are refused: a candidate returning gigabytes cannot exhaust the supervisor, and
+# parsing one takes the supervisor a fraction of a second (its values are bounded by :mod:`rebuild`).
+MAX_MESSAGE_BYTES = 16 * 2**20
+MAX_ENCODE_DEPTH = 100
 # Plain JSON ints up to this many bits; bigger ones travel as hex (int <-> decimal str is capped).
 _JSON_INT_BITS = 4000
 _NUMPY_KINDS = frozenset("biufc")
 # PIL image modes that are fully described by mode, size and pixel bytes (no palette).
-_PIL_MODES = frozenset({"1", "L", "LA", "La", "RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "I", "F"})
+PIL_MODES = frozenset({"1", "L", "LA", "La", "RGB", "RGBA", "RGBX", "RGBa", "CMYK", "YCbCr", "LAB", "HSV", "I", "F"})
 
 
 # errnos with which the kernel refuses what the sandbox forbids: writes to the read-only file system,
@@ -112,7 +114,7 @@ def _encode(value, keep, depth: int, path: set):
         return _int(value)
     if kind is float:
         return _float(value)
-    if depth > _MAX_DEPTH:
+    if depth > MAX_ENCODE_DEPTH:
         raise _NotData
     if kind in (list, tuple, set, frozenset, dict, collections.OrderedDict, collections.Counter,
                 collections.defaultdict, collections.deque):  # fmt: skip
@@ -154,7 +156,7 @@ def _encode(value, keep, depth: int, path: set):
         and value.dtype.kind in _NUMPY_KINDS
     ):
         return {"npscalar": [value.dtype.str, _encode(value.item(), keep, depth + 1, path)]}
-    if module == "PIL.Image" and kind.__name__ == "Image" and value.mode in _PIL_MODES:
+    if module == "PIL.Image" and kind.__name__ == "Image" and value.mode in PIL_MODES:
         return {"pil_image": [value.mode, list(value.size), base64.b64encode(value.tobytes()).decode("ascii")]}
     raise _NotData
 
@@ -198,13 +200,13 @@ def _encode_with_handles(value, keep, depth, path):
     if type(number) is int:
         return {"callback": number}
     # A plain container that holds some non-data objects: copy it, with handles for those objects.
-    if kind in (list, tuple) and id(value) not in path and depth <= _MAX_DEPTH:
+    if kind in (list, tuple) and id(value) not in path and depth <= MAX_ENCODE_DEPTH:
         path.add(id(value))
         try:
             return {kind.__name__: [_encode_with_handles(v, keep, depth + 1, path) for v in value]}
         finally:
             path.discard(id(value))
-    if kind is dict and id(value) not in path and depth <= _MAX_DEPTH:
+    if kind is dict and id(value) not in path and depth <= MAX_ENCODE_DEPTH:
         path.add(id(value))
         try:
             pairs = [
@@ -222,118 +224,7 @@ def dumps(message: dict) -> bytes:
     return json.dumps(message, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
 
-# ----------------------------------------------------------------------------- supervisor side: decode
-
-
-def _pairs(items, remote):
-    if type(items) is not list:
-        raise ProtocolError("expected a list of pairs")
-    out = []
-    for pair in items:
-        if type(pair) is not list or len(pair) != 2:
-            raise ProtocolError("expected a [key, value] pair")
-        out.append((decode(pair[0], remote), decode(pair[1], remote)))
-    return out
-
-
-def _items(items, remote):
-    if type(items) is not list:
-        raise ProtocolError("expected a list")
-    return [decode(v, remote) for v in items]
-
-
-def _num(x):
-    if type(x) in (int, float):
-        return x
-    if type(x) is dict and set(x) == {"float"} and x["float"] in ("nan", "inf", "-inf"):
-        return float(x["float"])
-    if type(x) is dict and set(x) == {"bigint"} and type(x["bigint"]) is str:
-        return int(x["bigint"], 16)
-    raise ProtocolError(f"expected a number, got {type(x).__name__}")
-
-
-def _ndarray(payload, remote):
-    import numpy
-
-    dtype, shape, values = payload
-    dtype = numpy.dtype(str(dtype))
-    if dtype.kind not in _NUMPY_KINDS:
-        raise ProtocolError(f"ndarray dtype {dtype} is not allowed")
-    return numpy.array(decode(values, remote), dtype=dtype).reshape([int(n) for n in shape])
-
-
-def _npscalar(payload, remote):
-    import numpy
-
-    dtype = numpy.dtype(str(payload[0]))
-    if dtype.kind not in _NUMPY_KINDS:
-        raise ProtocolError(f"numpy scalar dtype {dtype} is not allowed")
-    return dtype.type(decode(payload[1], remote))
-
-
-def _pil_image(payload, remote):
-    from PIL import Image
-
-    mode, size, data = payload
-    if mode not in _PIL_MODES:
-        raise ProtocolError(f"PIL image mode {mode!r} is not allowed")
-    return Image.frombytes(str(mode), (int(size[0]), int(size[1])), base64.b64decode(str(data), validate=True))
-
-
-_TAGS = {
-    "list": lambda v, r: _items(v, r),
-    "tuple": lambda v, r: tuple(_items(v, r)),
-    "set": lambda v, r: set(_items(v, r)),
-    "frozenset": lambda v, r: frozenset(_items(v, r)),
-    "deque": lambda v, r: collections.deque(_items(v, r)),
-    "dict": lambda v, r: dict(_pairs(v, r)),
-    "ordereddict": lambda v, r: collections.OrderedDict(_pairs(v, r)),
-    "counter": lambda v, r: collections.Counter(dict(_pairs(v, r))),
-    # The worker's default factory is code; the copy keeps the contents only.
-    "defaultdict": lambda v, r: collections.defaultdict(None, _pairs(v, r)),
-    "bytes": lambda v, r: base64.b64decode(str(v), validate=True),
-    "bytearray": lambda v, r: bytearray(base64.b64decode(str(v), validate=True)),
-    "float": lambda v, r: _num({"float": v}),
-    "bigint": lambda v, r: _num({"bigint": v}),
-    "complex": lambda v, r: complex(_num(v[0]), _num(v[1])),
-    "range": lambda v, r: range(_num(v[0]), _num(v[1]), _num(v[2])),
-    "datetime": lambda v, r: datetime.datetime.fromisoformat(str(v)),
-    "date": lambda v, r: datetime.date.fromisoformat(str(v)),
-    "time": lambda v, r: datetime.time.fromisoformat(str(v)),
-    "timedelta": lambda v, r: datetime.timedelta(days=_num(v[0]), seconds=_num(v[1]), microseconds=_num(v[2])),
-    "decimal": lambda v, r: decimal.Decimal(str(v)),
-    "fraction": lambda v, r: fractions.Fraction(_num(v[0]), _num(v[1])),
-    "ndarray": _ndarray,
-    "pil_image": _pil_image,
-    "npscalar": _npscalar,
-    # Resolved by the supervisor's connection: proxies, and its own callables handed back.
-    "handle": lambda v, r: r("handle", v),
-    "container": lambda v, r: r("container", v),
-    "callback": lambda v, r: r("callback", v),
-}
-
-
-def decode(value, remote):
-    """Rebuild a value encoded by :func:`encode`; ``remote(tag, payload)`` resolves handle-like tags.
-
-    Raises:
-        ProtocolError: on anything that is not a well-formed encoded value.
-    """
-    kind = type(value)
-    if value is None or kind in (bool, int, float, str):
-        return value
-    if kind is not dict or len(value) != 1:
-        raise ProtocolError(f"unexpected {kind.__name__} in a worker message")
-    ((tag, payload),) = value.items()
-    build = _TAGS.get(tag)
-    if build is None:
-        raise ProtocolError(f"unknown tag {tag!r} in a worker message")
-    try:
-        return build(payload, remote)
-    except ProtocolError:
-        raise
-    except (TypeError, ValueError, IndexError, KeyError, ImportError, OverflowError, decimal.InvalidOperation) as exc:
-        raise ProtocolError(f"bad {tag!r} value: {type(exc).__name__}: {exc}") from None
+# ----------------------------------------------------------------------------- supervisor side: parse
 
 
 def loads(payload: bytes) -> dict:

@@ -5,12 +5,9 @@ Usage (by :mod:`supervisor` only): ``python -I -B worker.py MODE LIMITS_JSON IN_
 Before any generated code runs, the worker puts itself under limits it cannot lift again:
 
 * rlimits: address space, CPU time, largest file, open files, tasks (threads), no core dumps;
-* a seccomp filter (libseccomp) refusing new processes (fork, vfork, clone without CLONE_THREAD;
-  clone3 reports ENOSYS so that glibc starts threads through clone), running other programs
-  (execve, execveat), ptrace and process_vm_*, signals to any process but itself (so not to the
-  supervisor), pidfds, new namespaces, the kernel key rings, and memory that the address-space limit
-  does not count (memfd_create, System V shared memory and message queues, POSIX message queues),
-  io_uring, userfaultfd and perf events.
+* a seccomp filter (:mod:`syscalls`) refusing new processes, other programs, ptrace, signals,
+  scheduling and limits of any process but itself, sockets, inotify, and memory the address-space
+  limit does not count.
   Without a second process, the address-space limit bounds the program's whole memory and a fork
   bomb stops at its first fork.
 
@@ -22,8 +19,6 @@ Modes:
   encoded by :mod:`wire` on OUT_FD. The tests themselves never enter this process.
 """
 
-import ctypes
-import errno
 import json
 import operator
 import os
@@ -36,89 +31,11 @@ from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import syscalls  # noqa: E402
 import wire  # noqa: E402
 
 MODULE_NAME = "__lade_task__"
 SETUP_FAILED_EXIT = 71  # EX_OSERR: the limits could not be put in place; nothing was run
-
-# libseccomp constants (seccomp.h).
-_SCMP_ACT_ALLOW = 0x7FFF0000
-_SCMP_CMP_NE = 1
-_SCMP_CMP_MASKED_EQ = 7
-_CLONE_THREAD = 0x00010000
-# Refused outright (EPERM): key rings (add_key wrote to the host root's ring when the sandbox user was
-# host root); memory outside RLIMIT_AS; handles on other processes; namespaces; kernel interfaces
-# that have been a steady source of exploits and that no benchmark solution needs.
-_REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret", "shmget", "shmat", "msgget",
-            "mq_open", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "unshare", "setns", "kcmp",
-            "process_madvise", "process_mrelease", "io_uring_setup", "io_uring_enter", "io_uring_register",
-            "userfaultfd", "perf_event_open", "bpf", "tkill")  # fmt: skip
-# Signals: only with this process as the target (argument 0), so never to the supervisor.
-_SELF_ONLY = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
-
-
-def _errno_action(code: int) -> int:
-    return 0x00050000 | (code & 0xFFFF)
-
-
-class _ArgCmp(ctypes.Structure):
-    _fields_ = [
-        ("arg", ctypes.c_uint),
-        ("op", ctypes.c_int),
-        ("datum_a", ctypes.c_uint64),
-        ("datum_b", ctypes.c_uint64),
-    ]
-
-
-def install_seccomp() -> None:
-    """Refuse new processes, exec, ptrace and cross-process memory access for the rest of this process's life."""
-    lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
-    lib.seccomp_init.restype = ctypes.c_void_p
-    lib.seccomp_init.argtypes = [ctypes.c_uint32]
-    lib.seccomp_rule_add_array.argtypes = [
-        ctypes.c_void_p,
-        ctypes.c_uint32,
-        ctypes.c_int,
-        ctypes.c_uint,
-        ctypes.POINTER(_ArgCmp),
-    ]
-    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-    lib.seccomp_load.argtypes = [ctypes.c_void_p]
-    lib.seccomp_release.argtypes = [ctypes.c_void_p]
-    ctx = lib.seccomp_init(_SCMP_ACT_ALLOW)
-    if not ctx:
-        raise OSError("seccomp_init failed")
-    no_process = _errno_action(errno.EAGAIN)
-    rules = [
-        ("fork", no_process, []),
-        ("vfork", no_process, []),
-        # clone without CLONE_THREAD makes a process; with it, a thread (allowed, bounded by RLIMIT_NPROC).
-        ("clone", no_process, [_ArgCmp(0, _SCMP_CMP_MASKED_EQ, _CLONE_THREAD, 0)]),
-        # clone3 passes its flags in memory, which seccomp cannot read: refuse it so glibc uses clone.
-        ("clone3", _errno_action(errno.ENOSYS), []),
-        # Nor may it replace itself with another program (it would still be confined, but why allow it).
-        ("execve", _errno_action(errno.EPERM), []),
-        ("execveat", _errno_action(errno.EPERM), []),
-        ("ptrace", _errno_action(errno.EPERM), []),
-        ("process_vm_readv", _errno_action(errno.EPERM), []),
-        ("process_vm_writev", _errno_action(errno.EPERM), []),
-    ]
-    rules += [(name, _errno_action(errno.EPERM), []) for name in _REFUSED]
-    rules += [(name, _errno_action(errno.EPERM), [_ArgCmp(0, _SCMP_CMP_NE, os.getpid(), 0)]) for name in _SELF_ONLY]
-    try:
-        for name, action, cmps in rules:
-            nr = lib.seccomp_syscall_resolve_name(name.encode())
-            if nr < 0:  # not a syscall on this architecture (aarch64 has no fork/vfork)
-                continue
-            array = (_ArgCmp * max(1, len(cmps)))(*cmps)
-            rc = lib.seccomp_rule_add_array(ctx, action, nr, len(cmps), array)
-            if rc != 0:
-                raise OSError(-rc, f"seccomp rule for {name} failed")
-        rc = lib.seccomp_load(ctx)
-        if rc != 0:
-            raise OSError(-rc, "seccomp_load failed")
-    finally:
-        lib.seccomp_release(ctx)
 
 
 def _count_my_tasks() -> int:
@@ -391,7 +308,7 @@ def main() -> None:
     try:
         apply_limits(limits)
         if limits["seccomp"]:
-            install_seccomp()
+            syscalls.install_seccomp(os.getpid())
     except Exception as exc:  # noqa: BLE001 - fail closed: no generated code runs without its limits
         print(f"[sandbox] could not set the worker's limits: {type(exc).__name__}: {exc}", file=sys.stderr)
         wire.send(out_fd, wire.dumps({"setup_error": f"{type(exc).__name__}: {exc}"}))
