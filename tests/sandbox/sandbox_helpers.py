@@ -106,7 +106,7 @@ def as_unprivileged_caller(code: str, timeout_s: float = 240) -> dict:
 # Source of ``survivors(marker)`` (run here and in an unprivileged caller's interpreter): the pids of
 # processes whose command line holds ``marker`` (a sandbox's worker carries its limits there), with
 # their sandbox's supervisor, their parent.
-SURVIVORS = '''
+SURVIVORS = """
 def survivors(marker):
     import os
     found = set()
@@ -126,7 +126,7 @@ def survivors(marker):
         except (OSError, StopIteration, ValueError):
             continue
     return sorted(found)
-'''
+"""
 
 
 def survivors(marker: str) -> list[int]:

@@ -160,10 +160,12 @@ def test_no_new_processes(outside, code):
 
 
 def test_threads_share_one_memory_limit(outside):
+    # Every thread is started (its stack mapped) before any of them takes memory: a thread started
+    # after two blocks were taken used to fail to start ("can't start new thread") instead.
     code = (
-        "import threading\nblocks = []\nerrors = []\n"
-        "def grab():\n    try:\n        blocks.append(bytearray(300 * 2**20))\n    except MemoryError as e:\n"
-        "        errors.append(e)\n"
+        "import threading\nblocks = []\nerrors = []\nready = threading.Barrier(4)\n"
+        "def grab():\n    ready.wait()\n    try:\n        blocks.append(bytearray(300 * 2**20))\n"
+        "    except MemoryError as e:\n        errors.append(e)\n"
         "threads = [threading.Thread(target=grab) for _ in range(4)]\n"
         "[t.start() for t in threads]; [t.join() for t in threads]\n"
         "if errors:\n    raise errors[0]\n"

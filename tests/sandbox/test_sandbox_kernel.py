@@ -122,7 +122,8 @@ def add(a, b):
     os.write(w, b'x')
     return a + b
 """
-ADD_TESTS = {"kind": "check_function", "code": "def check(add):\n    assert add(1, 2) == 3\n    assert add(2, 2) == 4\n",
+ADD_TESTS = {"kind": "check_function",
+             "code": "def check(add):\n    assert add(1, 2) == 3\n    assert add(4, 4) == 8\n",
              "function": "check", "candidate": "add", "time_limit_s": 3}  # fmt: skip
 
 

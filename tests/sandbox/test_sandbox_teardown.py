@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from lade_bench.sandbox import SandboxLimits, run_in_sandbox, run_tests_in_sandbox
+from lade_bench.sandbox import SandboxLimits, run_tests_in_sandbox
 
 from .sandbox_helpers import SURVIVORS, as_unprivileged_caller, needs_sandbox, survivors
 
@@ -137,5 +137,4 @@ def test_a_supervisor_stuck_in_one_c_call_is_stopped_from_outside():
     assert result.status == "timeout", result.report
     assert "stayed busy past its 1 s time limit" in result.stderr_tail, result.stderr_tail
     assert time.monotonic() - started < 12
-    assert survivors('"memory_bytes": %d,' % (memory_mb * 2**20)) == []
-
+    assert survivors(f'"memory_bytes": {memory_mb * 2**20},') == []

@@ -117,3 +117,67 @@ def test_mbpp_tests_may_use_modules_the_completion_imported():
     assert score_mbpp(solution, payload, timeout_s=5).passed
     fake_module = "import types\nmath = types.ModuleType('math')\nmath.isclose = lambda *a, **k: True\n"
     assert not score_mbpp("def area(r):\n    return 0\n" + fake_module, payload, timeout_s=5).passed
+
+
+def _classeval(test: str, classes: list[str]) -> dict:
+    return {"import_statement": [], "test_classes": classes, "test": "import unittest\n" + test}
+
+
+def test_a_failed_subtest_fails_the_class():
+    # Python 3.11+ gives a test whose subtests failed neither a success nor a failure callback.
+    payload = _classeval(
+        "class AddTest(unittest.TestCase):\n    def test_add(self):\n        for x in range(3):\n"
+        "            with self.subTest(x=x):\n                self.assertEqual(Adder().add(x, 1), x + 1)\n",
+        ["AddTest"],
+    )
+    wrong_at_2 = "class Adder:\n    def add(self, a, b):\n        return 0 if a == 2 else a + b\n"
+    result = score_classeval(wrong_at_2, payload)
+    assert result.status == "failed" and "x=2" in result.report, result.report
+    assert score_classeval("class Adder:\n    def add(self, a, b):\n        return a + b\n", payload).passed
+
+
+def test_the_candidates_module_hooks_are_not_run_by_the_test_runner():
+    payload = _classeval(
+        "class AddTest(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(Adder().add(1, 2), 3)\n",
+        ["AddTest"],
+    )
+    correct = "class Adder:\n    def add(self, a, b):\n        return a + b\n"
+    raising = "():\n    raise RuntimeError('hook ran')\n"
+    hooks = f"def setUpModule{raising}def tearDownModule{raising}"
+    result = score_classeval(correct + hooks, payload)
+    assert result.status == "passed" and "hook ran" not in result.report, result.report
+
+
+@pytest.mark.parametrize(
+    ("test", "forged", "honest"),
+    [
+        # Neither the tests nor the completion import math; the completion's class named like it.
+        ("assert math.isclose(area(2), 12.566, rel_tol=0.001)",
+         "class math:\n    isclose = staticmethod(lambda *a, **k: True)\ndef area(r):\n    return 0\n",
+         "import math\ndef area(r):\n    return math.pi * r * r\n"),
+        # MBPP task 596's test uses sys without importing it; here the completion's sys is a fake.
+        ("assert tuple_size((1, 2)) == sys.getsizeof((1, 2))",
+         "class sys:\n    getsizeof = staticmethod(lambda x: 0)\ndef tuple_size(t):\n    return 0\n",
+         "import sys\ndef tuple_size(t):\n    return sys.getsizeof(t)\n"),
+    ],
+    ids=["class_math", "class_sys"],
+)  # fmt: skip
+def test_mbpp_tests_resolve_modules_from_the_supervisor(test, forged, honest):
+    assert not score_mbpp(forged, {"test_list": [test]}, timeout_s=5).passed
+    assert score_mbpp(honest, {"test_list": [test]}, timeout_s=5).passed
+    # A name the tests call is a name under test, even where a module has that name.
+    called = {"test_list": ["assert heapq([3, 1, 2]) == [1, 2, 3]"]}
+    assert score_mbpp("def heapq(xs):\n    return sorted(xs)\n", called, timeout_s=5).passed
+
+
+@pytest.mark.parametrize(
+    ("returned", "beyond"),
+    [("np.float16('inf')", "123456.0"), ("np.float32('inf')", "7.5e38"),
+     ("np.array([np.inf], dtype=np.float16)[0]", "70000")],
+    ids=["float16_inf", "float32_inf", "array_item"],
+)  # fmt: skip
+def test_numpy_infinities_do_not_equal_large_numbers(returned, beyond):
+    # Compared as numpy compares, float16 infinity equals every number beyond 65504 (float32's, 3.4e38).
+    payload = {"test_list": [f"assert big(3) == {beyond}"]}
+    forged = f"import numpy as np\ndef big(x):\n    return {returned}\n"
+    assert not score_mbpp(forged, payload, timeout_s=5).passed

@@ -133,3 +133,21 @@ def test_a_hostile_completion_never_fails_a_cell():
     for body in ("    return a + b\nraise ExceptionGroup('x', [ValueError()])\n",
                  "    return a + b\nimport os, signal\nos.kill(1, signal.SIGINT)\n"):  # fmt: skip
         assert score_output("humaneval", body, sample, chat=False) == {"passed": False}
+
+
+# A forged load reply whose message is a list nested 980 deep: the supervisor used to copy it into the
+# verdict, and the caller's JSON parser (which shares the recursion limit with the caller's own frames)
+# raised RecursionError when the call was made from a deep enough stack.
+DEEP_RECORD = (
+    FORGE + "body = b'{\"error\": {\"type\": \"E\", \"message\": ' + b'[' * 980 + b']' * 980 + b'}}'\n"
+    "os.write(out, len(body).to_bytes(4, 'big') + body)\nos._exit(0)\n"
+)
+
+
+def _from_a_deep_stack(frames: int, call):
+    return call() if frames == 0 else _from_a_deep_stack(frames - 1, call)
+
+
+def test_a_deeply_nested_load_error_record_never_crashes_the_caller():
+    result = _from_a_deep_stack(200, lambda: judge(DEEP_RECORD + CORRECT_ADD))
+    assert result.status in {"failed", "error"} and not result.passed, (result.status, result.report)

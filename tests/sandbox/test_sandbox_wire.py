@@ -144,3 +144,41 @@ def test_worker_exceptions_are_rebuilt_as_builtins_or_remote_errors():
     assert wire.classify_report({"builtin": "OSError", "errno": 30}) == "violation"
     assert wire.classify_report({"builtin": "FileNotFoundError", "errno": 2}) == "failed"
     assert wire.classify_report({"builtin": "MemoryError"}) == "memory"
+
+
+def test_decoding_is_bounded_in_depth_size_and_time():
+    import time
+
+    deep: object = 1
+    for _ in range(rebuild.MAX_DEPTH + 5):
+        deep = {"list": [deep]}
+    colliding = {"set": [k * (2**61 - 1) for k in range(1, 100_000)]}
+    too_many = {"list": [0] * (rebuild.MAX_NODES + 1)}
+    colliding_keys = {"dict": [[k * (2**61 - 1), 0] for k in range(1, 99)]}
+    huge = ({"bigint": "f" * 300_000}, {"decimal": "1e999999999"}, {"fraction": [{"bigint": "f" * 30_000}, 3]})
+    for encoded in (deep, colliding, colliding_keys, too_many, *huge):
+        started = time.monotonic()
+        with pytest.raises(wire.ProtocolError):
+            rebuild.decode(encoded, lambda tag, payload: None)
+        assert time.monotonic() - started < 2, str(encoded)[:80]
+    assert wire.MAX_MESSAGE_BYTES <= 16 * 2**20  # a 60 MB reply is refused before it is read
+
+
+def test_only_exact_builtin_numbers_cross_from_numpy():
+    # float16 infinity equals 123456.0 in numpy; as the builtin inf it equals nothing finite.
+    for value in (np.float16("inf"), np.float32("inf")):
+        back = roundtrip(value)
+        assert type(back) is float and back != 123456.0 and back == float("inf")
+    array = roundtrip(np.array([np.inf, 1.5], dtype=np.float16))
+    assert array.dtype == np.float64 and not (array == 123456.0).any()
+    assert type(roundtrip(np.int8(-3))) is int and type(roundtrip(np.bool_(True))) is bool
+    with pytest.raises(wire.ProtocolError):  # a forged scalar whose value does not fit its kind
+        rebuild.decode({"npscalar": ["<f2", "inf"]}, lambda tag, payload: None)
+
+
+def test_exception_reports_reach_verdicts_as_short_fields_only():
+    deep: object = "x"
+    for _ in range(990):
+        deep = [deep]
+    info = rebuild.report({"type": "E", "builtin": "ValueError", "message": deep, "errno": 10**30, "extra": deep})
+    assert info == {"type": "E", "builtin": "ValueError", "message": "", "errno": None, "traceback": ""}
