@@ -151,3 +151,20 @@ def _cpus(affinity: Any) -> str:
 def _load(snapshot: Mapping[str, Any]) -> str:
     load = snapshot.get("load_average")
     return f"{float(load[0]):.2f}" if load else "-"
+
+
+def rows_without_end_record(manifest: Mapping[str, Any], cell_rows: pd.DataFrame) -> dict[str, int]:
+    """Per earlier run of a resumed cell that left no end record: how many of ``cell_rows`` it timed.
+
+    A run killed or cut off mid-cell writes its rows but no end snapshot of the machine
+    (``timing_conditions.end``), so nothing says what ran beside it at its end; the rows' ``run_id``
+    names the run that timed each. Keys are those runs' ids in the order they ran (a run with no rows
+    counts 0); empty for a cell every run of which recorded its end.
+    """
+    counts = cell_rows["run_id"].value_counts() if len(cell_rows) else pd.Series(dtype=int)
+    unended = {}
+    for run in [*(manifest.get("previous_runs") or []), manifest]:
+        if not (run.get("timing_conditions") or {}).get("end"):
+            run_id = str((run.get("run") or {}).get("run_id"))
+            unended[run_id] = int(counts.get(run_id, 0))
+    return unended

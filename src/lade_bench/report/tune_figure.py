@@ -10,7 +10,9 @@ step through the device's curve (at the probe's tau). Measured configurations ar
 bound stopped while measuring are hollow, those pruned unmeasured sit at their bound's corner (x);
 the held-out results of the top-k are stars numbered by search rank (their held-out speedups listed in a
 box, since the top-k sit too close together for labels beside them), reference presets
-(e.g. the paper's) hollow diamonds.
+(e.g. the paper's) hollow diamonds. A validation rerun (``search_from``: the held-out cells timed later,
+maybe on another machine) cannot be placed on the search profile's step costs: its top-k are starred at
+the point where the search measured them, and every held-out number, the presets' included, is in the box.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from lade_bench.profiling.device_profile import step_cost
 TUNE_RECORD = "tune_record.json"
 ISO_SPEEDUPS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 VERIFICATION_COLORS = {"flat": "#1f77b4", "trie": "#d62728"}
+# Behind a point's label, so the grid lines and hollow markers it crosses do not cut through its text.
+_LABEL_BOX = {"boxstyle": "round,pad=0.12", "facecolor": "white", "edgecolor": "none", "alpha": 0.85}
 
 
 def load_record(tune_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -50,34 +54,47 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     star_lines: list[str] = []
     for verification, color in VERIFICATION_COLORS.items():
         _plot_configs(ax, record, profile, tau, verification, color, points_x, points_y)
+    # A validation rerun (``search_from``) timed the held-out cells later, maybe on another machine:
+    # its speedups cannot be placed on the step costs of the profile the search measured, so the top-k
+    # are starred where the search measured them and every held-out number goes into the box.
+    rerun = bool(record.get("search_from"))
+    probes = {conf["config"]: _probe_point(conf, profile) for conf in record.get("configurations", [])}
+    reference_lines: list[str] = []
     for rec in record.get("heldout") or []:
         lookahead = rec["arms"].get("lookahead", {})
-        x, k = rec.get("compression_ratio"), rec.get("mean_step_tokens")
-        ar = rec["arms"].get("ar", {})
-        if x is None or k is None or not ar.get("new_tokens"):
-            continue
-        y = step_cost(profile, k, ar["wall_time_s"] / ar["new_tokens"])  # the held-out AR's own time per token
-        points_x.append(x)
-        points_y.append(y)
-        winner = rec.get("winner")
+        speed = lookahead.get("speedup")
+        result = f"{speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else "no held-out speedup"
+        point = probes.get(rec["config"]) if rerun else _heldout_point(rec, profile)
         if rec.get("reference"):
+            if rerun or point is None:
+                reference_lines.append(f"{rec['reference']} ({rec['config']}): {result}")
+                continue
+            x, y = point
+            points_x.append(x)
+            points_y.append(y)
             ax.scatter([x], [y], marker="D", s=60, facecolors="none", edgecolors="black", zorder=5)
-            speed = lookahead.get("speedup")
             text = f"{rec['reference']} ({rec['config']}): {speed:.2f}x held-out" if speed else rec["reference"]
             # Left of the diamond: the presets are the widest steps, so they sit at the right edge.
-            ax.annotate(text, (x, y), fontsize=7, xytext=(-8, 4), textcoords="offset points", ha="right")
+            ax.annotate(text, (x, y), fontsize=7, xytext=(-10, 6), textcoords="offset points", ha="right",
+                        bbox=_LABEL_BOX)  # fmt: skip
             continue
+        winner = rec.get("winner")
+        rank = rec.get("rank_in_search", "?")
+        fate = " - declared winner" if winner else " - not selected"
+        probe = rec.get("probe_speedup")
+        measured = f"probe {probe:.2f}x, " if probe else ""  # what the star's position shows when rerun
+        star_lines.append(f"{rank}: {rec['config']}, {measured}{result}{fate}")
+        if point is None:
+            continue
+        x, y = point
+        points_x.append(x)
+        points_y.append(y)
         ax.scatter([x], [y], marker="*", s=260 if winner else 150, color=VERIFICATION_COLORS[rec["verification"]],
                    edgecolors="black", linewidths=1.2 if winner else 0.6, zorder=5)  # fmt: skip
         # The top-k usually sit close together (they won the same search), so full labels beside the
         # stars would overprint one another: the stars carry their search rank, the box the details.
-        rank = rec.get("rank_in_search", "?")
-        ax.annotate(f"{rank}", (x, y), fontsize=7, fontweight="bold", xytext=(5, 3), textcoords="offset points",
-                    zorder=6)  # fmt: skip
-        speed = lookahead.get("speedup")
-        result = f"{speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else "no held-out speedup"
-        fate = " - declared winner" if winner else " - not selected"
-        star_lines.append(f"{rank}: {rec['config']}, {result}{fate}")
+        ax.annotate(f"{rank}", (x, y), fontsize=8, fontweight="bold", xytext=(8, 6), textcoords="offset points",
+                    zorder=6, bbox=_LABEL_BOX)  # fmt: skip
     x_max = max([1.5, *points_x]) * 1.25  # room for the rank numbers and the 1x..3x line labels
     y_max = max([1.5, *points_y]) * 1.1
     xs = np.linspace(0, x_max, 50)
@@ -93,19 +110,41 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     ax.set_ylabel("step cost on this device, t(k) / (AR time per token)" if tau else "step cost, t(k) / t(1)")
     _token_axis(ax, profile, tau)
     ax.legend(fontsize=7, loc="upper left")
-    if star_lines:
-        ax.text(0.99, 0.02, "stars, by search rank:\n" + "\n".join(star_lines), transform=ax.transAxes, fontsize=7,
-                ha="right", va="bottom", multialignment="left",
-                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})  # fmt: skip
+    box = ["stars, by search rank" + (" (at their probe point):" if rerun else ":"), *star_lines]
+    if reference_lines:
+        box += ["reference presets (not searched):", *reference_lines]
+    if rerun:
+        box.append("held-out: a later validation run, not on these step costs")
+    if star_lines or reference_lines:
+        ax.text(0.99, 0.02, "\n".join(box), transform=ax.transAxes, fontsize=7, ha="right", va="bottom",
+                multialignment="left", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})  # fmt: skip
     search = record.get("search", {})
     title = (
         f"Tuning lookahead: {search.get('evaluated', '?')} configurations on {len(record.get('probe_sample_ids', []))} "
-        f"probe samples; stars: top-{record.get('top_k', '?')} on {len(record.get('heldout_sample_ids', []))} "
+        f"probe samples; stars: top-{len(star_lines)} on {len(record.get('heldout_sample_ids', []))} "
         "held-out samples"
     )
     context = f"model: {record.get('model')} | device: {record.get('device')} | dataset: {record.get('dataset')}"
     fig.suptitle(f"{title}\n{context}; lines: speedup = tokens per step / step cost", fontsize=9)
     return fig
+
+
+def _probe_point(conf: Mapping[str, Any], profile: Mapping[str, Any]) -> tuple[float, float] | None:
+    """Where the search measured a configuration: (tokens per step, step cost at the probe's AR tau)."""
+    probe = conf.get("probe") or {}
+    a, k, tau = probe.get("accepted_per_step"), probe.get("mean_step_tokens"), probe.get("ar_time_per_token")
+    if a is None or k is None or tau is None or not all(map(math.isfinite, (a, k, tau))):
+        return None
+    return a, step_cost(profile, k, tau)
+
+
+def _heldout_point(rec: Mapping[str, Any], profile: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A held-out cell on the profile's step costs, at the held-out AR's own time per token."""
+    x, k = rec.get("compression_ratio"), rec.get("mean_step_tokens")
+    ar = rec["arms"].get("ar", {})
+    if x is None or k is None or not ar.get("new_tokens"):
+        return None
+    return x, step_cost(profile, k, ar["wall_time_s"] / ar["new_tokens"])
 
 
 def _plot_configs(ax, record, profile, tau, verification: str, color: str, xs: list, ys: list) -> None:

@@ -21,7 +21,14 @@ Modules, one job each:
 """
 
 from lade_bench.stats.baseline_gain import baseline_gain
-from lade_bench.stats.contrast import CONTRAST_COLUMNS, KNOBS, CellContrast, cell_contrast, knob_contrasts
+from lade_bench.stats.contrast import (
+    CONTRAST_COLUMNS,
+    KNOBS,
+    CellContrast,
+    cell_contrast,
+    knob_contrasts,
+    speedup_ratio_by_seed,
+)
 from lade_bench.stats.drift import ar_drift
 from lade_bench.stats.efficiency import (
     DEFAULT_VERIFICATION,
@@ -99,6 +106,7 @@ from lade_bench.stats.units import (
 __all__ = [
     "ar_drift",
     "cell_contrast",
+    "speedup_ratio_by_seed",
     "knob_contrasts",
     "CellContrast",
     "CONTRAST_COLUMNS",
