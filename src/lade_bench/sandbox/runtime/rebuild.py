@@ -24,6 +24,7 @@ import datetime
 import decimal
 import fractions
 from collections.abc import Callable
+from typing import Any
 
 try:  # imported as lade_bench.sandbox.runtime.rebuild (tests) or as a script's sibling (sandbox)
     from . import wire
@@ -226,7 +227,7 @@ def _b64(payload) -> bytes:
     return base64.b64decode(_text(payload, wire.MAX_MESSAGE_BYTES), validate=True)
 
 
-_TAGS: dict[str, Callable[[_Decoder, object, int], object]] = {
+_TAGS: dict[str, Callable[[_Decoder, Any, int], object]] = {
     "list": lambda d, v, depth: d.items(v, depth),
     "tuple": lambda d, v, depth: tuple(d.items(v, depth)),
     "set": lambda d, v, depth: set(d.keys(v, depth)),
