@@ -22,28 +22,40 @@ Guaranteed (each point has a hostile-program test in ``tests/sandbox``), for roo
   The only writable place is a private tmpfs of ``disk_mb`` MiB (``/sandbox``: cwd, HOME, TMPDIR and
   ``/tmp``); the root and ``/dev`` (``/dev/shm`` too) are read-only. Discarded at the end.
 * Processes: new PID, network, IPC, UTS and cgroup namespaces; the supervisor is pid 1 (there is no
-  bubblewrap init) and non-dumpable; the worker's seccomp filter refuses new processes, exec,
-  ptrace, process_vm_*, pidfds, namespaces, key rings, signals to anything but itself, and memory
-  outside RLIMIT_AS (memfd, SysV shared memory and queues, POSIX queues). Everything in the sandbox
-  dies with its PID namespace when it ends, its wall clock runs out, or its parent dies.
-* Network: only the sandbox's own loopback; services on the host's 127.0.0.1 are unreachable.
+  bubblewrap init) and non-dumpable; the worker's seccomp filter (:mod:`.runtime.syscalls`) refuses
+  new processes, exec, ptrace, process_vm_*, pidfds, namespaces, key rings, signals to anything but
+  itself (fd signal owners included), the niceness, affinity, scheduler and rlimits of any pid but
+  its own, and memory outside RLIMIT_AS (memfd, SysV shared memory and queues, POSIX queues).
+* Nothing outlives a call: the caller kills the sandbox's init through a pidfd (:mod:`.reaper`; the
+  kernel then kills the whole PID namespace) and waits until it has exited, whatever the code did;
+  the supervisor re-arms its parent-death signal after the privilege drop cleared it.
+* Network: none (the worker may create no socket of any family).
 * Resources: address space (one process, so all of the program's memory), CPU time, file size, open
   files, tmpfs size, wall clock; threads by RLIMIT_NPROC (the sandbox uid is never root, so the
-  kernel enforces it). Kernel buffers (pipes, sockets) are bounded only by that uid's per-user limits.
+  kernel enforces it). Kernel memory: no sockets or inotify instances; pipe buffers bounded by that
+  uid's per-user limit and the open-files limit (docs/sandbox.md lists each kind).
 * Verdicts (:func:`run_tests_in_sandbox`): the tests never enter the worker's process or files, and
   nothing it can reach holds them or their expected values. Output, exit status, ``os._exit``,
   excepthooks, files, forged channel messages, patching ``unittest``, builtins or modules in the
-  worker: none of them changes a verdict. Only what the candidate returns counts. The supervisor's
-  work on those values is bounded even in one long C call: it announces each time limit on a
-  "sections" pipe and :func:`_watch` kills the sandbox a little past it. After the candidate started,
-  every call returns a verdict; a supervisor failure it provoked is an "error" verdict.
+  worker: none of them changes a verdict. Only what the candidate returns counts, rebuilt by
+  :mod:`.runtime.rebuild` with bounded depth, size and time and only as exact builtin values (a
+  numpy scalar as the number it holds); anything beyond the bounds is an "error" verdict. The tests
+  resolve modules and builtins from the supervisor, only the names under test from the candidate
+  (:mod:`.runtime.binding`); a failed subtest fails its test. The supervisor asks the worker nothing
+  outside an armed time limit, and its work is bounded even in one long C call: it announces each
+  time limit on a "sections" pipe and :func:`_watch` kills the sandbox a little past it. After the
+  candidate started, every call returns a verdict; a supervisor failure it provoked is an "error"
+  verdict, and the caller's parse of a verdict never raises.
 
 Not guaranteed:
 
 * Kernel bugs: the boundary is Linux namespaces and a seccomp filter, not a VM.
 * Candidate objects that are not plain data are compared by the candidate's own code: an object
   whose ``__eq__`` (or ``__bool__``, ``__contains__``) always says yes passes such assertions, as it
-  does in the reference harnesses.
+  does in the reference harnesses; the value it is compared with reaches the worker and may be
+  returned later as plain data.
+* The worker can time the gaps between requests (and so tell which assertions passed so far); POSIX
+  byte-range locks have no count limit but the CPU time.
 * With ``allow_unsandboxed=True`` (no bubblewrap) none of the isolation holds, and a program can read
   the job (tests included) and forge the verdict.
 
