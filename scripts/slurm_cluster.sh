@@ -44,9 +44,25 @@ alive() { # alive NAME: the recorded daemon still runs
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
 }
 
+listening() { # listening PORT: something accepts connections on localhost:PORT
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+free_ports() { # two free adjacent ports from 6817 on (another cluster on this machine keeps its own)
+    local port
+    for port in $(seq 6817 2 6917); do
+        if ! listening "$port" && ! listening $((port + 1)); then
+            echo "$port"
+            return 0
+        fi
+    done
+    die "no two free ports between 6817 and 6918"
+}
+
 write_configs() {
-    local host cpus mem_mb
+    local host cpus mem_mb port
     host=$(hostname -s)
+    port=$(free_ports)
     cpus=$(nproc)
     # Leave a quarter of the memory to the machine itself; Slurm refuses jobs asking for more.
     mem_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 3 / 4))
@@ -57,8 +73,8 @@ write_configs() {
 # Written by scripts/slurm_cluster.sh: a one-node test cluster, every file under $DIR.
 ClusterName=lade
 SlurmctldHost=$host(127.0.0.1)
-SlurmctldPort=6817
-SlurmdPort=6818
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$DIR/munge/munge.socket

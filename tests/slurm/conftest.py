@@ -200,6 +200,11 @@ def assert_whole(sweep: SlurmSweep) -> None:
 
 def hurry_requeued(cluster: Cluster, job_id: str) -> None:
     """Start a requeued job now: Slurm holds every requeued job for two minutes (Reason=BeginTime)."""
+
+    def pending() -> bool:
+        return cluster.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "PENDING"
+
+    wait_until(pending, f"job {job_id} pending again")  # a start time set while it still completes is reset
     cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 

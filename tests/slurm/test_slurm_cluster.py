@@ -14,6 +14,8 @@ import json
 
 import pytest
 
+from lade_bench.launchers.slurm_cluster import read_partitions
+
 from .conftest import SlurmSweep, assert_whole, hurry_requeued, wait_until
 
 pytestmark = pytest.mark.slow
@@ -67,7 +69,7 @@ def test_scontrol_requeue_mid_cell_resumes_it(slurm_sweep: SlurmSweep):
     job = sweep.gate.wait_paused()
     sweep.cluster.run("scontrol", "requeue", job)
     requeued = sweep.wait_for_state("requeued").cells[0]
-    assert job in requeued.scheduler and "PENDING" in requeued.scheduler
+    assert requeued.scheduler.startswith(f"job {job} ") and "requeued 1x" in requeued.scheduler
     assert launch.poll() is None  # the launch waits for the restart
     sweep.gate.open()
     hurry_requeued(sweep.cluster, job)
@@ -82,7 +84,7 @@ def test_usr2_preemption_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
     job = sweep.gate.wait_paused()
     sweep.cluster.run("scancel", "--signal=USR2", job)
     requeued = sweep.wait_for_state("requeued").cells[0]
-    assert job in requeued.scheduler and requeued.rows_written == 1
+    assert requeued.scheduler.startswith(f"job {job} ") and requeued.rows_written == 1
     assert "preempted" in _job_log(sweep, job)
     sweep.gate.open()
     hurry_requeued(sweep.cluster, job)
@@ -93,12 +95,13 @@ def test_usr2_preemption_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
 
 def test_time_limit_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
     sweep = slurm_sweep
-    # A one-minute limit, signalled 30 s before it: submitit requeues the cell held at the gate.
-    launch = sweep.start("hydra.launcher.timeout_min=1", "hydra.launcher.signal_delay_s=30")
+    # A two-minute limit, signalled a minute before it (the cell is held at the gate by then, even on a
+    # loaded machine): submitit requeues it as timed out.
+    launch = sweep.start("hydra.launcher.timeout_min=2", "hydra.launcher.signal_delay_s=60")
     job = sweep.gate.wait_paused()
     requeued = sweep.wait_for_state("requeued").cells[0]
-    assert job in requeued.scheduler
-    assert "timed-out" in _job_log(sweep, job)
+    assert requeued.scheduler.startswith(f"job {job} ") and "requeued 1x" in requeued.scheduler
+    assert "this job is timed-out" in _job_log(sweep, job) and "Requeued job" in _job_log(sweep, job)
     sweep.gate.open()
     hurry_requeued(sweep.cluster, job)
     code, output = sweep.finish(launch)
@@ -110,14 +113,18 @@ def _job_log(sweep: SlurmSweep, job: str) -> str:
     return "".join(log.read_text() for log in sweep.folder.glob(f"_hydra/*/.submitit/{job}/*.out"))
 
 
+# A partition name no site uses, for the "no such partition" case.
+NOWHERE = "lade-none"
+
+
 @pytest.mark.parametrize(
     ("overrides", "said"),
     [
         # slurm_gpu as shipped, on a cluster without GPUs: checked before submitting.
         (["hydra/launcher=slurm_gpu"], "hydra.launcher.gpus_per_node=1: asks for 1 GPU(s) per node; partition"),
-        (["hydra.launcher.partition=gpu"], "hydra.launcher.partition=gpu: the cluster has no partition gpu; it has"),
+        ([f"hydra.launcher.partition={NOWHERE}"], f"the cluster has no partition {NOWHERE}; it has"),
         # Unchecked, sbatch accepts more CPUs than any node has and Slurm keeps the job PENDING for good.
-        (["hydra.launcher.cpus_per_task=512", "hydra.launcher.check_resources=false"], "with reason PartitionConfig"),
+        (["hydra.launcher.cpus_per_task=4096", "hydra.launcher.check_resources=false"], "with reason PartitionConfig"),
         # Unchecked, sbatch refuses a GPU request itself.
         (["hydra/launcher=slurm_gpu", "hydra.launcher.check_resources=false"], "sbatch refused the job array"),
     ],
@@ -125,9 +132,11 @@ def _job_log(sweep: SlurmSweep, job: str) -> str:
 )
 def test_a_request_the_cluster_cannot_hold_ends_the_launch(slurm_sweep: SlurmSweep, overrides, said):
     sweep = slurm_sweep
+    if "slurm_gpu" in " ".join(overrides) and any(p.gpus() for p in read_partitions(sweep.cluster.env).values()):
+        pytest.skip("this cluster has GPUs: slurm_gpu would run")
     code, output = sweep.finish(sweep.start(*overrides))
     assert code == 2 and said in output, output[-3000:]
     _no_traceback(output)
     cell = sweep.status().cells[0]
     assert cell.state == "refused" and said in cell.error  # not "pending": nothing will run it
-    wait_until(lambda: sweep.queued_jobs() == {} or set(sweep.queued_jobs().values()) == {"CANCELLED"}, "cancelled")
+    wait_until(lambda: set(sweep.queued_jobs().values()) <= {"CANCELLED"}, "the refused job cancelled")

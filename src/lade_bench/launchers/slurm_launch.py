@@ -89,9 +89,14 @@ def launch_on_slurm(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
         if num in lost:
             continue
         try:
-            returns.append(job.results()[0])
+            returned = job.results()[0]
         except Exception as exc:  # noqa: BLE001 - the job's own error (its traceback is in its log)
             failed[num] = f"job {job.job_id} failed: {_last_line(exc)}"
+            continue
+        if _job_failed(returned):  # Hydra caught the cell's exception: said here once, its traceback is in the log
+            failed[num] = f"job {job.job_id} failed: {_last_line(returned._return_value)}"
+        else:
+            returns.append(returned)
     if failed:
         _give_up(records, submission, failed, jobs, nums, command, "ended without finishing")
     records.write(submission, {}, ended="every job returned")
@@ -255,6 +260,13 @@ def rerun_command(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
+def _job_failed(returned: Any) -> bool:
+    """True for Hydra's record of a job whose task raised (Hydra's sweeper would re-raise it as a traceback)."""
+    from hydra.core.utils import JobStatus
+
+    return getattr(returned, "status", None) == JobStatus.FAILED
+
+
 def _has_result(job: Any) -> bool:
     folder = Path(job.paths.folder)
     try:
@@ -298,4 +310,4 @@ def _sbatch_error(exc: Exception) -> str:
 
 def _last_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__
+    return f"{type(exc).__name__}: {lines[-1]}" if lines else type(exc).__name__

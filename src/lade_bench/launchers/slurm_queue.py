@@ -46,31 +46,41 @@ NEVER_STARTS = frozenset(
 
 @dataclass(frozen=True)
 class QueuedJob:
-    """One array task as ``squeue`` lists it: ``job_id`` (``123_4``), its state and pending reason."""
+    """One array task as ``squeue`` lists it.
+
+    Attributes:
+        job_id: the task's id (``123_4``, or ``123`` for a single job).
+        state: Slurm's state (PENDING, RUNNING, COMPLETING, CANCELLED, ...).
+        reason: why it is pending (``None`` when it is not).
+        restarts: how often Slurm requeued it (after a preemption, a time limit, ``scontrol requeue``).
+    """
 
     job_id: str
     state: str
     reason: str
+    restarts: int = 0
 
     @property
     def ended(self) -> bool:
         """True once the job will not run again by itself."""
         return self.state in ENDED
 
-    def as_record(self) -> dict[str, str]:
+    def as_record(self) -> dict[str, str | int]:
         """Plain JSON for the sweep's queue record."""
-        return {"job_id": self.job_id, "state": self.state, "reason": self.reason}
+        return {"job_id": self.job_id, "state": self.state, "reason": self.reason, "restarts": self.restarts}
 
 
 def read_queue(array_job_id: str, env: Mapping[str, str] | None = None) -> dict[str, QueuedJob] | None:
     """Every task of ``array_job_id`` that ``squeue`` still lists, by task job id; None if squeue failed.
 
-    ``-r`` lists pending tasks one per line (``123_4``, not ``123_[4-9]``).
+    ``-r`` lists pending tasks one per line (``123_4``, not ``123_[4-9]``); ``-O`` (not ``-o``) because
+    only it has the restart count. Each field is padded to its width and ended by ``|``.
     """
     squeue = shutil.which("squeue")
     if squeue is None:
         return None
-    command = [squeue, "-h", "-r", "--states=all", "-j", array_job_id, "-o", "%i|%T|%r"]
+    fields = "JobArrayID:64|,State:32|,Reason:128|,RestartCnt:8|"
+    command = [squeue, "-h", "-r", "--states=all", "-j", array_job_id, "-O", fields]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=60, check=False, env=dict(env) if env else None
@@ -82,9 +92,10 @@ def read_queue(array_job_id: str, env: Mapping[str, str] | None = None) -> dict[
         return {} if "Invalid job id" in done.stderr else None
     jobs = {}
     for line in done.stdout.splitlines():
-        parts = line.strip().split("|")
-        if len(parts) == 3:
-            jobs[parts[0]] = QueuedJob(*parts)
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) >= 4 and parts[0]:
+            restarts = int(parts[3]) if parts[3].isdigit() else 0
+            jobs[parts[0]] = QueuedJob(parts[0], parts[1], parts[2], restarts)
     return jobs
 
 

@@ -77,6 +77,7 @@ class CellProgress:
         job_num: Hydra's job number in the latest launch, where the cell was planned there.
         scheduler: what the scheduler says about the cell's job, in words (a requeued or queued job).
         job_id: the scheduler job of the cell's latest run (from its lock or the index).
+        restarts: Slurm's restart count of that job when that run started (None outside Slurm).
     """
 
     name: str
@@ -94,6 +95,7 @@ class CellProgress:
     job_num: int | None = None
     scheduler: str | None = None
     job_id: str | None = None
+    restarts: int | None = None
     # For the time estimate: (seconds, rows) of the cell's latest run.
     _run_work: tuple[float, int] | None = field(default=None, repr=False)
 
@@ -216,7 +218,11 @@ def _apply_queue(cells: list[CellProgress], queue: dict[str, Any]) -> None:
             where = f"job {queued.get('job_id')} {queued.get('state')}"
             if queued.get("reason") not in (None, "", "None"):
                 where += f" ({queued['reason']})"
-            if cell.state in ("failed", "interrupted") and cell.job_id == queued.get("job_id"):
+            if queued.get("restarts"):
+                where += f", requeued {queued['restarts']}x"
+            # Requeued since the cell's latest run started: the same job id, restarted more often.
+            requeued = cell.job_id == queued.get("job_id") and (queued.get("restarts") or 0) > (cell.restarts or 0)
+            if requeued and cell.state in ("failed", "interrupted"):
                 # The same Slurm job is back in the queue: Slurm requeued it and restarts it by itself.
                 cell.state, cell.scheduler = "requeued", f"{where}: Slurm restarts it by itself"
             elif cell.state == "pending":
@@ -262,7 +268,8 @@ def _cell(
     elif entry is not None:
         run_id = entry.get("run.run_id")
     # The latest run's scheduler job: a lock (even a dead one) is newer than the index's record.
-    cell.job_id = (lock.owner.get("job_id") if lock is not None else None) or (entry or {}).get("run.job_id")
+    latest = lock.owner if lock is not None else {k[4:]: v for k, v in (entry or {}).items() if k.startswith("run.")}
+    cell.job_id, cell.restarts = latest.get("job_id"), latest.get("restart_count")
     if entry is not None and entry.get("status") == "failed":
         cell.error = entry.get("error")
     if state == "done":
