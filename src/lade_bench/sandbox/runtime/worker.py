@@ -273,6 +273,8 @@ def serve(in_fd: int, out_fd: int) -> None:
             reply = {"error": describe_exception(exc)}
         try:
             payload = wire.dumps(reply)
+            if len(payload) > wire.MAX_MESSAGE_BYTES:  # the supervisor would refuse it: say so instead
+                raise ValueError(f"a result of {len(payload)} bytes exceeds {wire.MAX_MESSAGE_BYTES}")
         except (ValueError, TypeError, RecursionError) as exc:
             payload = wire.dumps({"error": describe_exception(exc)})
         wire.send(out_fd, payload)
