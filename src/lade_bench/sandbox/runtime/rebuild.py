@@ -32,8 +32,9 @@ except ImportError:
     import wire  # type: ignore[no-redef]
 
 ProtocolError = wire.ProtocolError
-# Nesting of values (not of JSON): the worker encodes at most wire's own depth, plus an array's dims.
-MAX_DEPTH = 2 * wire.MAX_ENCODE_DEPTH
+# Nesting of values (not of JSON): the worker encodes at most wire's own depth, plus an array's dims
+# (a few frames each: 140 levels stay well inside the interpreter's recursion limit).
+MAX_DEPTH = wire.MAX_ENCODE_DEPTH + 40
 # Values (containers, numbers, strings) in one message: a few hundred thousand is more than any test
 # compares, and a million keeps the supervisor's pure-Python rebuild within a second or two.
 MAX_NODES = 1_000_000
