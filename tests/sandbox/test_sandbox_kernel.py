@@ -75,7 +75,11 @@ attempt('inotify_init1', lambda: libc.inotify_init1(0))
 # The host file behind stdout: its mode as it is (nothing changes even where this is let through).
 attempt('fchmod_stdout', lambda: os.fchmod(1, os.fstat(1).st_mode & 0o7777))
 attempt('fchown_stdout', lambda: os.fchown(1, -1, -1))
+if os.uname().machine == 'x86_64':  # semget(IPC_PRIVATE, 32000 semaphores, IPC_CREAT | 0600)
+    attempt('semget', lambda: libc.syscall(64, 0, 32000, 0o1600))
 attempt('pipe', os.pipe)  # pipes stay (bounded by the uid's pipe buffers and the open-files limit)
+import resource
+out['sigpending'] = resource.getrlimit(resource.RLIMIT_SIGPENDING)[1]  # queued signals, POSIX timers
 print(json.dumps(out))
 """
 SELF = ("nice_self", "affinity_self", "signal_self")
@@ -94,9 +98,9 @@ def _check_other_processes(out: dict) -> None:
 
 def _check_kernel_memory(out: dict) -> None:
     for name, value in out.items():
-        if name != "pipe":
+        if name not in ("pipe", "sigpending"):
             assert value == errno.EPERM, (name, out)
-    assert out["pipe"] == "done"
+    assert out["pipe"] == "done" and 0 < out["sigpending"] <= 1024, out
 
 
 def test_no_other_process_can_be_signalled_reniced_or_repinned():

@@ -55,7 +55,7 @@ Not guaranteed:
   does in the reference harnesses; the value it is compared with reaches the worker and may be
   returned later as plain data.
 * The worker can time the gaps between requests (and so tell which assertions passed so far); POSIX
-  byte-range locks have no count limit but the CPU time.
+  byte-range locks and tmpfs inodes (empty files) have no count limit but the CPU time.
 * With ``allow_unsandboxed=True`` (no bubblewrap) none of the isolation holds, and a program can read
   the job (tests included) and forge the verdict.
 

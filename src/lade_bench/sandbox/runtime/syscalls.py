@@ -11,8 +11,8 @@ Installed by the worker (:mod:`worker`) before any generated code runs, for the 
   CPU affinity, scheduler, rlimits and memory placement (setpriority, sched_set*, prlimit64,
   migrate_pages, move_pages: only for pid 0, itself; ioprio_set outright), kcmp, process_madvise;
 * new namespaces, the kernel key rings, io_uring, userfaultfd, perf events, bpf;
-* kernel memory that no limit of this process counts: memfd, System V shared memory and message
-  queues, POSIX message queues, sockets of every family (socket, socketpair: the channel to the
+* kernel memory that no limit of this process counts: memfd, System V shared memory, message
+  queues and semaphores, POSIX message queues, sockets of every family (socket, socketpair: the channel to the
   supervisor is a pair of pipes set up before), inotify instances;
 * changing the owner, mode or extended attributes of an open file (fchmod, fchown, fsetxattr, ...):
   the worker's stdout and stderr are files of the caller's, which an unprivileged caller's sandbox
@@ -37,7 +37,7 @@ _FIOSETOWN, _SIOCSPGRP, _FIOASYNC = 0x8901, 0x8902, 0x5452
 # that have been a steady source of exploits and that no benchmark solution needs; sockets and
 # inotify (kernel memory outside every limit of this process); changes to an open file's owner,
 # mode or attributes (its stdout and stderr belong to the caller).
-_REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret", "shmget", "shmat", "msgget",
+_REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "memfd_secret", "shmget", "shmat", "msgget", "semget",
             "mq_open", "pidfd_open", "pidfd_getfd", "pidfd_send_signal", "unshare", "setns", "kcmp",
             "process_madvise", "process_mrelease", "io_uring_setup", "io_uring_enter", "io_uring_register",
             "userfaultfd", "perf_event_open", "bpf", "tkill", "ioprio_set", "socket", "socketpair",

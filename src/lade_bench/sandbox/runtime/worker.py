@@ -35,6 +35,7 @@ import syscalls  # noqa: E402
 import wire  # noqa: E402
 
 MODULE_NAME = "__lade_task__"
+_SIGNALS_QUEUED = 256  # RLIMIT_SIGPENDING: queued signals and POSIX timers
 SETUP_FAILED_EXIT = 71  # EX_OSERR: the limits could not be put in place; nothing was run
 
 
@@ -67,6 +68,9 @@ def apply_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits["open_files"], limits["open_files"]))
     resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))  # POSIX message queues hold memory outside RLIMIT_AS
+    # Queued signals and POSIX timers (each preallocates one) are kernel memory too: a few hundred of
+    # them are more than any program here needs (the default is one per possible thread of the host).
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (_SIGNALS_QUEUED, _SIGNALS_QUEUED))
     tasks = _count_my_tasks() + limits["threads"]
     resource.setrlimit(resource.RLIMIT_NPROC, (tasks, tasks))
 
