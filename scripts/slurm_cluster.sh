@@ -197,11 +197,15 @@ job_processes() { # pids of processes started by this cluster's jobs (their envi
 
 stop() {
     [ -d "$DIR" ] || return 0
-    export SLURM_CONF="$DIR/slurm.conf"
+    # SLURM_CONF per command, not exported: this script's own processes must not look like job processes.
+    local conf="$DIR/slurm.conf"
     if alive slurmctld; then
         # Jobs first: their step daemons outlive slurmd, and a job left running would outlive the test.
-        scancel --quiet --full --user="$(id -un)" 2>/dev/null || true
-        for _ in $(seq 100); do [ -z "$(squeue -h -t R,CG,CF -o %i 2>/dev/null)" ] && break; sleep 0.1; done
+        SLURM_CONF=$conf scancel --quiet --full --user="$(id -un)" 2>/dev/null || true
+        for _ in $(seq 100); do
+            [ -z "$(SLURM_CONF=$conf squeue -h -t R,CG,CF -o %i 2>/dev/null)" ] && break
+            sleep 0.1
+        done
     fi
     stop_pid slurmd
     stop_pid slurmctld

@@ -106,6 +106,9 @@ def test_submitit_local_jobs_in_parallel_match_the_sequential_sweep(sequential, 
     for entry in read_index(sweep):  # each row names the job that timed it
         assert {r["job_id"] for r in _raw_rows(sweep / entry["cell_dir"])} == {entry["run.job_id"]}
     assert all(cell.job_num is not None for cell in sweep_progress(sweep).cells)  # matched to the launch plan
+    for entry in read_index(sweep):  # the user's command, not submitit's job runner
+        manifest = json.loads((sweep / entry["cell_dir"] / "manifest.json").read_text())
+        assert manifest["command"] == ["run.py", *SWEEP, "hydra/launcher=local_parallel", f"output_root={out}"]
 
 
 def _ray_processes(temp_dir: str) -> list[int]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from lade_bench.launchers.job_side import quiet_submitit_duplicates
 from lade_bench.launchers.slurm_cluster import ClusterUnreadable, read_partitions, request_problems
-from lade_bench.launchers.slurm_queue import NEVER_STARTS, QueuedJob, cancel, read_queue
+from lade_bench.launchers.slurm_queue import NEVER_STARTS, QueuedJob, cancel, final_state, read_queue
 from lade_bench.results.sweep_plan import read_launch
 from lade_bench.results.sweep_queue import write_queue
 
@@ -202,7 +202,11 @@ def _wait(
             if entry is None or entry.ended:
                 # Out of the queue: the result may still be on its way through a shared file system.
                 if now - gone_since.setdefault(num, now) >= grace_s:
-                    state = f"ended {entry.state}" if entry is not None else "no longer in the queue"
+                    if entry is not None:
+                        state = f"ended {entry.state}"
+                    else:  # dropped from the queue (MinJobAge): accounting, where there is some, knows how it ended
+                        final = final_state(str(job.job_id))
+                        state = f"ended {final}" if final else "no longer in the queue"
                     lost[num] = f"job {job.job_id} {state} without a result"
                 continue
             gone_since.pop(num, None)

@@ -99,6 +99,24 @@ def read_queue(array_job_id: str, env: Mapping[str, str] | None = None) -> dict[
     return jobs
 
 
+def final_state(job_id: str) -> str | None:
+    """The job's final state from accounting (``sacct``), or None on a cluster without accounting.
+
+    Only asked about a job that ``squeue`` no longer lists, for the message that reports it.
+    """
+    sacct = shutil.which("sacct")
+    if sacct is None:
+        return None
+    try:
+        command = [sacct, "-n", "-X", "-P", "-j", job_id, "-o", "State"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    states = done.stdout.split()
+    # "CANCELLED by 0" comes out as two words; the state is the first.
+    return states[0] if done.returncode == 0 and states else None
+
+
 def cancel(array_job_id: str, env: Mapping[str, str] | None = None) -> None:
     """Cancel every task of ``array_job_id`` (best effort: the launch is ending anyway)."""
     scancel = shutil.which("scancel")
