@@ -56,6 +56,26 @@ def judged(candidate, test):
     return {'status': result.status, 's': time.monotonic() - started,
             'left': survivors('"memory_bytes": %d,' % (memory_mb * 2**20))}
 
+def caller_killed(token):
+    # A caller (a child interpreter here) killed in the middle of a call: bubblewrap dies with it, and
+    # the sandbox must go too (the privilege drop cleared its parent-death signal, which the kernel
+    # would not deliver across uids anyway).
+    import signal, subprocess, sys
+    marker = 'lade_' + token  # built here: no command line holds it but the worker's
+    call = "from lade_bench.sandbox import run_in_sandbox; run_in_sandbox('import time; time.sleep(60)', "
+    call += "timeout_s=30, run_name='lade_' + %r)" % token
+    child = subprocess.Popen([sys.executable, '-c', call])
+    deadline = time.monotonic() + 30
+    while not survivors(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    seen = survivors(marker)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + 5
+    while survivors(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {'seen': seen, 'left': survivors(marker)}
+
 def timed_out(marker):
     started = time.monotonic()
     result = run_in_sandbox('import time\\ntime.sleep(60)', timeout_s=1, run_name='lade_' + marker)
@@ -87,6 +107,14 @@ def _check_slow_repr(out: dict) -> None:
     assert out["s"] < 8, out
 
 
+def _check_caller_killed(out: dict) -> None:
+    assert out["seen"] and out["left"] == [], out  # the sandbox was running, and it went with its caller
+
+
+def test_a_caller_killed_in_the_middle_of_a_call_leaves_no_process():
+    _check_caller_killed(_scenarios()["caller_killed"](secrets.token_hex(8)))
+
+
 def test_a_sandbox_killed_at_the_wall_clock_leaves_no_process():
     _check_wall_clock(_scenarios()["timed_out"](secrets.token_hex(8)))
 
@@ -100,11 +128,13 @@ def test_a_stuck_supervisor_leaves_no_process(candidate):
 def test_an_unprivileged_callers_sandbox_leaves_no_process():
     code = SCENARIOS + (
         f"print(json.dumps({{'wall': timed_out('{secrets.token_hex(8)}'), "
+        f"'caller': caller_killed('{secrets.token_hex(8)}'), "
         f"'colliding': judged({COLLIDING_SET!r}, {TESTS[COLLIDING_SET]!r}), "
         f"'repr': judged({SLOW_REPR!r}, {TESTS[SLOW_REPR]!r})}}))"
     )
     out = as_unprivileged_caller(code)
     _check_wall_clock(out["wall"])
+    _check_caller_killed(out["caller"])
     _check_colliding_set(out["colliding"])
     _check_slow_repr(out["repr"])
 

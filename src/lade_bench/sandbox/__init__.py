@@ -28,7 +28,7 @@ Guaranteed (each point has a hostile-program test in ``tests/sandbox``), for roo
   its own, and memory outside RLIMIT_AS (memfd, SysV shared memory and queues, POSIX queues).
 * Nothing outlives a call: the caller kills the sandbox's init through a pidfd (:mod:`.reaper`; the
   kernel then kills the whole PID namespace) and waits until it has exited, whatever the code did;
-  the supervisor re-arms its parent-death signal after the privilege drop cleared it.
+  if the caller dies mid-call, the supervisor exits too (:mod:`.runtime.lifetime`).
 * Network: none (the worker may create no socket of any family).
 * Resources: address space (one process, so all of the program's memory), CPU time, file size, open
   files, tmpfs size, wall clock; threads by RLIMIT_NPROC (the sandbox uid is never root, so the

@@ -1,13 +1,10 @@
 """Dropping a root-started sandbox to an unprivileged host uid; stdlib only.
 
 A root caller's bwrap runs without a user namespace (where the sandbox user would be host root) and
-keeps only CAP_SETUID and CAP_SETGID; :func:`drop_to` is the first thing the supervisor does, and
-:func:`die_with_parent` the second (the drop disarmed the parent-death signal).
+keeps only CAP_SETUID and CAP_SETGID; :func:`drop_to` is the first thing the supervisor does.
 """
 
-import ctypes
 import os
-import signal
 
 
 def drop_to(uid: int) -> None:
@@ -26,20 +23,3 @@ def drop_to(uid: int) -> None:
     except PermissionError:
         return
     raise OSError("dropped privileges could be regained (setuid(0) succeeded)")
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Be killed (SIGKILL) when the parent (bubblewrap's monitor) dies.
-
-    bubblewrap's ``--die-with-parent`` sets this, but the kernel clears it on every change of
-    credentials, so :func:`drop_to` undoes it: it is armed again afterwards.
-
-    Raises:
-        OSError: if the kernel refused.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")

@@ -27,6 +27,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import binding  # noqa: E402
 import identity  # noqa: E402
+import lifetime  # noqa: E402
 import rebuild  # noqa: E402
 import remote  # noqa: E402
 import wire  # noqa: E402
@@ -375,9 +376,9 @@ def main() -> None:
     try:
         if len(sys.argv) > 3:  # started by root: become the unprivileged host uid before anything else
             identity.drop_to(int(sys.argv[3]))
-        # bwrap's parent-death signal does not survive the drop: armed again (the caller also kills
-        # the whole sandbox by its pid 1, this process, whenever a call ends).
-        identity.die_with_parent()
+        # bwrap's parent-death signal cannot end this process for a root caller (see lifetime): it
+        # watches the caller itself (who also kills the whole sandbox, by this pid 1, after each call).
+        lifetime.exit_with_caller(sections_fd)
         # Python's own SIGINT handler would let a signal end the tests with KeyboardInterrupt; the
         # worker cannot signal us (seccomp), and this keeps it so even if it could.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

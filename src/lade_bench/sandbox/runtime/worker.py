@@ -41,10 +41,10 @@ SETUP_FAILED_EXIT = 71  # EX_OSERR: the limits could not be put in place; nothin
 
 def _count_my_tasks() -> int:
     # RLIMIT_NPROC counts every task (process or thread) of this user. The sandbox mounts no /proc:
-    # its only tasks are then the supervisor (pid 1) and this process, each with one thread so far.
-    # Unsandboxed, the host's /proc tells.
+    # its only tasks are then the supervisor (pid 1: its main thread and the one watching its caller,
+    # see lifetime) and this process's one thread so far. Unsandboxed, the host's /proc tells.
     if not os.path.isdir("/proc/self"):
-        return 2
+        return 3
     uid, count = os.getuid(), 0
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
