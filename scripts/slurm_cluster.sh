@@ -67,7 +67,7 @@ write_configs() {
     # Leave a quarter of the memory to the machine itself; Slurm refuses jobs asking for more.
     mem_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 3 / 4))
     mkdir -p "$DIR"/{state,spool,munge}
-    chmod 700 "$DIR/munge"
+    chmod 755 "$DIR/munge"  # munged wants its socket folder reachable by every client; the key stays 0600
     [ -s "$DIR/munge/munge.key" ] || mungekey --create --keyfile="$DIR/munge/munge.key"
     cat >"$DIR/slurm.conf" <<EOF
 # Written by scripts/slurm_cluster.sh: a one-node test cluster, every file under $DIR.
@@ -190,7 +190,8 @@ stop_pid() { # stop_pid NAME: TERM the recorded daemon, KILL it if it outlives t
 job_processes() { # pids of processes started by this cluster's jobs (their environment names our config)
     local proc
     for proc in /proc/[0-9]*; do
-        tr '\0' '\n' <"$proc/environ" 2>/dev/null | grep -qx "SLURM_CONF=$DIR/slurm.conf" && echo "${proc#/proc/}"
+        # A process may end (or be another user's) while we look: such a file is skipped quietly.
+        { tr '\0' '\n' <"$proc/environ"; } 2>/dev/null | grep -qx "SLURM_CONF=$DIR/slurm.conf" && echo "${proc#/proc/}"
     done
     return 0
 }
