@@ -10,12 +10,15 @@ README quotes must be one the tables hold.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.text import Text
 
 from lade_bench import stats
 from lade_bench.report import aggregate, figures
@@ -176,3 +179,71 @@ def test_every_number_the_readmes_quote_is_in_the_tables():
         quoted = set(re.findall(r"(\d+\.\d\d)x", section.group(1)))
         assert quoted, f"{readme}: the section quotes no number"
         assert quoted <= known, (readme, quoted - known)
+
+
+def _drawn(fig):
+    """``fig`` laid out and drawn, so that every text has its final extent."""
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    return fig
+
+
+def test_one_panel_figures_name_only_the_model_and_sweep_they_draw(rebuilt):
+    """The W x G heatmap, the N figure and the ROUGE figure draw one sweep of SmolLM2 each: their
+    headers name that one, not every model and sweep of the report (issue 54)."""
+    sweep = rebuilt.sweep
+    for draw, name in (
+        (figures.speedup_heatmap_wg, "ablation_wg"),
+        (figures.speedup_compression_vs_n, "ablation_n"),
+        (figures.rouge_parity, "sampling"),
+    ):
+        header = " ".join(draw(sweep)._suptitle.get_text().split())  # type: ignore[union-attr]
+        assert "model: smollm2-135m-instruct" in header and f"sweep: {name} " in header, header
+        assert "gemma" not in header and "+" not in header, header
+
+
+def test_the_heatmap_colour_bar_label_fits_the_figure(rebuilt):
+    """The colour bar's label lies inside the figure (it was clipped at the right edge)."""
+    fig = _drawn(figures.speedup_heatmap_wg(rebuilt.sweep))
+    renderer = fig.canvas.get_renderer()
+    page = fig.bbox
+    labels = [ax.yaxis.label for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert labels and labels[0].get_text()
+    box = labels[0].get_window_extent(renderer)
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, (box, page)
+
+
+def test_the_device_profile_labels_do_not_overprint(rebuilt):
+    """Each predicted-vs-measured panel labels its cells in a column: no two labels overlap."""
+    fig = _drawn(figures.device_profile(rebuilt.sweep))
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[1::2]:
+        # The text's own box (an annotation's window extent would include its leader line).
+        boxes = [Text.get_window_extent(t, renderer) for t in ax.texts if t.get_text().strip()]
+        assert len(boxes) >= 4
+        overlapping = [(a, b) for a, b in itertools.combinations(boxes, 2) if a.overlaps(b)]
+        assert not overlapping, ax.get_title()
+
+
+def test_the_acceptance_histogram_keeps_its_bars_wide_and_its_legends_off_the_bars(rebuilt):
+    """No panel's axis is stretched past 30 tokens by a few long assisted rounds, and no legend lies
+    over its panel's plotting area."""
+    fig = _drawn(figures.accept_length_histogram(rebuilt.sweep))
+    renderer = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_legend() is not None]
+    assert len(panels) == 16  # 6 Gemma headline cells, 10 SmolLM2 ones
+    for ax in panels:
+        assert ax.get_xlim()[1] <= 30, (ax.get_title(), ax.get_xlim())
+        legend, area = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert legend.y1 <= area.y0, ax.get_title()
+
+
+def test_the_speedup_bars_show_the_tuned_cells_and_the_cpu_kind_of_each(rebuilt):
+    """Beside each main group's declared cell its tuned cell (N5 W2 G7); every tick names its CPU kind,
+    since the groups ran on three."""
+    fig = figures.speedup_bars(rebuilt.sweep)
+    ticks = [label.get_text() for ax in fig.axes for label in ax.get_xticklabels() if label.get_text()]
+    main = [t for t in ticks if t.startswith("main\n")]
+    assert sum("W=2" in t for t in main) == 12 and sum("W=7" in t for t in main) == 12
+    kinds = {t.splitlines()[-1] for t in ticks}
+    assert kinds == {"AMD EPYC 25/17/1", "AMD EPYC 26/2/1", "Intel Xeon 6/167/8"}, kinds

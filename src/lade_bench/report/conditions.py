@@ -15,6 +15,7 @@ The drift of the AR arm across cells with identical AR work is a statistic (``st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -77,6 +78,14 @@ def cell_processor(manifest: Mapping[str, Any]) -> str:
     if None in labels:
         return PROCESSOR_UNRECORDED
     return known.pop() if len(known) == 1 else PROCESSOR_MIXED
+
+
+def short_processor(label: str) -> str:
+    """``"AMD EPYC 25/17/1"`` of a :func:`cell_processor` label: vendor and model name, then
+    family/model/stepping, without the feature flags (what a table or tick has room for)."""
+    family = re.search(r"\d+/\d+/\d+", label)
+    name = re.sub(r"\(R\)|\(TM\)|Processor", "", label.split(" (")[0]).split()
+    return " ".join([*name[:2], *([family.group(0)] if family else [])]) or label
 
 
 def cell_processors(cells: Sequence[CellFiles]) -> dict[tuple[str, str], str]:

@@ -13,7 +13,7 @@ import logging
 import math
 import os
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsInt, cast
@@ -30,6 +30,7 @@ from lade_bench import stats
 from lade_bench.methods import REFERENCE, method_color, method_label, registered_methods
 from lade_bench.profiling.device_profile import StoredProfile
 from lade_bench.report import aggregate
+from lade_bench.report.conditions import cell_processors, short_processor
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tune_figure import draw_tune_figure, load_record
 from lade_bench.results.atomic import atomic_write
@@ -289,14 +290,16 @@ def speedup_heatmap_wg(sweep: Sweep) -> Figure:
         name = _wrap(_panel_name(panel_keys, key), _chars_across(panel_w - 0.6, 9))
         ax.set_title(f"{name}\n{_n_text(panel['n_units'])} per cell", fontsize=9)
     assert image is not None  # groups is not empty, so there is at least one panel
-    bar = fig.colorbar(image, ax=axes, label=SPEEDUP_LABEL + " (1 = AR, log scale)", shrink=0.9)
+    # Two short lines: one long label is wider than a one-panel figure is tall, and is clipped.
+    bar = fig.colorbar(image, ax=axes, shrink=0.9)
+    bar.set_label(f"{SPEEDUP_LABEL}\n(1 = AR, log scale)", fontsize=8)
     ticks = [t for t in _RATIO_TICKS if 1.0 / spread <= t <= spread]
     bar.set_ticks(ticks, labels=[f"{t:g}" for t in ticks])
     bar.ax.minorticks_off()
     return _titled(
         fig,
         "Lookahead speedup over W × G (greedy; < 1 means slower than AR; red slower, blue faster)",
-        sweep.context_line(),
+        sweep.context_line(drawn),
         "n = samples per cell, every arm on the same samples",
     )
 
@@ -338,7 +341,10 @@ def speedup_compression_vs_n(sweep: Sweep) -> Figure:
         )
         ax_comp.set_title(_wrap(f"{model} | compression (lines as on the left)", title_width), fontsize=9)
     return _titled(
-        fig, "Lookahead speedup and compression vs N (greedy)", sweep.context_line(), "n = samples per point (legend)"
+        fig,
+        "Lookahead speedup and compression vs N (greedy)",
+        sweep.context_line(pd.concat([s for _, series in models for _, s in series])),
+        "n = samples per point (legend)",
     )
 
 
@@ -387,7 +393,9 @@ def _bar_rows(summary: pd.DataFrame, group_keys: list[str], arms: Sequence[str])
     return rows
 
 
-def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure:
+def draw_speedup_bars(
+    summary: pd.DataFrame, title: str, context: str, cpus: Mapping[tuple[str, str], str] | None = None
+) -> Figure:
     """Grouped bars: per (sweep, dataset, cell) group, each arm's speedup with its 95% CI; one model per row.
 
     A model with more than :data:`BAR_SLOTS_PER_ROW` bars continues on the next row (titled so); all
@@ -403,24 +411,31 @@ def draw_speedup_bars(summary: pd.DataFrame, title: str, context: str) -> Figure
     arms = aggregate.sorted_arms(summary["arm"].unique())
     rows = _bar_rows(summary, group_keys, arms)
     extent = max(row.extent(arms) for row in rows)
+    # Cells timed on different CPU kinds are not comparable across groups: each tick then names its kind.
+    shown_cpus = {(str(r["sweep"]), str(r["cell_id"])): (cpus or {}).get((str(r["sweep"]), str(r["cell_id"])), "")
+                  for r in summary[["sweep", "cell_id"]].drop_duplicates().to_dict("records")}  # fmt: skip
+    cpu_of = shown_cpus if len(set(shown_cpus.values())) > 1 else {}
     fig = Figure(figsize=(max(6.0, 0.42 * extent + 1.8), 3.9 * len(rows) + 1.4), layout="constrained")
     axes = fig.subplots(len(rows), 1, sharey=True, squeeze=False)[:, 0]
     tops = [1.0]
     for ax, row in zip(axes, rows, strict=True):
-        tops.append(_bars_panel(ax, row.groups, arms, group_keys))
+        tops.append(_bars_panel(ax, row.groups, arms, group_keys, cpu_of))
         ax.set_xlim(-0.8, extent - 0.2)  # every row on the same horizontal scale, short rows included
         ax.set_ylabel(speedup_axis_label(summary) + ", 95% CI", fontsize=9)
         ax.set_title(row.model + (" (continued)" if row.continued else ""), fontsize=10, loc="left")
     # Room above the highest label (value over error bar), the same on every row (shared y).
     axes[0].set_ylim(0.0, 1.18 * max(t for t in tops if np.isfinite(t)))
     missing = missing_interval_note(summary)
-    axes[-1].set_xlabel("dataset (lookahead configuration; n = samples)" + (f"\n{missing}" if missing else ""))
+    what = "dataset (lookahead configuration; n = samples" + ("; CPU kind that timed the cell)" if cpu_of else ")")
+    axes[-1].set_xlabel(what + (f"\n{missing}" if missing else ""))
     handles = [Patch(color=method_color(arm), label=method_label(arm)) for arm in arms]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(arms), fontsize=8, frameon=False)
     return _titled(fig, title, context, "n = samples per group, every arm on the same samples (paired)")
 
 
-def _bars_panel(ax, groups: list, arms: Sequence[str], group_keys: list[str]) -> float:
+def _bars_panel(
+    ax, groups: list, arms: Sequence[str], group_keys: list[str], cpu_of: Mapping[tuple[str, str], str]
+) -> float:
     """One row of the bar figure: ``groups`` side by side, each with one bar per arm that it has.
 
     Returns:
@@ -448,9 +463,14 @@ def _bars_panel(ax, groups: list, arms: Sequence[str], group_keys: list[str]) ->
         if len(look):
             r = look.iloc[0]
             shape = f"\nN={int(r['ngram'])} W={int(r['window'])} G={int(r['guesses'])}"
+            shape += "" if bool(r["prompt_as_reference"]) else "\nprompt ref off"
         # One line per key: "sweep | dataset" on one line overran the neighbouring groups.
         name = _panel_name(group_keys[:-1], key[:-1]).replace(" | ", "\n")
-        ticks.append(f"{name}{shape}\n{_n_text(_arm_units(group), 'samples')}")
+        first = group.iloc[0]
+        cpu = cpu_of.get((str(first["sweep"]), str(first["cell_id"])))
+        ticks.append(
+            f"{name}{shape}\n{_n_text(_arm_units(group), 'samples')}" + (f"\n{short_processor(cpu)}" if cpu else "")
+        )
     for arm in arms:
         xs, ys, lows, highs, notes = placed[arm]
         if not xs:
@@ -477,11 +497,32 @@ def _bar_text(value: float, note: str) -> str:
 
 
 def speedup_bars(sweep: Sweep) -> Figure:
-    """Per-dataset speedup of every arm (lookahead, prompt lookup, ...) over AR, headline cells only."""
+    """Per-dataset speedup of every arm (lookahead, prompt lookup, ...) over AR.
+
+    Per (sweep, model, dataset) the headline cell, on the samples it reports; where the sweep ran
+    exactly one more greedy cell there (the main sweep's tuned preset beside the declared
+    configuration, prompt as reference off beside on), that cell too, on all its samples. Grid sweeps
+    (the ablations) keep their headline cell only: their own figures show every cell.
+    """
+    if sweep.headline.empty:
+        raise FigureSkipped("no greedy cells")
+    greedy = sweep.summary[~sweep.summary["do_sample"].astype(bool)]
+    extra = []
+    for (name, model, dataset), head in sweep.headline.groupby(["sweep", "model", "dataset"], sort=False):
+        cells = greedy[(greedy["sweep"] == name) & (greedy["model"] == model) & (greedy["dataset"] == dataset)]
+        others = cells[~cells["cell_id"].isin(head["cell_id"])]
+        if others["cell_id"].nunique() == 1:
+            extra.append(others)
+    # Each extra cell beside its headline cell (same sweep and dataset), not after all of them.
+    shown = pd.concat([sweep.headline, *extra], ignore_index=True).sort_values(
+        ["model", "sweep", "dataset"], kind="stable"
+    )
     return draw_speedup_bars(
-        sweep.headline,
-        "Speedup per dataset (greedy; per dataset the headline cell, never chosen on the samples shown)",
-        sweep.context_line(),
+        shown,
+        "Speedup per dataset (greedy; the headline cell, never chosen on the samples shown, and the one "
+        "other cell of a sweep that ran two, e.g. the tuned preset)",
+        sweep.context_line(shown),
+        cell_processors(sweep.cells),
     )
 
 
@@ -510,38 +551,67 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
     panels = list(data.groupby(["model", "sweep", "dataset", "cell_id"], sort=True))
     several_sweeps = data["sweep"].nunique() > 1
     panel_w = 5.0
-    fig, axes = _grid(len(panels), panel_w=panel_w, panel_h=3.8)
+    fig, axes = _grid(len(panels), panel_w=panel_w, panel_h=4.6)
     for ax, ((model, sweep_name, dataset, _), cell) in zip(axes, panels, strict=True):
         arms = aggregate.sorted_arms(cell["arm"].unique())
         width = 0.8 / len(arms)
+        hists = {arm: stats.accept_histogram(cell[cell["arm"] == arm]) for arm in arms}
+        cap = _histogram_cap(hists)
         tallest = 0.0
         for i, arm in enumerate(arms):
             arm_rows = cell[cell["arm"] == arm]
-            hist = stats.accept_histogram(arm_rows)
-            lengths = np.array(list(hist), dtype=int)
-            counts = np.array(list(hist.values()), dtype=float)
-            mean = float((lengths * counts).sum() / counts.sum())
+            lengths = np.array(list(hists[arm]), dtype=int)
+            counts = np.array(list(hists[arm].values()), dtype=float)
+            mean = float((lengths * counts).sum() / counts.sum())  # over every pass, the tail included
             offset = (i - (len(arms) - 1) / 2) * width
             label = (
                 f"{method_label(arm)}: mean {mean:.2f}, n={arm_rows['sample_id'].nunique()} samples "
                 f"({len(arm_rows)} rows, {int(counts.sum())} passes)"
             )
-            ax.bar(lengths + offset, counts / counts.sum(), width, color=method_color(arm), label=label)
-            tallest = max(tallest, float(counts.max() / counts.sum()))
-        # Head room for the legend (one line per arm and its title) above the tallest bar.
-        ax.set_ylim(0.0, tallest * (1.25 + 0.1 * len(arms)))
+            # Passes longer than the cap (a few long assisted rounds) pooled into one bar past it.
+            shown = np.minimum(lengths, cap + 1)
+            folded = pd.Series(counts).groupby(shown).sum()
+            fractions = folded.to_numpy() / counts.sum()
+            ax.bar(folded.index.to_numpy() + offset, fractions, width, color=method_color(arm), label=label)
+            tallest = max(tallest, float(fractions.max()))
+        ax.set_ylim(0.0, tallest * 1.12)
+        # Auto ticks, less any so close to the pooled bar that its label would overprint ">cap".
+        room = max(1.0, 0.06 * (cap + 1))
+        ticks = [t for t in ax.get_xticks() if 0 < t <= cap and cap + 1 - t >= room and float(t).is_integer()]
+        pooled = any(length > cap for hist in hists.values() for length in hist)
+        ax.set_xticks(
+            [*ticks, *([cap + 1] if pooled else [])], [str(int(t)) for t in ticks] + ([f">{cap}"] if pooled else [])
+        )
+        ax.set_xlim(0.3, cap + (1.7 if pooled else 0.7))
         ax.set_xlabel("tokens emitted per forward pass (prefill included)", fontsize=9)
         ax.set_ylabel("fraction of forward passes", fontsize=9)
-        ax.xaxis.get_major_locator().set_params(integer=True)
         rec = cell.iloc[0]
         ref = "" if bool(rec["prompt_as_reference"]) else " | prompt ref off"
         name = " | ".join([str(model), *([str(sweep_name)] if several_sweeps else []), str(dataset)])
         name = _wrap(f"{name} | {_shape_text(rec)}{ref}", _chars_across(panel_w - 0.6, 9))
         ax.set_title(f"{name}\n{_n_text([cell['sample_id'].nunique()])} (paired)", fontsize=9)
-        ax.legend(fontsize=7, title=f"cell: {dataset}, {_shape_text(rec)}", title_fontsize=7, loc="upper right")
+        # Below the panel, not over it: a legend inside covered a third of the bars.
+        ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
+                  title=f"cell: {dataset}, {_shape_text(rec)}", title_fontsize=6.5)  # fmt: skip
     return _titled(
         fig, title, context, "n = samples every arm of the cell completed; rows = (sample, turn, repeat) runs"
     )
+
+
+def _histogram_cap(hists: Mapping[str, Mapping[int, int]], share: float = 0.98) -> int:
+    """The longest pass a panel draws one bar for: the shortest length that covers ``share`` of the
+    passes of every arm of the panel (at least 5).
+
+    A few assisted rounds of 20-90 tokens would otherwise stretch the axis until the bars of the
+    other arms are slivers; the passes beyond the cap are pooled into one bar past it.
+    """
+    caps = []
+    for hist in hists.values():
+        lengths = np.array(sorted(hist), dtype=int)
+        counts = np.array([hist[k] for k in lengths], dtype=float)
+        covered = np.cumsum(counts) / counts.sum()
+        caps.append(int(lengths[np.searchsorted(covered, share)]))
+    return max(5, *caps) if caps else 5
 
 
 def _has_lengths(value: object) -> bool:
@@ -555,7 +625,9 @@ def accept_length_histogram(sweep: Sweep) -> Figure:
         raise FigureSkipped("no greedy cells")
     rows = stats.headline_rows(sweep.rows, sweep.headline_choice)
     return draw_accept_histogram(
-        rows, "Tokens accepted per forward pass (greedy headline cells, one panel per cell)", sweep.context_line()
+        rows,
+        "Tokens accepted per forward pass (greedy headline cells, one panel per cell)",
+        sweep.context_line(rows),
     )
 
 
@@ -625,7 +697,7 @@ def rouge_parity(sweep: Sweep) -> Figure:
     return _titled(
         fig,
         "ROUGE parity under sampling: paired difference arm − AR (same prompts and seeds; 0 = parity)",
-        sweep.context_line(),
+        sweep.context_line(pd.concat([cell for _, cell in cells])),
         "n = samples scored by both arms (the pairs each difference is over)",
     )
 
@@ -651,8 +723,9 @@ def device_profile(sweep: Sweep) -> Figure:
     for stored in sweep.profiles:
         groups.setdefault(stored.label(), []).append(stored)
     rows = len(groups)
-    fig = Figure(figsize=(11, 1.0 + 4.2 * rows), layout="constrained")
-    axes = np.asarray(fig.subplots(rows, 2)).reshape(rows, 2)
+    fig = Figure(figsize=(14, 1.0 + 4.6 * rows), layout="constrained")
+    # The right-hand panel carries a column of labels beside it (one per cell): give it the room.
+    axes = np.asarray(fig.subplots(rows, 2, gridspec_kw={"width_ratios": [1.0, 1.25]})).reshape(rows, 2)
     for (ax_curve, ax_pred), (label, measured) in zip(axes, groups.items(), strict=True):
         colours = _profile_colours(measured)
         _profile_curves(ax_curve, measured, predicted, colours)
@@ -664,7 +737,7 @@ def device_profile(sweep: Sweep) -> Figure:
     if unmatched > 0:
         note += f"; {unmatched} cell(s) without a profile of their model: not predicted"
     return _titled(
-        fig, "Device profile: cost of a wider forward pass", sweep.context_line(),
+        fig, "Device profile: cost of a wider forward pass", sweep.context_line(predicted if len(predicted) else None),
         f"{note}; measured speedups over {_lookahead_units(sweep.summary)} per cell",
     )  # fmt: skip
 
@@ -716,22 +789,56 @@ def _predicted_vs_measured(ax: Axes, predicted: pd.DataFrame, colours: dict[str,
         predicted["predicted_speedup"], predicted["speedup"], color=[colours[f] for f in predicted["profile_file"]]
     )
     several_datasets = predicted["dataset"].nunique() > 1
+    several_sweeps = predicted["sweep"].nunique() > 1
+    points = []
     for rec in predicted.to_dict("records"):
         label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
         label += "" if rec["prompt_as_reference"] else " noref"
         label += "" if rec["verification"] == "flat" else f" {rec['verification']}"
         label += " sampled" if rec["do_sample"] else ""
         label += f" {rec['dataset']}" if several_datasets else ""
-        ax.annotate(label, (rec["predicted_speedup"], rec["speedup"]), fontsize=6, xytext=(3, 3),
-                    textcoords="offset points")  # fmt: skip
+        label += f" ({rec['sweep']})" if several_sweeps else ""
+        points.append((float(rec["predicted_speedup"]), float(rec["speedup"]), label, colours[rec["profile_file"]]))
     both = np.concatenate([predicted["predicted_speedup"], predicted["speedup"]]).astype(float)
     both = both[np.isfinite(both)]
     lo, hi = (float(both.min()), float(both.max())) if both.size else (0.5, 1.5)
     lo, hi = min(lo, 1.0) * 0.9, max(hi, 1.0) * 1.1
     ax.plot([lo, hi], [lo, hi], ls="--", color="grey", lw=0.8, label="measured = predicted")
     ax.axhline(1.0, color="grey", lw=0.5)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    _label_column(ax, points, fontsize=6)
     ax.set_title(f"predicted vs measured, n={len(predicted)} cells (colours as on the left)", fontsize=8)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
+
+
+def _label_column(ax: Axes, points: Sequence[tuple[float, float, str, object]], fontsize: float) -> None:
+    """Each point's label in a column right of the axes, in the points' vertical order, joined to its
+    point by a thin line: cells cluster on a few speedups, where labels beside the points overprint.
+
+    Labels are spaced at least one text line apart (moved up or down from their point's height as
+    little as that allows) and kept within the axes' height.
+    """
+    if not points:
+        return
+    height_in = ax.get_position().height * ax.figure.get_figheight()
+    step = 1.25 * fontsize / 72 / max(height_in, 0.5)  # one text line, in axes fractions
+    to_axes = ax.transData + ax.transAxes.inverted()
+    ordered = sorted(points, key=lambda p: to_axes.transform((p[0], p[1]))[1])
+    wanted = [float(to_axes.transform((x, y))[1]) for x, y, _, _ in ordered]
+    placed: list[float] = []
+    for y in wanted:  # upwards: each label at least one line above the previous one
+        placed.append(max(y, placed[-1] + step) if placed else max(y, 0.0))
+    overflow = placed[-1] - 1.0 if placed else 0.0
+    if overflow > 0:  # then down again from the top, so the column stays within the axes
+        placed[-1] -= overflow
+        for i in range(len(placed) - 2, -1, -1):
+            placed[i] = min(placed[i], placed[i + 1] - step)
+    for (x, y, text, colour), label_y in zip(ordered, placed, strict=True):
+        ax.annotate(text, (x, y), xytext=(1.03, label_y), textcoords="axes fraction", fontsize=fontsize,
+                    va="center", ha="left", annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.4, "alpha": 0.7,
+                                "shrinkA": 0, "shrinkB": 2})  # fmt: skip
 
 
 def _lookahead_units(summary: pd.DataFrame) -> str:

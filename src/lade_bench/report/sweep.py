@@ -140,11 +140,21 @@ class Sweep:
         found = {str(c.manifest["device"]) for c in self.cells if c.manifest and c.manifest.get("device")}
         return sorted(found)
 
-    def context_line(self) -> str:
-        """``model: ... | device: ... | sweep: ...``, the provenance line every figure carries."""
-        models = ", ".join(self.models) or "?"
+    def context_line(self, shown: pd.DataFrame | None = None) -> str:
+        """``model: ... | device: ... | sweep: ...``, the provenance line every figure carries.
+
+        Args:
+            shown: the rows or summary records a figure draws (``model`` and ``sweep`` columns); the
+                line then names only their models and sweeps, not every one of the report (a panel of
+                one sweep headed by all five misleads). None: the whole report's.
+        """
+        if shown is not None and len(shown):
+            models = ", ".join(sorted(str(m) for m in shown["model"].dropna().unique())) or "?"
+            sweeps = "+".join(sorted(str(n) for n in shown["sweep"].dropna().unique()))
+        else:
+            models, sweeps = ", ".join(self.models) or "?", self.label
         devices = ", ".join(self.devices) or "unknown device"
-        return f"model: {models} | device: {devices} | sweep: {self.label}"
+        return f"model: {models} | device: {devices} | sweep: {sweeps}"
 
 
 def as_paths(paths: SweepPaths) -> list[Path]:

@@ -41,7 +41,7 @@ import pandas as pd
 
 from lade_bench import stats
 from lade_bench.methods import method_label
-from lade_bench.report.conditions import cell_dtypes, cell_processors
+from lade_bench.report.conditions import cell_dtypes, cell_processors, short_processor
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING, to_latex, to_markdown
 from lade_bench.results.atomic import atomic_write_text
@@ -60,6 +60,8 @@ DRAFT_SHARE_HEADER = "Draft time (%)"
 # Eager or compiled (static KV cache, torch.compile'd forwards): shown in every table, eager included,
 # since a speedup over eager AR and one over compiled AR are different claims.
 MODE_HEADER = "Mode"
+# The CPU kind that timed a cell (family/model/stepping), shown when a table's cells ran on several.
+CPU_HEADER = "CPU"
 # The mean over samples of each sample's speedup: the estimator beside the ratio of sums.
 PER_SAMPLE_HEADER = "Per-sample mean"
 # The dataset's own quality metric (pass@1, accuracy or ROUGE-L) on the paired units.
@@ -184,13 +186,24 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def cpu_per_cell(sweep: Sweep, records: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The CPU kind of each cell of ``records``, by ``(sweep, cell_id)``, when they ran on more than one
+    kind (then a table shows it per cell: speedups do not transfer between kinds); empty otherwise."""
+    processors = cell_processors(sweep.cells)
+    keys = {(str(s), str(c)) for s, c in zip(records["sweep"], records["cell_id"], strict=True)}
+    kinds = {key: short_processor(processors.get(key, "unrecorded")) for key in keys}
+    return kinds if len(set(kinds.values())) > 1 else {}
+
+
 def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
     """Main table: the headline cell per (sweep, model, dataset, mode) (see ``stats.choose_headline``), all arms.
 
     Numbers are those of ``sweep.headline``: for a cell selected on half A, half B's only. N, W and G
-    are shown on the lookahead row only: the other arms do not use them.
+    are shown on the lookahead row only: the other arms do not use them. A CPU column names each
+    cell's CPU kind when the cells ran on more than one.
     """
     rows = []
+    cpu = cpu_per_cell(sweep, sweep.headline)
     for rec in sweep.headline.to_dict("records"):
         shape = rec["arm"] == "lookahead"
         rows.append(
@@ -198,6 +211,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "Sweep": rec["sweep"],
                 "Model": rec["model"],
                 "Dataset": rec["dataset"],
+                **({CPU_HEADER: cpu[(str(rec["sweep"]), str(rec["cell_id"]))]} if cpu else {}),
                 MODE_HEADER: mode_cell(rec),
                 "Selection": selection_label(rec),
                 "N": fmt_int(rec["ngram"]) if shape else "",
@@ -224,11 +238,13 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
     """Ablation: every greedy lookahead cell, ordered by sweep, model, dataset, N, W, G, prompt reference."""
     summary = sweep.summary
     cells = summary[(summary["arm"] == "lookahead") & ~summary["do_sample"].astype(bool)]
+    cpu = cpu_per_cell(sweep, cells)
     rows = [
         {
             "Sweep": rec["sweep"],
             "Model": rec["model"],
             "Dataset": rec["dataset"],
+            **({CPU_HEADER: cpu[(str(rec["sweep"]), str(rec["cell_id"]))]} if cpu else {}),
             MODE_HEADER: mode_cell(rec),
             "N": fmt_int(rec["ngram"]),
             "W": fmt_int(rec["window"]),
