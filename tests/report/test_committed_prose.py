@@ -34,7 +34,8 @@ REFERENCE = FIGURES / "README.md"
 ASSISTED = FIGURES / "assisted" / "README.md"
 BASELINES = FIGURES / "baselines" / "README.md"
 TUNING = ROOT / "docs" / "tuning.md"
-DOCUMENTS = (README, REFERENCE, ASSISTED, BASELINES, TUNING, FIGURES / "tune" / "README.md")
+ASSISTED_DOC = ROOT / "docs" / "assisted.md"
+DOCUMENTS = (README, REFERENCE, ASSISTED, BASELINES, TUNING, ASSISTED_DOC, FIGURES / "tune" / "README.md")
 # The parts of each document that report results: there every verdict needs its marker.
 RESULT_SECTIONS = {
     README: (r"<!-- reference -->", r"<!-- /reference -->"),
@@ -157,6 +158,21 @@ def test_the_assisted_readme_quotes_its_acceptance_and_draft_counts(rows):
     match = _one(r"the draft's ([\d,]+) forwards \(for ([\d,]+) tokens\)", text)
     assert match.group(1) == f"{int(draft['draft_forwards'].sum()):,}"
     assert match.group(2) == f"{int(draft['new_tokens'].sum()):,}"
+
+
+def test_the_assisted_speedups_docs_quote_are_the_committed_rows(rows):
+    """docs/assisted.md quotes the committed runs' assisted speedups (it quoted a replaced run's)."""
+    main = rows[(rows["sweep"] == "main") & (rows["model"] == "gemma3-270m") & (rows["window"] == 7)]
+    values = []
+    for _, cell in main.groupby("cell_id"):
+        values.append(stats.speedup_estimate(stats.common_rows(cell), "assisted", sampled=False).value)
+    text = _text(ASSISTED_DOC)
+    quoted = _one(r"assisted arm ([\d.]+)x-([\d.]+)x of AR in the main sweep's Gemma cells", text).groups()
+    assert quoted == (f"{min(values):.2f}", f"{max(values):.2f}")
+    cell = rows[rows["sweep"] == "assisted"]
+    e = stats.speedup_estimate(stats.common_rows(cell), "assisted", sampled=False)
+    assert f"{e.value:.2f}x [{e.low:.2f}, {e.high:.2f}]" in re.sub(r"\s+", " ", text)
+    assert "gave the assisted arm 0.09-0.65x" not in text
 
 
 # ---------------------------------------------------------------- the reference results

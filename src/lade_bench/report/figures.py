@@ -821,7 +821,7 @@ def _label_column(ax: Axes, points: Sequence[tuple[float, float, str, object]], 
     """
     if not points:
         return
-    height_in = ax.get_position().height * ax.figure.get_figheight()
+    height_in = ax.get_position().height * cast(Figure, ax.figure).get_figheight()  # drawn on a Figure here
     step = 1.25 * fontsize / 72 / max(height_in, 0.5)  # one text line, in axes fractions
     to_axes = ax.transData + ax.transAxes.inverted()
     ordered = sorted(points, key=lambda p: to_axes.transform((p[0], p[1]))[1])
