@@ -6,11 +6,8 @@ import pytest
 import torch
 from transformers import (
     AutoModelForCausalLM,
-    BloomConfig,
     FalconConfig,
-    Gemma3TextConfig,
     MistralConfig,
-    MptConfig,
 )
 
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
@@ -21,6 +18,7 @@ from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, Sam
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import ForwardCounter
+from .refused_models import POSITION_BIASED, TINY_SPECIAL, tiny_gemma3
 
 
 @pytest.mark.parametrize(
@@ -94,24 +92,6 @@ def test_flash_attention_is_refused_before_forward(counted_model):
     assert counter.calls == 0
 
 
-def _tiny_gemma3(**overrides):
-    config = Gemma3TextConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        sliding_window=8,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-        **overrides,
-    )
-    return AutoModelForCausalLM.from_config(config).eval()
-
-
 @pytest.mark.parametrize(
     ("overrides", "fragment"),
     [
@@ -121,7 +101,7 @@ def _tiny_gemma3(**overrides):
     ],
 )
 def test_attention_lookahead_cannot_mask_is_refused_before_forward(overrides, fragment):
-    model = _tiny_gemma3()
+    model = tiny_gemma3()
     for key, value in overrides.items():
         setattr(model.config, key, value)
     counter = ForwardCounter(model)
@@ -133,7 +113,7 @@ def test_attention_lookahead_cannot_mask_is_refused_before_forward(overrides, fr
 
 
 def test_sliding_layers_without_a_window_size_are_refused():
-    model = _tiny_gemma3(layer_types=["sliding_attention", "full_attention"])
+    model = tiny_gemma3(layer_types=["sliding_attention", "full_attention"])
     model.config.sliding_window = None
     with pytest.raises(UnsupportedModelError, match="sliding_window=None"):
         lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5)
@@ -155,17 +135,6 @@ def test_sliding_window_models_are_accepted():
     )
     model = AutoModelForCausalLM.from_config(config).eval()
     assert len(lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5).tokens) == 5
-
-
-_TINY_SPECIAL = dict(vocab_size=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)
-POSITION_BIASED = {
-    # ALiBi: biases from each token's index in the input, whatever position_ids say.
-    "mpt": lambda: MptConfig(d_model=32, n_heads=4, n_layers=1, expansion_ratio=2, max_seq_len=64, **_TINY_SPECIAL),
-    "bloom": lambda: BloomConfig(hidden_size=32, n_layer=1, n_head=4, **_TINY_SPECIAL),
-    "falcon_alibi": lambda: FalconConfig(
-        hidden_size=32, num_hidden_layers=1, num_attention_heads=4, alibi=True, **_TINY_SPECIAL
-    ),
-}
 
 
 @pytest.mark.parametrize(
@@ -190,5 +159,5 @@ def test_position_biased_models_are_refused_before_forward(family, fragment):
 
 
 def test_rotary_falcon_is_not_mistaken_for_alibi():
-    config = FalconConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, alibi=False, **_TINY_SPECIAL)
+    config = FalconConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, alibi=False, **TINY_SPECIAL)
     assert position_bias_of(AutoModelForCausalLM.from_config(config)) is None

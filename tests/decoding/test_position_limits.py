@@ -17,8 +17,6 @@ import torch
 from transformers import (
     AutoConfig,
     AutoModelForCausalLM,
-    MambaConfig,
-    RwkvConfig,
 )
 
 from lade_bench.decoding import lookahead as lookahead_module
@@ -36,6 +34,7 @@ from lade_bench.models.tiny_position_scaled import (
 )
 
 from .helpers import ForwardCounter, repetitive_prompt
+from .refused_models import RECURRENT
 
 PROMPT = repetitive_prompt(20, seed=3)
 PARAMS = LookaheadParams(4, 5, 5)
@@ -177,14 +176,6 @@ def test_temperature_tuning_allows_lookahead_below_floor_scale():
         assert METHODS[f"lookahead_{layout}"](model, 31).tokens == reference.tokens
     with pytest.raises(UnsupportedModelError, match="max_new_tokens <= 31 for this 20-token prompt"):
         lookahead_generate(model, PROMPT, PARAMS, 32)
-
-
-RECURRENT = {
-    "mamba": lambda: MambaConfig(hidden_size=32, state_size=4, num_hidden_layers=1, vocab_size=64),
-    "rwkv": lambda: RwkvConfig(
-        vocab_size=64, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32, intermediate_size=64
-    ),
-}
 
 
 @pytest.mark.parametrize("family", sorted(RECURRENT))

@@ -168,14 +168,17 @@ def test_config_errors_fail_before_any_model_loads(compose_cfg, tmp_path, monkey
     assert not any(tmp_path.iterdir())  # nothing written either
 
 
-def test_alibi_model_is_refused_before_any_generation(compose_cfg, tmp_path, monkeypatch, spy):
+@pytest.mark.parametrize("arms", [[], ["arms=[ar,prompt_lookup]"]], ids=["default_arms", "no_custom_mask_arm"])
+def test_alibi_model_is_refused_before_any_generation(compose_cfg, tmp_path, monkeypatch, spy, arms):
+    """Whatever the drafting arms (prompt lookup feeds no custom mask, yet runs the same model checks)."""
+
     def loads_mpt(*args, **kwargs):
         _, tokenizer = load_model(*args, **kwargs)
         config = MptConfig(d_model=32, n_heads=4, n_layers=1, max_seq_len=512, vocab_size=len(tokenizer))
         return AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval(), tokenizer
 
     monkeypatch.setattr(cell_module, "load_model", loads_mpt)
-    cfg = compose_cfg([*TINY, "attn_implementation=eager", f"output_root={tmp_path}"])
+    cfg = compose_cfg([*TINY, "attn_implementation=eager", *arms, f"output_root={tmp_path}"])
     with pytest.raises(UnsupportedModelError, match="MptForCausalLM is not supported: it uses ALiBi"):
         run_cell(cfg)
     assert spy == []

@@ -31,6 +31,7 @@ from lade_bench.decoding.params import (
     require_int,
     validate_max_new_tokens,
 )
+from lade_bench.decoding.support import check_model_support
 from lade_bench.decoding.timing import device_synchronizer, model_device
 
 # transformers' schedules for the draft length. "heuristic" is left out on purpose: it carries the
@@ -179,6 +180,9 @@ def assisted_generate(
             "transformers prunes the draft's LM head in place for it; use sampling=greedy, or a draft "
             "with the target's tokenizer"
         )
+    # The target verifies the draft's tokens on its cache like every drafting method; the draft's own
+    # decoding only proposes, so a draft the checks would refuse costs speed, never exactness.
+    check_model_support(model, custom_mask=False)
     kwargs: dict[str, Any] = {"assistant_model": paired.model}
     if paired.tokenizers is not None:
         kwargs.update(tokenizer=paired.tokenizers[0], assistant_tokenizer=paired.tokenizers[1])

@@ -12,7 +12,7 @@ import torch
 from transformers import CompileConfig, GenerationConfig
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
-from lade_bench.decoding.compiled import CompiledForwards
+from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support
 from lade_bench.decoding.params import (
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_NUM_TOKENS,
@@ -23,6 +23,7 @@ from lade_bench.decoding.params import (
 )
 from lade_bench.decoding.position_limits import check_position_limits, prompt_lookup_reach
 from lade_bench.decoding.static_step import full_static_cache
+from lade_bench.decoding.support import check_model_support
 from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
 
 
@@ -77,6 +78,12 @@ def prompt_lookup_generate(
     validate_max_new_tokens(max_new_tokens)
     # Checked here, not in generate: its candidates reach past the sequence like lookahead's window.
     check_position_limits(model, len(prompt_ids_as_list(input_ids)), max_new_tokens, prompt_lookup_reach(num_tokens))
+    if compiled is not None:
+        check_static_shape_support(model)
+    # Last: after every refusal that needs no forward, since the model probe runs a few. The compiled
+    # mode feeds each step under the static executor's custom mask; eager generate feeds a plain
+    # causal block, which any attention implementation takes.
+    check_model_support(model, custom_mask=compiled is not None)
     if compiled is not None:
         from lade_bench.decoding.static_prompt_lookup import static_prompt_lookup_generate
 

@@ -81,7 +81,21 @@ def eos_set(eos_token_id: int | Iterable[int] | None) -> frozenset[int]:
 
 
 def check_custom_mask_support(model: torch.nn.Module) -> None:
-    """Raise UnsupportedModelError unless ``model`` can take lookahead's custom 4D mask exactly."""
+    """Raise UnsupportedModelError unless ``model`` can take lookahead's custom 4D mask exactly.
+
+    :func:`check_model_structure` plus the attention implementation (one that takes a custom mask).
+    Reads the config and the forward signature only: no forward pass.
+    """
+    check_model_structure(model)
+    check_attention_implementation(attention_implementation_of(model))
+
+
+def check_model_structure(model: torch.nn.Module) -> None:
+    """Raise UnsupportedModelError when what ``model`` is (config, forward signature) breaks exactness.
+
+    The same for every decoding method that verifies drafted tokens (``lade_bench.decoding.support``
+    adds the behavioural probe). Each message names the model type and the feature.
+    """
     config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     if getattr(config, "is_encoder_decoder", False):
         raise UnsupportedModelError(
@@ -96,6 +110,13 @@ def check_custom_mask_support(model: torch.nn.Module) -> None:
             "model's own decoding. Supported: attention-only decoders; use the autoregressive baseline "
             "for this model"
         )
+    cacheless = missing_cache_of(model)
+    if cacheless is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} is not supported: {cacheless}. Every method continues a KV cache "
+            "(drafted tokens are verified on top of the accepted ones and the rejected ones cropped); a "
+            "cache passed to this model would be silently dropped. Use the autoregressive baseline"
+        )
     bias = position_bias_of(model)
     if bias is not None:
         raise UnsupportedModelError(
@@ -104,7 +125,13 @@ def check_custom_mask_support(model: torch.nn.Module) -> None:
             "from the model's own decoding. Supported: models whose positions come from position_ids "
             "(rotary or learned absolute: Llama, Qwen, Mistral, Gemma, Phi, GPT-2, GPT-NeoX, ...)"
         )
-    check_attention_implementation(attention_implementation_of(model))
+    mixing = input_dependent_attention_of(model)
+    if mixing is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} is not supported: {mixing}. A row's logits would then depend on "
+            "where it sits in the input and on the other tokens fed with it (drafted or masked ones), "
+            "so the output would differ from the model's own decoding. Use the autoregressive baseline"
+        )
     layer_attention_of(model)
 
 
@@ -247,3 +274,60 @@ def position_bias_of(model: torch.nn.Module) -> str | None:
     if isinstance(model, PreTrainedModel) and "position_ids" not in inspect.signature(model.forward).parameters:
         return f"its forward() takes no position_ids (model_type={model_type!r} computes positions itself)"
     return None
+
+
+def missing_cache_of(model: torch.nn.Module) -> str | None:
+    """Why ``model`` takes no KV cache, or None when its forward takes one.
+
+    A transformers model whose ``forward`` has neither ``cache`` nor ``past_key_values`` (GPT-1,
+    ``openai-gpt``) recomputes the whole input every call; wrappers that are not a
+    ``PreTrainedModel`` are not judged (their forward hides the argument list).
+    """
+    if not isinstance(model, PreTrainedModel):
+        return None
+    parameters = inspect.signature(model.forward).parameters
+    if "cache" in parameters or "past_key_values" in parameters:
+        return None
+    model_type = getattr(model.config, "model_type", None)
+    return f"its forward() takes no KV cache (no cache/past_key_values argument, model_type={model_type!r})"
+
+
+def input_dependent_attention_of(model: torch.nn.Module) -> str | None:
+    """Which attention of ``model`` depends on input indices or on the other tokens fed, or None.
+
+    Two features, read from the config whatever the model is called: local layers that apply their
+    window by the index in the input rather than by position id (GPT-Neo's ``attention_layers``
+    with ``"local"``), and dynamic-mask attention that picks each query's keys by a top-k over all
+    keys, masked ones included (Doge's ``keep_window_size``; its mixture-of-experts variant also
+    routes with information from the other tokens of a forward).
+    """
+    config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
+    if hasattr(config, "get_text_config"):
+        config = config.get_text_config(decoder=True)
+    model_type = getattr(config, "model_type", None)
+    for field in ("attention_layers", "attention_types"):
+        kinds = _flat_strings(getattr(config, field, None))
+        if "local" in kinds:
+            window = getattr(config, "window_size", None)
+            return (
+                f"its local attention layers (config.{field} has 'local', window_size={window}, "
+                f"model_type={model_type!r}) apply their window by the index in the input, not by position id"
+            )
+    keep = getattr(config, "keep_window_size", None)
+    if keep is not None:
+        moe = getattr(config, "is_moe", False)
+        router = ", and its expert router (is_moe=True) mixes the tokens of one forward" if moe else ""
+        return (
+            f"its dynamic-mask attention (config.keep_window_size={keep}, model_type={model_type!r}) picks "
+            f"each query's keys by a top-k over every key, masked ones included{router}"
+        )
+    return None
+
+
+def _flat_strings(value: Any) -> set[str]:
+    """Every string inside a nested list/tuple config value (GPT-Neo nests its layer kinds)."""
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_flat_strings(item) for item in value)) if value else set()
+    return set()

@@ -24,8 +24,15 @@ class CachedForward:
         self.record = ForwardRecord()
 
     def __call__(self, ids: list[int], **kwargs) -> torch.Tensor:
-        """One model forward on top of the cache; returns the kept logits, shape (rows, V)."""
+        """One model forward on top of the cache; returns the kept logits, shape (rows, V).
+
+        Without ``position_ids`` the tokens take the positions right after the cache, passed
+        explicitly: ``generate`` (the AR reference) always passes them, and a model left to derive
+        its own may count differently (RoBERTa-style decoders start after the padding index).
+        """
         input_tensor = torch.tensor([ids], device=self.device)
+        if "position_ids" not in kwargs:
+            kwargs["position_ids"] = following_positions(self.cache.get_seq_length(), len(ids), self.device)
         self.record.step_tokens.append(len(ids))
         self._clock.start()
         output = self.model(input_ids=input_tensor, **{self._cache_argument: self.cache}, use_cache=True, **kwargs)
@@ -43,3 +50,8 @@ class CachedForward:
         if guesses:
             self.cache.crop(-guesses)
         return logits
+
+
+def following_positions(cached: int, count: int, device: torch.device | str) -> torch.Tensor:
+    """(1, count) position ids of ``count`` tokens fed right after ``cached`` cached ones."""
+    return torch.arange(cached, cached + count, device=device)[None, :]

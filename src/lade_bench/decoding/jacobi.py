@@ -17,7 +17,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from transformers import DynamicCache
 
-from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
+from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
+from lade_bench.decoding.forward import following_positions
 from lade_bench.decoding.params import (
     JACOBI_BLOCK_SIZE,
     DecodeResult,
@@ -26,6 +27,7 @@ from lade_bench.decoding.params import (
     validate_max_new_tokens,
 )
 from lade_bench.decoding.position_limits import check_position_limits, jacobi_reach
+from lade_bench.decoding.support import check_model_support
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, device_synchronizer, model_device
 from lade_bench.decoding.window import initial_guesses
 
@@ -49,8 +51,8 @@ def jacobi_generate(
     require_int("jacobi block_size", block_size, minimum=1)
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
-    check_custom_mask_support(model)
     check_position_limits(model, len(prompt), max_new_tokens, jacobi_reach(block_size))
+    check_model_support(model, custom_mask=True)
     stop_ids = eos_set(eos_token_id)
     device = model_device(model)
     generator = torch.Generator().manual_seed(seed)
@@ -63,7 +65,11 @@ def jacobi_generate(
     def forward(ids: list[int]) -> list[int]:
         step_tokens.append(len(ids))
         forward_clock.start()
-        output = model(input_ids=torch.tensor([ids], device=device), **{cache_key: cache}, use_cache=True)
+        # Explicit positions, as generate passes them (see forward.CachedForward).
+        positions = following_positions(cache.get_seq_length(), len(ids), device)
+        output = model(
+            input_ids=torch.tensor([ids], device=device), position_ids=positions, **{cache_key: cache}, use_cache=True
+        )
         forward_clock.stop()
         return output.logits[0].argmax(dim=-1).tolist()
 

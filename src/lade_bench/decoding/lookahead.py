@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from lade_bench.decoding.checks import check_custom_mask_support, eos_set, prompt_ids_as_list
+from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
 from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support
 from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepExecutor, StepInput
@@ -27,6 +27,7 @@ from lade_bench.decoding.pool import NGramPool
 from lade_bench.decoding.position_limits import check_position_limits, lookahead_reach
 from lade_bench.decoding.single_device import SingleDeviceExecutor
 from lade_bench.decoding.static_step import StaticShapeExecutor, lookahead_step_shape
+from lade_bench.decoding.support import check_model_support
 from lade_bench.decoding.timing import device_synchronizer, model_device
 from lade_bench.decoding.window import LookaheadWindow, initial_guesses
 
@@ -73,14 +74,16 @@ def lookahead_generate(
     sampling = sampling or SamplingParams()
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
-    check_custom_mask_support(model)
     check_position_limits(model, len(prompt), max_new_tokens, lookahead_reach(params))
+    if compiled is not None:
+        check_static_shape_support(model, parallel)
+    # Last: after every refusal that needs no forward, since the model probe runs a few.
+    check_model_support(model, custom_mask=True)
     stop_ids = eos_set(eos_token_id)
     device = model_device(model)
     if compiled is None:
         executor = choose_executor(model, params, sampling, parallel)
         return _DecodingLoop(executor, prompt, params, max_new_tokens, sampling, stop_ids, seed, device).run()
-    check_static_shape_support(model, parallel)
     shape = lookahead_step_shape(params.ngram, params.window, params.guesses)
     cache_length = compiled.cache_length(len(prompt) + max_new_tokens + shape.tokens)
 

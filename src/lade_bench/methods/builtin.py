@@ -205,7 +205,7 @@ def _refuse_ar_pp(cfg: Any) -> str | None:
 
 
 BUILTIN_METHODS: tuple[Method, ...] = (
-    Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True),
+    Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True, model_checks=False),
     Method(
         "lookahead",
         generate_lookahead,
@@ -250,6 +250,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         models=(TENSOR_PARALLEL,),
         refuse=_refuse_ar_tp,
         scaling_label="TP: tensor-parallel AR",
+        model_checks=False,
     ),
     Method(
         "assisted",
@@ -272,6 +273,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         models=(PIPELINE_PARALLEL,),
         refuse=_refuse_ar_pp,
         scaling_label="PP: pipeline-parallel AR",
+        model_checks=False,
     ),
 )
 

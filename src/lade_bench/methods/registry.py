@@ -108,6 +108,10 @@ class Method:
         scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).
         compiles: it has a compiled mode (static KV cache, compiled forward; ``compile=true``): its
             generate honours ``GenerationRequest.compiled``. A compiled cell refuses the others.
+        model_checks: the engine's model checks (``lade_bench.decoding.support.check_model_support``)
+            run on its model before its first forward (:func:`run_generation`, and the runner when it
+            loads the model), so it never reaches a model the engine refuses for another method.
+            False only for the autoregressive reference arms: they are the model's own ``generate``.
     """
 
     name: str
@@ -125,6 +129,7 @@ class Method:
     refuse: Callable[[Any], str | None] | None = None
     scaling_label: str | None = None
     compiles: bool = False
+    model_checks: bool = True
 
     @property
     def greedy_only(self) -> bool:
@@ -273,6 +278,20 @@ def bind_method(
         request = GenerationRequest(
             {REPLICA: model}, prompt_ids, max_new_tokens, stops, settings=fixed, compiled=compiled
         )
-        return method.generate(request)
+        return run_generation(method, request)
 
     return run
+
+
+def run_generation(method: Method, request: GenerationRequest) -> Any:
+    """``method.generate(request)``, after the engine's model checks when the method has them.
+
+    Every caller of a method's generate (the runner, ``bench``, ``gpu_check``) goes through here, so
+    a newly registered method is checked like the built-in ones without doing anything itself. The
+    checks keep their verdict per model, so every call after the first costs a dictionary look-up.
+    """
+    if method.model_checks and REPLICA in request.models:
+        from lade_bench.decoding.support import check_model_support
+
+        check_model_support(request.models[REPLICA], custom_mask=method.custom_mask)
+    return method.generate(request)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from lade_bench.decoding import DecodeResult
-from lade_bench.methods import GenerationRequest, Method, get_method
+from lade_bench.methods import GenerationRequest, Method, get_method, run_generation
 from lade_bench.runner.plan import CellPlan
 
 if TYPE_CHECKING:
@@ -75,4 +75,4 @@ def _generate_here(
         # The plan lets only methods with a compiled mode into a compiled cell; None keeps any other eager.
         compiled=cell_model.compiled if method.compiles else None,
     )
-    return method.generate(request)
+    return run_generation(method, request)

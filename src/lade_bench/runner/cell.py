@@ -37,9 +37,10 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
-from lade_bench.decoding import DecodingConfigError, check_custom_mask_support
+from lade_bench.decoding import DecodingConfigError
 from lade_bench.decoding.assisted import pair_draft
 from lade_bench.decoding.compiled import CompiledForwards
+from lade_bench.decoding.support import check_model_support
 from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.models.loading import (
     TensorParallelError,
@@ -522,10 +523,11 @@ def _load_replica(plan: CellPlan) -> CellModel:
             f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
             "local copy, or use the embedded model: model=smollm2"
         ) from err
-    if any(get_method(arm).custom_mask for arm in plan.arms):
-        # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention) now, not after the
-        # device profile and the first AR generations.
-        check_custom_mask_support(model)
+    checked = [get_method(arm) for arm in plan.arms if get_method(arm).model_checks]
+    if checked:
+        # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention, a failed probe) now,
+        # not after the device profile and the first AR generations.
+        check_model_support(model, custom_mask=any(method.custom_mask for method in checked))
     if cfg.model.chat and getattr(tokenizer, "chat_template", None) is None:
         raise CellConfigError(
             f"model {cfg.model.name!r} has no chat template: set model.chat_template, or model.chat=false "
