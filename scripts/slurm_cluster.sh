@@ -68,7 +68,13 @@ write_configs() {
     mem_mb=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 * 3 / 4))
     mkdir -p "$DIR"/{state,spool,munge}
     chmod 755 "$DIR/munge"  # munged wants its socket folder reachable by every client; the key stays 0600
-    [ -s "$DIR/munge/munge.key" ] || mungekey --create --keyfile="$DIR/munge/munge.key"
+    if [ ! -s "$DIR/munge/munge.key" ]; then
+        if command -v mungekey >/dev/null; then
+            mungekey --create --keyfile="$DIR/munge/munge.key"
+        else # munge before 0.5.14 has no mungekey: any 1 KiB of random bytes is a key
+            (umask 077 && head -c 1024 /dev/urandom >"$DIR/munge/munge.key")
+        fi
+    fi
     cat >"$DIR/slurm.conf" <<EOF
 # Written by scripts/slurm_cluster.sh: a one-node test cluster, every file under $DIR.
 ClusterName=lade
