@@ -101,9 +101,14 @@ def cell_dtypes(cells: Sequence[CellFiles]) -> dict[tuple[str, str], str]:
     }
 
 
-def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
-    """One row per cell: its CPU, affinity, threads, load before/after, and why it ran under interference."""
+def interference_table(cells: Sequence[CellFiles], rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per cell: its CPU, affinity, threads, load before/after, and why it ran under interference.
+
+    With the sweep's ``rows``, also how many of the cell's rows a run that left no end record timed
+    (:func:`rows_without_end_record`): nothing says what ran beside such a run at its end.
+    """
     records = []
+    by_cell = dict(iter(rows.groupby(["sweep", "cell_id"]))) if rows is not None and len(rows) else {}
     for cell in cells:
         conditions = (cell.manifest or {}).get("timing_conditions") or {}
         start, end = conditions.get("start") or {}, conditions.get("end") or {}
@@ -118,12 +123,23 @@ def interference_table(cells: Sequence[CellFiles]) -> pd.DataFrame:
                 "load before": _load(start),
                 "load after": _load(end),
                 "interference": "; ".join(reasons) if reasons else "none seen",
+                **({"rows by a run with no end record": _unended_text(cell, by_cell)} if rows is not None else {}),
             }
         )
+    columns = ["sweep", "cell", "cpu", "cpu affinity", "torch threads", "load before", "load after", "interference"]
     return pd.DataFrame.from_records(
-        records,
-        columns=["sweep", "cell", "cpu", "cpu affinity", "torch threads", "load before", "load after", "interference"],
+        records, columns=[*columns, *(["rows by a run with no end record"] if rows is not None else [])]
     )
+
+
+def _unended_text(cell: CellFiles, by_cell: Mapping[tuple[str, str], pd.DataFrame]) -> str:
+    """``"25 of 100 (run 20261205T...)"``, or ``"none"`` when every run of the cell recorded its end."""
+    cell_rows = by_cell.get((cell.sweep, cell.cell_id), pd.DataFrame({"run_id": []}))
+    unended = rows_without_end_record(cell.manifest or {}, cell_rows)
+    if not unended:
+        return "none"
+    runs = ", ".join(f"{run_id}: {n}" for run_id, n in unended.items())
+    return f"{sum(unended.values())} of {len(cell_rows)} ({runs})"
 
 
 def drift_table(drift: pd.DataFrame) -> pd.DataFrame:

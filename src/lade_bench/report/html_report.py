@@ -119,7 +119,7 @@ def _statistics_html(sweep: Sweep) -> str:
 
 def _conditions_html(sweep: Sweep) -> str:
     """Which cells ran under interference, and the drift of identical AR work across cells (with n)."""
-    cells = conditions.interference_table(sweep.cells)
+    cells = conditions.interference_table(sweep.cells, sweep.rows)
     flagged = int((cells["interference"] != "none seen").sum()) if len(cells) else 0
     parts = [
         f"<p>{flagged} of {len(cells)} cell(s) show a sign of interference (load average above the CPUs of "
