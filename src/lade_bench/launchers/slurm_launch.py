@@ -78,7 +78,7 @@ def launch_on_slurm(launcher: Any, job_overrides: Sequence[Sequence[str]], initi
     log.info("submitted %d cell(s) as Slurm job array %s (squeue -j %s)", len(jobs), array_id, array_id)
     submission = {"state": "submitted", "array_job_id": array_id}
     try:
-        lost = _wait(jobs, nums, array_id, settings, records, submission)
+        lost = _wait(jobs, nums, array_id, settings, records, submission, launcher.params)
     except KeyboardInterrupt:
         message = f"the launch stopped waiting; its jobs stay queued (scancel {array_id} stops them)"
         records.write(submission, {}, ended=message)
@@ -171,6 +171,7 @@ def _wait(
     settings: dict[str, Any],
     records: QueueRecords,
     submission: dict[str, Any],
+    params: dict[str, Any],
 ) -> dict[int, str]:
     """Wait until every job has a result or is over without one; returns the latter (num -> what happened)."""
     poll_s, grace_s = float(settings["poll_s"]), float(settings["result_grace_s"])
@@ -221,13 +222,23 @@ def _wait(
             reasons = sorted({entry.reason for entry in hopeless.values()})
             message = (f"Slurm keeps job(s) {', '.join(e.job_id for e in hopeless.values())} PENDING with reason "
                        f"{', '.join(reasons)}, which does not clear by waiting (the request exceeds what the "
-                       f"partition, account or QOS allows); the array {array_id} was cancelled")  # fmt: skip
+                       f"partition, account or QOS allows); the array {array_id} was cancelled"
+                       f"{_what_does_not_fit(params)}")  # fmt: skip
             records.write({**submission, "state": "refused", "message": message}, {}, ended=message)
             log.error("%s. Change the request (hydra.launcher.*), then rerun: %s", message, records.command)
             raise SystemExit(REFUSED_EXIT)
         if len(finished) + len(lost) < len(jobs):
             time.sleep(poll_s)
     return lost
+
+
+def _what_does_not_fit(params: dict[str, Any]) -> str:
+    """The settings the cluster's nodes cannot satisfy, in words for a message (empty when none is seen)."""
+    try:
+        problems = request_problems(params, read_partitions())
+    except ClusterUnreadable:
+        return ""
+    return "; " + "; ".join(problems) if problems else ""
 
 
 def _give_up(
