@@ -201,6 +201,53 @@ def test_step_widths_are_quoted_as_maxima_with_their_measured_means(rows):
     assert match.groups() == w7_range
 
 
+# Decimals of the reference sections that are not results of these rows: the sampling temperature and
+# the paper's own GPU numbers (1.78 -> 1.88 with prompt as reference, 7B on an A100).
+NOT_RESULTS = {"1.0", "1.78", "1.88"}
+
+
+def test_every_decimal_of_the_reference_sections_comes_from_the_rows(rows):
+    """Each decimal number the reference sections print is one a committed table prints, one of
+    ``cells_summary.csv`` at the printed precision, or one this module recomputes from the rows."""
+    known = {n for table in (FIGURES / "tables").glob("*.md") for n in re.findall(r"\d+\.\d+", table.read_text())}
+    summary = pd.read_csv(FIGURES / "tables" / "cells_summary.csv").select_dtypes("number").to_numpy().ravel()
+    finite = summary[np.isfinite(summary)]
+    known |= {f"{v:.2f}" for v in finite} | {f"{v:.3f}" for v in finite}
+    for window in (7, 2):
+        means = _decode_step_means(rows, window)
+        known |= {f"{min(means):.1f}", f"{max(means):.1f}"}
+    sweep = rows[rows["sweep"] == "ablation_n"]
+    known.add(f"{stats.cell_contrast(*(sweep[sweep['ngram'] == n] for n in (4, 5))).speedup_ratio.high:.3f}")
+    cell = rows[(rows["sweep"] == "main") & (rows["model"] == "gemma3-270m") & (rows["dataset"] == "humaneval")]
+    lows = [low for low, _ in speedup_bounds(cell[cell["window"] == 2], "lookahead", "ar")]
+    known |= {f"{min(lows):.3f}", f"{max(lows):.3f}"}
+    for path in (README, REFERENCE):
+        section = re.sub(r"<!--.*?-->", "", _section(path), flags=re.S)
+        quoted = set(re.findall(r"(?<![\d/.])\d+\.\d+", section))
+        assert quoted - NOT_RESULTS <= known, (path.name, sorted(quoted - NOT_RESULTS - known))
+
+
+def test_the_counts_of_the_reference_sections_are_the_rows(rows, slim_rows):
+    """70 method-cells and 1,620 paired outputs with 0 mismatches; lookahead loses in 10 of 12 declared
+    cells; prompt lookup is faster in 7 of 12: counted here from the rows and the seed-checked verdicts."""
+    reference = rows[rows["sweep"].isin(["main", "prompt_ref", "ablation_wg", "ablation_n", "sampling"])]
+    greedy = reference[~reference["do_sample"].astype(bool) & (reference["arm"] != stats.BASELINE_ARM)]
+    method_cells = greedy.groupby(["sweep", "cell_id", "arm"]).ngroups
+    mismatches = int((~greedy["matches_ar"].astype(bool)).sum())
+    counts = {
+        "method-cells": f"{method_cells} method-cells, {len(greedy):,} paired outputs, {mismatches} mismatches",
+    }
+    declared = Claim("", "", {"sweep": "main", "window": 7}, None)
+    lookup = Claim("", "", {"sweep": "main", "window": 7, "arm": "prompt_lookup"}, None)
+    loses = [v for _, v in claim_verdicts(declared, slim_rows)].count("slower")
+    faster = [v for _, v in claim_verdicts(lookup, slim_rows)].count("faster")
+    for path in (README, REFERENCE):
+        text = re.sub(r"\s+", " ", _text(path))
+        assert counts["method-cells"] in text, path.name
+    readme = re.sub(r"\s+", " ", _section(README))
+    assert f"loses to AR in {loses} of 12 cells" in readme and f"faster than AR in {faster} of 12 cells" in readme
+
+
 def test_the_tuned_gemma_humaneval_cell_is_quoted_as_a_tie_with_its_seed_range(rows):
     """1.07x [1.00, 1.13]: the lower end is 1.001 at the tables' seed and moves across 1 with the seed."""
     cell = rows[(rows["sweep"] == "main") & (rows["model"] == "gemma3-270m") & (rows["dataset"] == "humaneval")]
@@ -445,6 +492,19 @@ def test_bfloat16_ar_gains_are_quoted_not_called_little():
         gains = ar.loc[ar["model"] == model, "ar_gain"]
         quoted += [f"{gains.min():.2f}", f"{gains.max():.2f}"]
     assert list(match.groups()) == quoted
+
+
+def test_the_step_cost_paragraph_quotes_the_committed_curves():
+    """56-token and one-token forward times and their ratio per (dtype, mode), from ``step_cost/``."""
+    (path,) = (FIGURES / "baselines" / "step_cost").glob("*.json")
+    curves = json.loads(path.read_text())["curves"]
+    text = re.sub(r"\s+", " ", _text(BASELINES))
+    found = re.findall(r"([\d.]+) ms against ([\d.]+) ms[^(]*\(([\d.]+) times\)", text)
+    expected = []
+    for curve in curves:
+        times = dict(zip(curve["token_counts"], curve["forward_time_s"], strict=True))
+        expected.append((f"{1000 * times[56]:.1f}", f"{1000 * times[1]:.1f}", f"{times[56] / times[1]:.2f}"))
+    assert sorted(found) == sorted(expected)
 
 
 # ---------------------------------------------------------------- the tune
