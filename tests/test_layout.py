@@ -38,3 +38,13 @@ def test_the_decoding_package_exports_every_lazy_name_and_each_resolves():
     assert sorted(decoding.__all__) == sorted(exports)
     for name in decoding.__all__:
         assert getattr(decoding, name) is not None
+
+
+def test_the_docs_index_lists_every_page():
+    """docs/README.md is the one index of the docs: a page missing from it is a page nobody finds."""
+    docs = PACKAGE.parents[1] / "docs"
+    index = (docs / "README.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\]\(([a-z_]+\.md)\)", index))
+    pages = {path.name for path in docs.glob("*.md")} - {"README.md"}
+    assert pages - linked == set(), "pages missing from docs/README.md"
+    assert linked - pages == set(), "docs/README.md links pages that do not exist"

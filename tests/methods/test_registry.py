@@ -63,6 +63,8 @@ def test_register_refuses_bad_and_duplicate_names():
         register(Method("My-Method", generate, label="x", color="#000000"))
     with pytest.raises(ValueError, match="already registered"):
         register(Method("ar", generate, label="x", color="#000000"))
+    with pytest.raises(ValueError, match="color '#9467BD' is already 'assisted'"):
+        register(Method("zz_toy", generate, label="Toy", color="#9467BD"))
     register(Method("zz_toy", generate, label="Toy", color="#000000"))
     try:
         assert method_names()[-1] == "zz_toy"

@@ -31,7 +31,7 @@ from ..runner.conftest import CONF_DIR, TINY
 
 TOY = "toy_no_cache_ar"
 TOY_LABEL = "AR without cache (toy)"
-TOY_COLOR = "#9467bd"
+TOY_COLOR = "#17becf"
 
 
 def no_cache_greedy(request: GenerationRequest) -> DecodeResult:

@@ -4,7 +4,7 @@ Importing the package registers the built-in methods (``builtin``). A new method
 :class:`Method` entry and its generate function (``docs/adding_a_method.md``)::
 
     from lade_bench.methods import Method, register
-    register(Method("my_method", my_generate, label="My method", color="#9467bd"))
+    register(Method("my_method", my_generate, label="My method", color="#17becf"))
 """
 
 from lade_bench.methods.builtin import register_builtin_methods

@@ -150,12 +150,19 @@ def register(method: Method, *, replace: bool = False) -> Method:
     """Add ``method`` to the registry (after the others: the reading order) and return it.
 
     Raises:
-        ValueError: a malformed name, or a name already registered (unless ``replace``).
+        ValueError: a malformed name, a name already registered (unless ``replace``), or a colour
+            another method already has (every figure tells methods apart by colour).
     """
     if not _NAME.fullmatch(method.name):
         raise ValueError(f"method name {method.name!r}: use lowercase letters, digits and '_', a letter first")
     if method.name in _REGISTRY and not replace:
         raise ValueError(f"method {method.name!r} is already registered; pass replace=True to redefine it")
+    taken = {other.color.lower(): other.name for other in _REGISTRY.values() if other.name != method.name}
+    if method.color.lower() in taken:
+        raise ValueError(
+            f"method {method.name!r}: color {method.color!r} is already {taken[method.color.lower()]!r}'s; pick one "
+            f"no method has (taken: {sorted(taken)})"
+        )
     _REGISTRY[method.name] = method
     return method
 
