@@ -74,11 +74,12 @@ def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
     bin_dir.mkdir()
     script = tmp_path / "submitted.sh"
     fakes = {
-        "sbatch": f'cp "$1" {script}\necho "Submitted batch job 4242"',
+        # Keeps the job script; task 0 "ran" and returned a failure, the others never run.
+        "sbatch": f'exec {sys.executable} {Path(__file__).with_name("fake_sbatch.py")} {script} "$@"',
         "srun": "exit 0",
         # Accounting knows how each job ended (sacct -n -X -P -o State prints the state alone).
         "sacct": "echo FAILED",
-        # The jobs are gone from the queue at once (nothing listed) and never wrote a result.
+        # The jobs are gone from the queue at once (nothing listed).
         "squeue": "exit 0",
         # A GPU partition that can hold the request, so the check before submitting lets it through.
         "scontrol": 'if [ "$2" = partition ]; then echo "PartitionName=gpu Default=YES State=UP MaxTime=UNLIMITED"; '
@@ -95,7 +96,9 @@ def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
     # The launch ends (it does not wait forever), names every cell and the rerun command, no traceback.
     said = done.stdout + done.stderr
     assert done.returncode == 3 and "16 cell(s) not done" in said and "Traceback" not in said, said[-3000:]
-    assert "llama2-7b-chat-mt_bench-N5W1G1-greedy: job 4242_0 ended FAILED without a result" in said
+    # A job that returned its task's failure, and jobs that ended without a result: one line each.
+    assert "N5W1G1-greedy: job 4242_0 failed: UncompletedJobError: Job not requeued because: timed-out too many" in said
+    assert ": job 4242_1 ended FAILED without a result (log: " in said
     assert "python -m lade_bench.run +sweep=ablation_wg hydra/launcher=slurm_gpu" in said
     sbatch = script.read_text()
     for option in ("--array=0-15%16", "--gpus-per-node=1", "--ntasks-per-node=1", "--partition=gpu", "--account=lab",
