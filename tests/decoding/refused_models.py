@@ -24,6 +24,8 @@ from transformers import (
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
 TINY_SPECIAL = dict(vocab_size=64, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+# The sizes of every tiny grouped-query decoder here (and in test_bad_input.py).
+TINY_DECODER = dict(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, **TINY_SPECIAL)
 
 POSITION_BIASED: dict[str, Callable[[], PretrainedConfig]] = {
     # ALiBi: biases from each token's index in the input, whatever position_ids say.
@@ -41,16 +43,7 @@ RECURRENT: dict[str, Callable[[], PretrainedConfig]] = {
     ),
 }
 
-_DOGE = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=256,
-    keep_window_size=8,
-    **TINY_SPECIAL,
-)
+_DOGE = dict(num_hidden_layers=2, max_position_embeddings=256, keep_window_size=8, **TINY_DECODER)
 
 # Families that ran silently wrong (or crashed raw) before the checks named their features.
 SILENT: dict[str, Callable[[], PretrainedConfig]] = {
@@ -101,17 +94,7 @@ ROBERTA_DECODERS: dict[str, Callable[[], PretrainedConfig]] = {
 
 def tiny_gemma3(**overrides) -> torch.nn.Module:
     """A tiny Gemma 3 text model (sliding window 8), with config ``overrides``."""
-    config = Gemma3TextConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        sliding_window=8,
-        **TINY_SPECIAL,
-        **overrides,
-    )
+    config = Gemma3TextConfig(num_hidden_layers=2, head_dim=8, sliding_window=8, **TINY_DECODER, **overrides)
     return AutoModelForCausalLM.from_config(config).eval()
 
 

@@ -18,7 +18,7 @@ from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, Sam
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import ForwardCounter
-from .refused_models import POSITION_BIASED, TINY_SPECIAL, tiny_gemma3
+from .refused_models import POSITION_BIASED, TINY_DECODER, TINY_SPECIAL, tiny_gemma3
 
 
 @pytest.mark.parametrize(
@@ -121,18 +121,7 @@ def test_sliding_layers_without_a_window_size_are_refused():
 
 def test_sliding_window_models_are_accepted():
     """Sliding-window families run (exactness: test_exactness.py); only unmaskable attention is refused."""
-    config = MistralConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=16,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=0,
-    )
+    config = MistralConfig(num_hidden_layers=1, sliding_window=16, **TINY_DECODER)
     model = AutoModelForCausalLM.from_config(config).eval()
     assert len(lookahead_generate(model, [1, 2, 3], LookaheadParams(), 5).tokens) == 5
 
