@@ -443,6 +443,12 @@ def test_bfloat16_match_shares_name_their_unit(baselines):
         "turns": (f"{100 * min(per_turn):.0f}", f"{100 * max(per_turn):.0f}"),
         "samples": (f"{100 * min(per_sample):.0f}", f"{100 * max(per_sample):.0f}"),
     }
+    diverged = bf16[~bf16["matches_ar"].astype(bool)]
+    with_margin = int(diverged["ar_margin"].notna().sum())
+    text = re.sub(r"\s+", " ", _text(BASELINES))
+    assert f"{len(diverged)} of the {len(bf16)} bfloat16 method rows" in text
+    assert f"Each of the {with_margin} divergences with a defined margin" in text
+    assert f"the other {len(diverged) - with_margin} are second MT-Bench turns" in text
     found = 0
     for path in (BASELINES, README):
         for match in re.finditer(r"(\d+)%-(\d+)% of (?:the |its )?(turns|samples)", _text(path)):
