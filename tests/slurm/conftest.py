@@ -201,11 +201,13 @@ def assert_whole(sweep: SlurmSweep) -> None:
 def hurry_requeued(cluster: Cluster, job_id: str) -> None:
     """Start a requeued job now: Slurm holds every requeued job for two minutes (Reason=BeginTime)."""
 
-    def pending() -> bool:
-        return cluster.run("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip() == "PENDING"
+    def state() -> str:
+        return cluster.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).stdout.strip()
 
-    wait_until(pending, f"job {job_id} pending again")  # a start time set while it still completes is reset
-    cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+    # A start time set while the job still completes is reset by the requeue; one that already runs needs none.
+    wait_until(lambda: state() not in ("COMPLETING", "REQUEUED"), f"job {job_id} requeued")
+    if state() == "PENDING":
+        cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout_s: float = HUNG_AFTER_S) -> None:
