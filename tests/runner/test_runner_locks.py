@@ -106,7 +106,8 @@ def test_run_cell_skips_a_cell_another_live_job_owns(compose_cfg, tmp_path):
         run_cell(compose_cfg([*TINY, f"output_root={tmp_path}", "cell_lock.stale_after_s=1"]))
 
 
-def test_slurm_job_is_relabelled_with_the_cell_name(tmp_path, monkeypatch):
+def test_slurm_job_is_commented_with_the_cell_name(tmp_path, monkeypatch):
+    """The name stays (squeue -n lade-<sweep> lists every task); the cell goes into the comment."""
     calls = tmp_path / "calls"
     fake = tmp_path / "bin" / "scontrol"
     fake.parent.mkdir()
@@ -115,7 +116,7 @@ def test_slurm_job_is_relabelled_with_the_cell_name(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     label_slurm_job(_run("123_4", "slurm"), "llama-2-7b-chat-mt_bench-N5W15G15-greedy")
     label_slurm_job(_run("99", "ray"), "not-slurm")
-    assert calls.read_text().split() == ["update", "JobId=123_4", "JobName=llama-2-7b-chat-mt_bench-N5W15G15-greedy"]
+    assert calls.read_text().split() == ["update", "JobId=123_4", "Comment=llama-2-7b-chat-mt_bench-N5W15G15-greedy"]
 
 
 def test_a_lock_without_owner_record_is_an_orphan_never_a_live_owner(tmp_path, monkeypatch):
