@@ -248,6 +248,48 @@ def test_the_counts_of_the_reference_sections_are_the_rows(rows, slim_rows):
     assert f"loses to AR in {loses} of 12 cells" in readme and f"faster than AR in {faster} of 12 cells" in readme
 
 
+def test_the_quality_and_cap_counts_are_the_rows(rows):
+    """pass@1, GSM8K accuracy and how many outputs ran to the token cap, as the reference sections
+    quote them, counted from the declared cells' rows (every greedy arm: their outputs are AR's)."""
+    declared = rows[(rows["sweep"] == "main") & (rows["window"] == 7) & ~rows["do_sample"].astype(bool)]
+    reference = declared[declared["arm"] == stats.BASELINE_ARM]
+
+    def count(model: str, dataset: str, column: str) -> str:
+        cell = declared[(declared["model"] == model) & (declared["dataset"] == dataset)]
+        per_arm = {int(cell[cell["arm"] == arm][column].sum()) for arm in cell["arm"].unique()}
+        assert len(per_arm) == 1, (model, dataset, column, per_arm)  # the same for every method
+        return f"{per_arm.pop()} of {len(cell[cell['arm'] == stats.BASELINE_ARM])}"
+
+    def at_cap(model: str, dataset: str) -> tuple[int, int]:
+        cell = reference[(reference["model"] == model) & (reference["dataset"] == dataset)]
+        return int((cell["new_tokens"] == cell["max_new_tokens"]).sum()), len(cell)
+
+    smol, gemma = "smollm2-135m-instruct", "gemma3-270m"
+    zero_code = {count(m, d, "passed") for m in (smol, gemma) for d in ("mbpp", "classeval")}
+    humaneval = {count(m, "humaneval", "passed") for m in (smol, gemma)}
+    assert len(zero_code) == 1 and len(humaneval) == 1
+    (code_count,), (humaneval_count,) = zero_code, humaneval
+    gsm_smol, gsm_gemma = count(smol, "gsm8k", "accuracy"), count(gemma, "gsm8k", "accuracy")
+    reference_text = re.sub(r"\s+", " ", _section(REFERENCE))
+    assert (
+        f"pass@1 is {code_count} for every method on MBPP and ClassEval for both models, {humaneval_count} "
+        f"({100 * int(humaneval_count.split()[0]) / 20:.1f}%) on HumanEval for both; GSM8K accuracy is "
+        f"{gsm_smol} (SmolLM2) and {gsm_gemma} (Gemma)"
+    ) in reference_text
+    readme = re.sub(r"\s+", " ", _section(README))
+    assert (
+        f"pass@1 is {code_count} on MBPP and ClassEval and {humaneval_count} on HumanEval for both models, "
+        f"GSM8K accuracy {gsm_smol.split()[0]} and {gsm_gemma}"
+    ) in readme
+    mt, gsm = at_cap(gemma, "mt_bench"), at_cap(gemma, "gsm8k")
+    assert f"{mt[0]} of {mt[1]} MT-Bench turns and {gsm[0]} of {gsm[1]} GSM8K answers run to the cap" in reference_text
+    own = [at_cap(smol, d) for d in ("humaneval", "mbpp", "gsm8k", "xsum")]
+    low, high = min(c for c, _ in own), max(c for c, _ in own)
+    assert {n for _, n in own} == {20} and f"({low}-{high} of 20 at cap)" in reference_text
+    (mt_cap, mt_n), (class_cap, class_n) = at_cap(smol, "mt_bench"), at_cap(smol, "classeval")
+    assert f"MT-Bench turns ({mt_cap}/{mt_n}) or ClassEval classes ({class_cap}/{class_n})" in reference_text
+
+
 def test_the_tuned_gemma_humaneval_cell_is_quoted_as_a_tie_with_its_seed_range(rows):
     """1.07x [1.00, 1.13]: the lower end is 1.001 at the tables' seed and moves across 1 with the seed."""
     cell = rows[(rows["sweep"] == "main") & (rows["model"] == "gemma3-270m") & (rows["dataset"] == "humaneval")]
@@ -316,8 +358,10 @@ def test_the_engine_benchmark_sentence_quotes_the_committed_profiles(rows):
         times = dict(zip(profile["token_counts"], profile["forward_time_s"], strict=True))
         ratios["Intel" if "Intel" in profile["processor"] else "AMD"].append(times[56] / times[1])
     text = _text(README)
-    for match in re.finditer(r"56-token (?:step|forward pass)[^.;]*?costs (?:about )?([\d.]+)x", text):
-        assert match.group(1) in {f"{r:.1f}" for r in ratios["Intel"] + ratios["AMD"]}, match.group(0)
+    for document in (README, ROOT / "docs" / "engine.md"):
+        pattern = r"(?:56-token (?:step|forward pass)|step\s+with\s+56\s+tokens)[^.;]*?costs (?:about )?([\d.]+)x"
+        for match in re.finditer(pattern, _text(document)):
+            assert match.group(1) in {f"{r:.1f}" for r in ratios["Intel"] + ratios["AMD"]}, match.group(0)
     match = _one(r"costs ([\d.]+)x a one-token pass on the Intel host and ([\d.]+)x-([\d.]+)x on the AMD hosts", text)
     intel, amd = ratios["Intel"], ratios["AMD"]
     assert match.groups() == (f"{intel[0]:.1f}", f"{min(amd):.1f}", f"{max(amd):.1f}") and len(intel) == 1
