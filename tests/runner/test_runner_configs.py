@@ -208,7 +208,10 @@ def test_typos_and_wrong_types_fail_at_composition(compose_cfg, override, messag
         ("repeats=0", CellConfigError, "repeats=0"),
         ("dataset.limit=0", CellConfigError, "dataset.limit=0"),
         ("dataset.offset=-1", CellConfigError, "dataset.offset=-1 is not allowed: use an integer >= 0"),
-        ("prompt_lookup.num_tokens=0 arms=[ar,prompt_lookup]", DecodingConfigError, "num_tokens=0"),
+        # Each method checks its own settings (its registry entry's refuse), only when it runs.
+        ("prompt_lookup.num_tokens=0 arms=[ar,prompt_lookup]", CellConfigError, "prompt_lookup.num_tokens=0"),
+        ("prompt_lookup.max_ngram_size=0 arms=[ar,prompt_lookup]", CellConfigError, "max_ngram_size=0 is not"),
+        ("jacobi.block_size=0 arms=[ar,jacobi]", CellConfigError, "jacobi.block_size=0 is not allowed"),
         ("dataset.name=mtbench", ValueError, "Did you mean 'mt_bench'"),
         ("sweep_name=a/b", CellConfigError, "plain folder name"),
     ],
@@ -218,6 +221,12 @@ def test_bad_values_fail_in_the_plan(compose_cfg, override, error, message):
     with pytest.raises(error) as info:
         plan_cell(cfg)
     assert message in str(info.value)
+
+
+def test_a_method_setting_binds_only_a_cell_that_runs_the_method(compose_cfg):
+    """A bad jacobi.block_size is Jacobi's to refuse: a cell without the jacobi arm plans."""
+    plan = plan_cell(compose_cfg(["jacobi.block_size=0", "arms=[ar,lookahead]"]))
+    assert "jacobi" not in plan.arms
 
 
 def test_an_offset_makes_another_cell_and_none_keeps_the_old_id(compose_cfg):

@@ -147,6 +147,23 @@ def _refuse_lookahead(cfg: Any) -> str | None:
     return None
 
 
+def _settings_below(cfg: Any, section: str, minimum: int, *keys: str) -> str | None:
+    """A message for the first ``cfg.<section>.<key>`` that is not an integer >= ``minimum`` (None: all are)."""
+    for key in keys:
+        value = cfg[section][key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            return f"{section}.{key}={value!r} is not allowed: use an integer >= {minimum}"
+    return None
+
+
+def _refuse_prompt_lookup(cfg: Any) -> str | None:
+    return _settings_below(cfg, "prompt_lookup", 1, "num_tokens", "max_ngram_size")
+
+
+def _refuse_jacobi(cfg: Any) -> str | None:
+    return _settings_below(cfg, "jacobi", 1, "block_size")
+
+
 def _refuse_ar_tp(cfg: Any) -> str | None:
     if _devices(cfg) < 2:
         return (
@@ -227,6 +244,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         color="#ff7f0e",
         sections=("prompt_lookup",),
         reach=_prompt_lookup_reach,
+        refuse=_refuse_prompt_lookup,
         tuner_baseline=True,
         compiles=True,
     ),
@@ -239,6 +257,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         supports_sampling=False,
         sections=("jacobi",),
         reach=_jacobi_reach,
+        refuse=_refuse_jacobi,
         tuner_baseline=True,
     ),
     Method(

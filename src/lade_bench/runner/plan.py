@@ -266,13 +266,6 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
         _validate_compile(cfg, arms)
     _validate_attention(cfg, arms)
     _validate_devices(cfg, arms)
-    for name, value in (
-        ("prompt_lookup.num_tokens", cfg.prompt_lookup.num_tokens),
-        ("prompt_lookup.max_ngram_size", cfg.prompt_lookup.max_ngram_size),
-        ("jacobi.block_size", cfg.jacobi.block_size),
-    ):
-        if value < 1:
-            raise DecodingConfigError(f"{name}={value!r} is not allowed: use an integer >= 1")
     return arms
 
 
