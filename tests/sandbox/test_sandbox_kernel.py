@@ -23,10 +23,8 @@ from .sandbox_helpers import as_unprivileged_caller, needs_sandbox
 pytestmark = needs_sandbox
 x86_64 = pytest.mark.skipif(platform.machine() != "x86_64", reason="raw syscall numbers are x86-64's")
 
-# Each attempt aimed at pid 1 (the supervisor) or at the process group / user (which include it) is
-# harmless to the host if it succeeds (the values set are the ones already in place, or a higher nice).
-OTHER_PROCESSES = """
-import ctypes, fcntl, json, os, resource, signal, socket, struct
+# Every program below records each attempt's outcome: 'done', or the errno it was refused with.
+ATTEMPT = """
 libc = ctypes.CDLL(None, use_errno=True)
 out = {}
 def attempt(name, call):
@@ -35,6 +33,16 @@ def attempt(name, call):
         out[name] = 'done' if not isinstance(rc, int) or rc >= 0 else ctypes.get_errno()
     except OSError as exc:
         out[name] = exc.errno
+"""
+
+# Each attempt aimed at pid 1 (the supervisor) or at the process group / user (which include it) is
+# harmless to the host if it succeeds (the values set are the ones already in place, or a higher nice).
+OTHER_PROCESSES = (
+    """
+import ctypes, fcntl, json, os, resource, signal, socket, struct
+"""
+    + ATTEMPT
+    + """
 r, w = os.pipe()
 attempt('F_SETOWN', lambda: fcntl.fcntl(r, fcntl.F_SETOWN, 1))
 attempt('F_SETOWN_EX', lambda: fcntl.fcntl(r, 15, struct.pack('ii', 1, 1)))  # F_OWNER_PID, pid 1
@@ -55,17 +63,14 @@ attempt('affinity_self', lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)
 attempt('signal_self', lambda: os.kill(os.getpid(), 0))
 print(json.dumps(out))
 """
+)
 
-KERNEL_MEMORY = """
+KERNEL_MEMORY = (
+    """
 import ctypes, json, os, socket
-libc = ctypes.CDLL(None, use_errno=True)
-out = {}
-def attempt(name, call):
-    try:
-        rc = call()
-        out[name] = 'done' if not isinstance(rc, int) or rc >= 0 else ctypes.get_errno()
-    except OSError as exc:
-        out[name] = exc.errno
+"""
+    + ATTEMPT
+    + """
 for family in ('AF_INET', 'AF_INET6', 'AF_UNIX', 'AF_NETLINK', 'AF_PACKET'):
     for kind in ('SOCK_STREAM', 'SOCK_DGRAM'):
         attempt(f'{family}/{kind}', lambda: socket.socket(getattr(socket, family), getattr(socket, kind)))
@@ -82,6 +87,7 @@ import resource
 out['sigpending'] = resource.getrlimit(resource.RLIMIT_SIGPENDING)[1]  # queued signals, POSIX timers
 print(json.dumps(out))
 """
+)
 SELF = ("nice_self", "affinity_self", "signal_self")
 
 

@@ -111,22 +111,23 @@ def request_problems(params: Mapping[str, Any], partitions: Mapping[str, Partiti
     return [] if any(not problems for problems in problems_per_partition) else problems_per_partition[0]
 
 
+def _room(largest_node: int, partition_cap: int | None) -> int:
+    """What one node can give a job: its largest node's amount, under the partition's per-node cap."""
+    return largest_node if partition_cap is None else min(largest_node, partition_cap)
+
+
 def _problems_in(params: Mapping[str, Any], partition: Partition) -> list[str]:
     problems = []
     offer = partition.describe()
     tasks = int(params.get("tasks_per_node") or 1)
     cpus = int(params.get("cpus_per_task") or 1) * tasks
-    cpu_room = partition.largest("CPUTot")
-    if partition.max_cpus_per_node is not None:
-        cpu_room = min(cpu_room, partition.max_cpus_per_node)
+    cpu_room = _room(partition.largest("CPUTot"), partition.max_cpus_per_node)
     if cpus > cpu_room:
         problems.append(f"hydra.launcher.cpus_per_task={params.get('cpus_per_task')} (x tasks_per_node={tasks}): "
                         f"asks for {cpus} CPUs on one node; {offer}")  # fmt: skip
     if params.get("mem_gb"):
         mem_mb = int(params["mem_gb"]) * 1024  # sbatch --mem=<n>GB counts GB as 1024 MB
-        room = partition.largest("RealMemory")
-        if partition.max_mem_per_node_mb is not None:
-            room = min(room, partition.max_mem_per_node_mb)
+        room = _room(partition.largest("RealMemory"), partition.max_mem_per_node_mb)
         if mem_mb > room:
             problems.append(f"hydra.launcher.mem_gb={params['mem_gb']}: asks for {mem_mb} MB on one node, the "
                             f"largest node offers {room} MB; {offer}")  # fmt: skip
