@@ -71,11 +71,7 @@ def test_scontrol_requeue_mid_cell_resumes_it(slurm_sweep: SlurmSweep):
     requeued = sweep.wait_for_state("requeued").cells[0]
     assert requeued.scheduler.startswith(f"job {job} ") and "requeued 1x" in requeued.scheduler
     assert launch.poll() is None  # the launch waits for the restart
-    sweep.gate.open()
-    hurry_requeued(sweep.cluster, job)
-    code, output = sweep.finish(launch)
-    assert code == 0, output[-3000:]
-    assert_whole(sweep)
+    _resume_after_requeue(sweep, launch, job)
 
 
 def test_usr2_preemption_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
@@ -86,11 +82,7 @@ def test_usr2_preemption_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
     requeued = sweep.wait_for_state("requeued").cells[0]
     assert requeued.scheduler.startswith(f"job {job} ") and requeued.rows_written == 1
     assert "preempted" in _job_log(sweep, job)
-    sweep.gate.open()
-    hurry_requeued(sweep.cluster, job)
-    code, output = sweep.finish(launch)
-    assert code == 0, output[-3000:]
-    assert_whole(sweep)
+    _resume_after_requeue(sweep, launch, job)
 
 
 def test_time_limit_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
@@ -102,6 +94,11 @@ def test_time_limit_is_requeued_and_resumes(slurm_sweep: SlurmSweep):
     requeued = sweep.wait_for_state("requeued").cells[0]
     assert requeued.scheduler.startswith(f"job {job} ") and "requeued 1x" in requeued.scheduler
     assert "this job is timed-out" in _job_log(sweep, job) and "Requeued job" in _job_log(sweep, job)
+    _resume_after_requeue(sweep, launch, job)
+
+
+def _resume_after_requeue(sweep: SlurmSweep, launch, job: str) -> None:
+    """Let the held cell go on, end Slurm's requeue hold, and check the launch ends with every cell whole."""
     sweep.gate.open()
     hurry_requeued(sweep.cluster, job)
     code, output = sweep.finish(launch)
