@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support
+from lade_bench.decoding.compiled import CompiledForwards
 from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepInput
 from lade_bench.decoding.params import DecodeResult, SamplingParams
@@ -66,8 +66,10 @@ def static_prompt_lookup_generate(
     stop_ids: frozenset[int],
     seed: int,
 ) -> DecodeResult:
-    """Prompt lookup on the compiled static-shape step; its compile untimed (``CompiledForwards.run``)."""
-    check_static_shape_support(model)
+    """Prompt lookup on the compiled static-shape step; its compile untimed (``CompiledForwards.run``).
+
+    ``prompt_lookup_generate`` (the only caller) has run the static-shape and model checks.
+    """
     shape = StepShape(tokens=num_tokens + 1, logit_rows=num_tokens + 1)
     cache_length = compiled.cache_length(len(prompt) + max_new_tokens + shape.tokens)
     device = model_device(model)

@@ -523,7 +523,7 @@ def _load_replica(plan: CellPlan) -> CellModel:
             f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
             "local copy, or use the embedded model: model=smollm2"
         ) from err
-    checked = [get_method(arm) for arm in plan.arms if get_method(arm).model_checks]
+    checked = [method for method in map(get_method, plan.arms) if method.model_checks]
     if checked:
         # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention, a failed probe) now,
         # not after the device profile and the first AR generations.
