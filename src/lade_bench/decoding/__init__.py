@@ -24,6 +24,14 @@ if TYPE_CHECKING:
         check_custom_mask_support,
         flex_attention_available,
     )
+    from lade_bench.decoding.draft_tree import (
+        Drafter,
+        DraftTree,
+        TreeStep,
+        draft_reach,
+        draft_tree_generate,
+        verify_tree_greedy,
+    )
     from lade_bench.decoding.executor import ForwardRecord, StepExecutor, StepInput, StepOutput
     from lade_bench.decoding.jacobi import jacobi_generate
     from lade_bench.decoding.lookahead import lookahead_generate
@@ -46,6 +54,12 @@ _EXPORTS = {
     "check_custom_mask_support": "lade_bench.decoding.checks",
     "COMPILE_MODES": "lade_bench.decoding.compiled",
     "CompiledForwards": "lade_bench.decoding.compiled",
+    "DraftTree": "lade_bench.decoding.draft_tree",
+    "Drafter": "lade_bench.decoding.draft_tree",
+    "TreeStep": "lade_bench.decoding.draft_tree",
+    "draft_reach": "lade_bench.decoding.draft_tree",
+    "draft_tree_generate": "lade_bench.decoding.draft_tree",
+    "verify_tree_greedy": "lade_bench.decoding.draft_tree",
     "ForwardRecord": "lade_bench.decoding.executor",
     "StepExecutor": "lade_bench.decoding.executor",
     "StepInput": "lade_bench.decoding.executor",
@@ -65,6 +79,8 @@ __all__ = [
     "CompiledForwards",
     "DecodeResult",
     "DecodingConfigError",
+    "DraftTree",
+    "Drafter",
     "ForwardRecord",
     "LookaheadParams",
     "MASK_CAPABLE_ATTENTION",
@@ -72,14 +88,18 @@ __all__ = [
     "StepExecutor",
     "StepInput",
     "StepOutput",
+    "TreeStep",
     "UnsupportedModelError",
     "VERIFICATION_LAYOUTS",
     "autoregressive_generate",
     "check_custom_mask_support",
+    "draft_reach",
+    "draft_tree_generate",
     "flex_attention_available",
     "jacobi_generate",
     "lookahead_generate",
     "prompt_lookup_generate",
+    "verify_tree_greedy",
 ]
 
 

@@ -1,0 +1,466 @@
+"""The draft-tree seam: one verification primitive for every drafting method.
+
+A drafter proposes a tree of candidate tokens rooted at ``cur`` (the newest emitted token, not yet
+in the KV cache); one forward feeds the whole tree on top of the committed cache, each node at
+position ``p + depth`` (``p`` = cur's position) under a 4D mask in which a node sees the cache, its
+ancestors and itself; the accepted path is the longest root-to-node path whose every token equals
+the argmax at its parent (:func:`verify_tree_greedy`); the cache then keeps the entries of cur and
+of that path only. A chain draft (prompt lookup, a draft model) is a tree with one branch; a
+lookahead verification branch is a tree whose root is cur (flat: one chain per candidate; trie:
+shared prefixes merged). This is the split transformers makes between its candidate generators and
+verification, with trees instead of chains (SpecInfer, Miao et al., ASPLOS 2024, arXiv 2305.09781,
+section 4: token tree verification).
+
+A method is then a :class:`Drafter` (``propose`` a tree from the context, ``observe`` each step)
+run by :func:`draft_tree_generate`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from lade_bench.decoding.checks import (
+    UnsupportedModelError,
+    attention_implementation_of,
+    eos_set,
+    layer_attention_of,
+    prompt_ids_as_list,
+)
+from lade_bench.decoding.emission import Emitted, TokenChoice
+from lade_bench.decoding.forward import CachedForward
+from lade_bench.decoding.kv_cache import commit_accepted
+from lade_bench.decoding.layout import StepLayout
+from lade_bench.decoding.masks import StepMasks
+from lade_bench.decoding.params import DecodeResult, DecodingConfigError, SamplingParams, validate_max_new_tokens
+from lade_bench.decoding.position_limits import ForwardReach, check_position_limits, position_thresholds
+from lade_bench.decoding.sampling import warped_probabilities
+from lade_bench.decoding.support import check_model_support
+from lade_bench.decoding.timing import device_synchronizer, model_dtype
+
+TREE_LAYOUTS = ("flat", "trie")
+
+
+@dataclass(frozen=True)
+class DraftTree:
+    """Candidate tokens rooted at the current token ``cur`` (emitted, not yet in the KV cache).
+
+    ``tokens[0]`` is cur (the root), ``parents[0] == -1``; for i > 0, ``0 <= parents[i] < i``.
+    Node i sits at position ``p + depth(i)``, p being cur's position; it sees the committed cache and
+    exactly its ancestors in the tree (and itself). A chain draft is a tree with one branch.
+    Siblings may repeat a token (the flat layout of lookahead does). Checked on construction
+    (:meth:`validate`).
+    """
+
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    _depths: tuple[int, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise DecodingConfigError naming the first bad node unless the tree is well formed.
+
+        Sets the node depths as a side effect (the walk that checks the parents computes them).
+        """
+        if len(self.tokens) != len(self.parents):
+            raise DecodingConfigError(
+                f"a draft tree needs one parent per token: got {len(self.tokens)} tokens "
+                f"and {len(self.parents)} parents"
+            )
+        if not self.tokens:
+            raise DecodingConfigError("a draft tree needs at least its root (cur); got no tokens")
+        if self.parents[0] != -1:
+            raise DecodingConfigError(f"node 0 is the root (cur): its parent must be -1, got {self.parents[0]!r}")
+        depths = [0]
+        for node in range(1, len(self.parents)):
+            parent = self.parents[node]
+            if isinstance(parent, bool) or not isinstance(parent, int) or not 0 <= parent < node:
+                raise DecodingConfigError(
+                    f"node {node}'s parent is {parent!r}; allowed: an earlier node, 0..{node - 1} (parents come first)"
+                )
+            depths.append(depths[parent] + 1)
+        for node, token in enumerate(self.tokens):
+            if isinstance(token, bool) or not isinstance(token, int) or token < 0:
+                raise DecodingConfigError(f"node {node}'s token is {token!r}; allowed: a token id (an int >= 0)")
+        object.__setattr__(self, "_depths", tuple(depths))
+
+    def depths(self) -> tuple[int, ...]:
+        """Each node's depth: 0 for the root, a parent's depth plus one otherwise."""
+        return self._depths
+
+    @property
+    def size(self) -> int:
+        """Nodes of the tree, root included: the tokens one verification forward feeds."""
+        return len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        """The deepest node's depth: how far past cur's position the forward reaches."""
+        return max(self._depths)
+
+    def is_chain(self) -> bool:
+        """True when every node's parent is the node before it (one branch, fed in order)."""
+        return all(parent == node - 1 for node, parent in enumerate(self.parents))
+
+    def path_to(self, node: int) -> list[int]:
+        """The nodes from the root's child down to ``node`` (empty for the root)."""
+        path = []
+        while node > 0:
+            path.append(node)
+            node = self.parents[node]
+        path.reverse()
+        return path
+
+    @classmethod
+    def from_chain(cls, cur: int, chain: Sequence[int]) -> DraftTree:
+        """cur followed by the draft ``chain``, one branch."""
+        return cls((cur, *chain), tuple(range(-1, len(chain))))
+
+    @classmethod
+    def from_candidates(cls, cur: int, candidates: Sequence[Sequence[int]], layout: str = "trie") -> DraftTree:
+        """Candidate continuations of cur as one tree (:func:`tree_of_candidates`, without the paths)."""
+        return tree_of_candidates(cur, candidates, layout)[0]
+
+
+def tree_of_candidates(
+    cur: int, candidates: Sequence[Sequence[int]], layout: str = "trie"
+) -> tuple[DraftTree, tuple[tuple[int, ...], ...]]:
+    """Candidate continuations of cur as one tree, and each candidate's nodes (its path, root excluded).
+
+    ``flat``: each candidate is its own chain under the root, in order (lookahead's paper layout).
+    ``trie``: candidates sharing a prefix share its nodes; each distinct (parent, token) is one node,
+    numbered in order of first appearance, so a node's children keep the order of the candidates
+    that introduced them. A node's context is the same either way, so is its argmax.
+    """
+    if layout not in TREE_LAYOUTS:
+        raise DecodingConfigError(f"draft tree layout {layout!r} is not allowed; allowed: {list(TREE_LAYOUTS)}")
+    tokens = [cur]
+    parents = [-1]
+    node_of: dict[tuple[int, int], int] = {}  # (parent, token) -> node, trie only
+    paths = []
+    for candidate in candidates:
+        parent = 0
+        path = []
+        for token in candidate:
+            node = node_of.get((parent, token)) if layout == "trie" else None
+            if node is None:
+                node = len(tokens)
+                node_of[(parent, token)] = node
+                tokens.append(token)
+                parents.append(parent)
+            path.append(node)
+            parent = node
+        paths.append(tuple(path))
+    return DraftTree(tuple(tokens), tuple(parents)), tuple(paths)
+
+
+@dataclass(frozen=True)
+class TreeStep:
+    """What one verification forward produced, given to the drafter's ``observe``.
+
+    Attributes:
+        tree: the tree fed.
+        position: cur's position p.
+        logits: (len(tree.tokens), V) logits, rows aligned with the tree's nodes (the model's dtype).
+        accepted: the tokens verification accepted (the path's tokens + the token after its end),
+            before the output cuts them at a stop id or the budget.
+        path: tree node indices of the accepted path, root excluded (``len(accepted) - 1`` of them).
+    """
+
+    tree: DraftTree
+    position: int
+    logits: torch.Tensor
+    accepted: list[int]
+    path: list[int]
+
+
+def verify_tree_greedy(predictions: Sequence[int], tree: DraftTree) -> tuple[list[int], list[int]]:
+    """(accepted tokens, path nodes): the longest root-to-node path whose every token equals the
+    argmax at its parent; ties go to the earliest node; accepted = path tokens + argmax at the path's end.
+
+    ``predictions[i]`` is the argmax of node i's logits. Each accepted token is exactly greedy
+    decoding's next token: node i's context is the committed sequence, cur and i's ancestors, all
+    accepted, so its argmax is what autoregressive decoding computes there.
+    """
+    parents, tokens, depths = tree.parents, tree.tokens, tree.depths()
+    matched = [True] + [False] * (len(tokens) - 1)
+    best = 0
+    for node in range(1, len(tokens)):
+        parent = parents[node]
+        if matched[parent] and tokens[node] == predictions[parent]:
+            matched[node] = True
+            if depths[node] > depths[best]:
+                best = node
+    path = tree.path_to(best)
+    return [predictions[0], *(predictions[node] for node in path)], path
+
+
+def verify_tree_sampling(
+    probabilities_of_node: Callable[[int], torch.Tensor], tree: DraftTree, generator: torch.Generator
+) -> tuple[list[int], list[int]]:
+    """(accepted tokens, path nodes) with sampling: autoregressive sampling, read off the tree.
+
+    From the root, draw a token from the node's (warped) distribution; if a child of the node holds
+    that token (the earliest such child), move to it and draw again, otherwise stop. Every draw is
+    from the target's distribution given the accepted prefix, so the output is distributed exactly as
+    autoregressive sampling's; a draft only decides how many draws one forward can serve. (Against
+    one-hot drafts this accepts as often as SpecInfer's multi-draft rejection rule: the emitted
+    token follows a child with probability the children's total mass either way.)
+    """
+    children: dict[int, dict[int, int]] = {}
+    for node in range(len(tree.tokens) - 1, 0, -1):  # backwards: the earliest child wins
+        children.setdefault(tree.parents[node], {})[tree.tokens[node]] = node
+    node = 0
+    accepted: list[int] = []
+    path: list[int] = []
+    while True:
+        distribution = probabilities_of_node(node)
+        token = int(torch.multinomial(distribution.float().cpu(), 1, generator=generator))
+        accepted.append(token)
+        child = children.get(node, {}).get(token)
+        if child is None:
+            return accepted, path
+        path.append(child)
+        node = child
+
+
+class Drafter(Protocol):
+    """A drafting method behind the seam: proposes a tree per step and learns from each step."""
+
+    def propose(self, context: Sequence[int]) -> DraftTree:
+        """A tree rooted at ``context[-1]`` (cur); ``context`` = prompt + every emitted token so far.
+
+        ``context`` is the generation's own list: read it, never modify it.
+        """
+        ...
+
+    def observe(self, step: TreeStep) -> None:
+        """Learn from the step (Token Recycling reads ``step.logits``; SuffixDecoding the accepted tokens)."""
+        ...
+
+
+def tree_layout(tree: DraftTree, dtype: torch.dtype, device: torch.device | str) -> StepLayout:
+    """The step layout of feeding ``tree`` alone: node i is input i, at offset depth(i), sees its ancestors.
+
+    Every row's logits are read (``logit_rows`` = all); the lookahead-only fields describe a window
+    of cur alone. Depends on the parents only, so one layout serves every tree of that shape.
+    """
+    size = tree.size
+    sees = np.zeros((size, size), dtype=bool)
+    sees[0, 0] = True
+    for node in range(1, size):
+        sees[node] = sees[tree.parents[node]]
+        sees[node, node] = True
+    # In float64, which holds the minimum of every float dtype exactly, then cast to ``dtype``.
+    mask_block = np.where(sees, 0.0, torch.finfo(dtype).min)
+    return StepLayout(
+        mask_block=torch.from_numpy(mask_block).to(device=device, dtype=dtype),
+        position_offsets=torch.tensor(tree.depths(), dtype=torch.int64, device=device),
+        logit_rows=torch.arange(size, device=device),
+        last_level_rows=[0],
+        candidate_rows=[],
+        candidate_offset=1,
+    )
+
+
+class TreeLayouts:
+    """Each tree shape's layout, built once; the least recently used beyond ``capacity`` dropped."""
+
+    def __init__(self, dtype: torch.dtype, device: torch.device | str, capacity: int = 256) -> None:
+        """Layouts with masks in ``dtype`` on ``device``."""
+        self._dtype = dtype
+        self._device = device
+        self._capacity = capacity
+        self._layouts: OrderedDict[tuple[int, ...], StepLayout] = OrderedDict()
+
+    def get(self, tree: DraftTree) -> StepLayout:
+        """The layout of ``tree``'s shape (its parents)."""
+        layout = self._layouts.get(tree.parents)
+        if layout is None:
+            layout = self._layouts[tree.parents] = tree_layout(tree, self._dtype, self._device)
+            if len(self._layouts) > self._capacity:
+                self._layouts.popitem(last=False)
+        else:
+            self._layouts.move_to_end(tree.parents)
+        return layout
+
+
+def draft_reach(method: str, depth: int, size: int, chains_only: bool = False) -> ForwardReach:
+    """How far a drafter's forwards reach: trees at most ``depth`` deep and ``size`` nodes (cur included).
+
+    ``chains_only``: every tree is a chain, fed in order (a plain causal block, like plain decoding).
+    """
+    return ForwardReach(method, depth, size, chains_only, "a shallower or smaller draft tree")
+
+
+@torch.no_grad()
+def draft_tree_generate(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    drafter: Drafter,
+    max_new_tokens: int,
+    *,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+    method: str = "draft_tree",
+    prefill_observer: Callable[[torch.Tensor], None] | None = None,
+    sampling: SamplingParams | None = None,
+    reach: ForwardReach | None = None,
+) -> DecodeResult:
+    """Generation whose every decode step is one tree-verification forward on the KV cache.
+
+    Prefill (one forward; the first token is its last row's argmax, or a draw), then per step: the
+    drafter proposes a tree rooted at cur; one forward feeds the tree's tokens with the tree mask
+    and position ids p + depth; verification (:func:`verify_tree_greedy`, or with
+    ``sampling.do_sample`` :func:`verify_tree_sampling`) picks the accepted path; the cache keeps
+    cur's and that path's entries only; ``drafter.observe`` sees the step; the tokens are emitted
+    (cut at a stop id and the budget). Greedy output is exactly autoregressive greedy decoding's.
+
+    Args:
+        model: a decoder-only transformers model (batch size 1) that lookahead supports.
+        input_ids: the prompt, a list of ids or a 1 x L / L tensor.
+        drafter: proposes each step's tree and observes each step.
+        max_new_tokens: most tokens to generate (>= 1).
+        eos_token_id: stop after emitting any of these ids (included in the output).
+        seed: seeds every sampling draw.
+        method: the name in ``DecodeResult.method`` (``_sampling`` appended when sampling) and messages.
+        prefill_observer: called with the prompt's (L, V) logits (every row) after the prefill.
+        sampling: greedy when None or ``do_sample=False``.
+        reach: the deepest and largest tree the drafter proposes (:func:`draft_reach`); a tree beyond
+            it raises DecodingConfigError. ``reach.in_order`` (chains only) feeds each chain as a
+            plain causal block with the model's own mask, so any attention implementation runs it.
+            None: the drafter declares no reach, allowed only on models without position-dependent
+            features (``position_limits.py``).
+
+    Returns:
+        DecodeResult; ``steps`` counts every forward (prefill included); stats ``draft_width`` (mean
+        tree size fed per decode step, cur included), ``mean_accepted`` (mean tokens emitted per
+        decode step) and ``decode_step_tokens`` (input tokens of the decode steps).
+    """
+    sampling = sampling or SamplingParams()
+    validate_max_new_tokens(max_new_tokens)
+    prompt = prompt_ids_as_list(input_ids)
+    if reach is None:
+        if position_thresholds(model):
+            raise UnsupportedModelError(
+                f"{type(model).__name__} has position-dependent features ({position_thresholds(model)[0].feature}) "
+                f"and {method} declares no reach: pass draft_tree_generate(reach=draft_reach(...)) so the "
+                "generation can be checked before its first forward"
+            )
+    else:
+        check_position_limits(model, len(prompt), max_new_tokens, reach)
+    chains_only = reach is not None and reach.in_order
+    # Last: after every refusal that needs no forward, since the model probe runs a few.
+    check_model_support(model, custom_mask=not chains_only)
+    loop = _TreeLoop(model, prompt, drafter, max_new_tokens, sampling, eos_set(eos_token_id), seed, reach)
+    return loop.run(method, prefill_observer)
+
+
+class _TreeLoop:
+    """State of one draft-tree generation (one object per call, nothing at module scope)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        prompt: list[int],
+        drafter: Drafter,
+        max_new_tokens: int,
+        sampling: SamplingParams,
+        stop_ids: frozenset[int],
+        seed: int,
+        reach: ForwardReach | None,
+    ) -> None:
+        self.forward = CachedForward(model)
+        device = self.forward.device
+        self.masks = StepMasks(layer_attention_of(model), device, attention_implementation_of(model))
+        self.layouts = TreeLayouts(model_dtype(model), device)
+        self.prompt = prompt
+        self.drafter = drafter
+        self.choice = TokenChoice(sampling, seed)
+        self.out = Emitted(prompt, max_new_tokens, stop_ids)
+        self.reach = reach
+
+    def run(self, method: str, prefill_observer: Callable[[torch.Tensor], None] | None) -> DecodeResult:
+        sync = device_synchronizer(self.forward.device)
+        sync()
+        started = time.perf_counter()
+        if prefill_observer is None:
+            logits = self.forward.prefill(self.prompt, 0)
+        else:
+            logits = self.forward(self.prompt)  # every row, for the observer
+            prefill_observer(logits)
+        finished = self.out.emit([self.choice.first(logits[-1])])
+        while not finished:
+            finished = self._step()
+        sync()
+        wall = time.perf_counter() - started
+        decode_inputs = self.forward.record.step_tokens[1:]
+        decode_steps = max(len(decode_inputs), 1)
+        return DecodeResult(
+            tokens=self.out.tokens,
+            steps=len(self.out.accept_lengths),
+            accept_lengths=self.out.accept_lengths,
+            wall_time_s=wall,
+            forward_time_s=self.forward.record.forward_time_s,
+            method=f"{method}_sampling" if self.choice.samples else method,
+            stats={
+                "draft_width": sum(decode_inputs) / decode_steps,
+                "mean_accepted": sum(self.out.accept_lengths[1:]) / decode_steps,
+                "decode_step_tokens": float(sum(decode_inputs)),
+            },
+            step_tokens=self.forward.record.step_tokens,
+        )
+
+    def _step(self) -> bool:
+        """One proposal, forward, verification, cache commit, observation and emission; True when done."""
+        sequence = self.out.sequence
+        position = len(sequence) - 1
+        tree = self.drafter.propose(sequence)
+        self._check(tree, sequence[-1])
+        if self.reach is not None and self.reach.in_order:
+            # A chain in order is a plain causal block: the model's own mask, the positions after the cache.
+            logits = self.forward(list(tree.tokens))
+        else:
+            layout = self.layouts.get(tree)
+            logits = self.forward(
+                list(tree.tokens),
+                attention_mask=self.masks.build(layout, position),
+                position_ids=(layout.position_offsets + position)[None, :],
+            )
+        if self.choice.samples:
+            warpers = self.choice.warpers
+            assert warpers is not None
+            accepted, path = verify_tree_sampling(
+                lambda node: warped_probabilities(logits[node], warpers), tree, self.choice.generator
+            )
+        else:
+            accepted, path = verify_tree_greedy(logits.argmax(dim=-1).tolist(), tree)
+        commit_accepted(self.forward.cache, position, tree.size, path)
+        self.drafter.observe(TreeStep(tree, position, logits, accepted, path))
+        return self.out.emit(accepted)
+
+    def _check(self, tree: DraftTree, cur: int) -> None:
+        if tree.tokens[0] != cur:
+            raise DecodingConfigError(
+                f"a draft tree must be rooted at cur={cur}; the drafter's root is {tree.tokens[0]}"
+            )
+        reach = self.reach
+        if reach is None:
+            return
+        if tree.depth > reach.positions or tree.size > reach.inputs:
+            raise DecodingConfigError(
+                f"{reach.method} proposed a tree of depth {tree.depth} and {tree.size} nodes; its declared reach "
+                f"allows depth <= {reach.positions} and <= {reach.inputs} nodes"
+            )
+        if reach.in_order and not tree.is_chain():
+            raise DecodingConfigError(
+                f"{reach.method} declared chains only but proposed a tree with parents {tree.parents}"
+            )
