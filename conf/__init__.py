@@ -1,7 +1,8 @@
 """The Hydra configs of ``python -m lade_bench.run`` and ``python -m lade_bench.tune`` (this folder).
 
-They ship inside the package, so an installed (non-editable) lade_bench composes the same configs as
-a checkout. Beside them Hydra searches the user's own config folder (:func:`user_conf_dir`), where
+This folder is the checkout's top-level ``conf/``, where the configs are edited, and the package
+``lade_bench.conf`` (``setup.py`` maps it), so an installed wheel carries it and composes the same
+configs as a checkout. Beside them Hydra searches the user's own config folder (:func:`user_conf_dir`), where
 the tuner writes its presets: ``lookahead=tuned/<name>`` finds a preset in either place, and a
 user's file never lands in the installed package or the source tree.
 

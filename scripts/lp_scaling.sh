@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Lookahead parallelism vs tensor-parallel AR over the number of devices (src/lade_bench/conf/sweep/lp_scaling.yaml).
+# Lookahead parallelism vs tensor-parallel AR over the number of devices (conf/sweep/lp_scaling.yaml).
 #
 #   bash scripts/lp_scaling.sh OUTPUT_ROOT "DEVICE COUNTS" [HYDRA OVERRIDES...]
 #   e.g. bash scripts/lp_scaling.sh runs "1 2 4 8" dataset.path=../shared/data/classeval/ClassEval_data.json

@@ -19,7 +19,7 @@
 # About 1.5-2 hours on one quiet core (the held-out validation is most of it: --search-from saves
 # only the search, about 30 and 20 minutes); the tunes run one after another, never in parallel, because
 # their timings would disturb each other (pin the whole script to one idle core, e.g. taskset -c 0).
-# Commit paper_figures/tune/ and src/lade_bench/conf/lookahead/tuned/ only when both tunes are complete and the code
+# Commit paper_figures/tune/ and conf/lookahead/tuned/ only when both tunes are complete and the code
 # that ran them was a clean checkout (each held-out cell's manifest.json records it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -76,7 +76,7 @@ for dataset in mt_bench humaneval; do
     name=smollm2-$dataset
     preset=cpu-smollm2-135m-instruct-$dataset.yaml
     dest=paper_figures/tune/$dataset
-    mkdir -p "$dest" src/lade_bench/conf/lookahead/tuned
+    mkdir -p "$dest" conf/lookahead/tuned
     cp "$out/tune/$name/figures/tune_step_cost.png" "$out/tune/$name/figures/tune_step_cost.pdf" "$dest/"
     cp "$out/tune/$name/heldout.md" "$out/tune/$name/heldout.csv" "$out/tune/$name/tune_record.json" "$dest/"
     rm -rf "$dest/heldout_rows"
@@ -85,7 +85,7 @@ for dataset in mt_bench humaneval; do
     # committed copy points at the folder in the repo that holds the same record and table.
     sed "s|^# tune folder: .*|# tune folder: $dest (copied there from the run's folder)|" \
         "$out/conf/lookahead/tuned/$preset" > "$dest/$preset"
-    cp "$dest/$preset" src/lade_bench/conf/lookahead/tuned/
+    cp "$dest/$preset" conf/lookahead/tuned/
 done
 echo "tuner outcome in paper_figures/tune/ (figure, held-out table and rows, record, preset per dataset);" \
-    "presets in src/lade_bench/conf/lookahead/tuned/ (lookahead=tuned/cpu-smollm2-135m-instruct-<dataset>)"
+    "presets in conf/lookahead/tuned/ (lookahead=tuned/cpu-smollm2-135m-instruct-<dataset>)"

@@ -1,6 +1,6 @@
 """Hydra entry point: ``python -m lade_bench.run [+sweep=NAME] [overrides...]``.
 
-Thin on purpose: Hydra composes the config (``lade_bench/conf/``, shipped in the package, checked against the
+Thin on purpose: Hydra composes the config (``conf/``, shipped as ``lade_bench.conf``, checked against the
 structured schema) and :func:`lade_bench.runner.run_cell` does the work, once per cell of a sweep.
 """
 
@@ -19,8 +19,9 @@ from omegaconf import DictConfig
 from lade_bench.conf import ignore_missing_user_conf_dir
 from lade_bench.runner.config_schema import register_configs
 
-# The package's own configs (lade_bench/conf/), so an installed package finds them as a checkout does.
-CONFIG_PATH = "conf"
+# The package lade_bench.conf (edited in the top-level conf/, shipped in the wheel): found by import, so an
+# editable install and an installed wheel compose the same configs.
+CONFIG_PATH = "pkg://lade_bench.conf"
 
 
 @hydra.main(config_path=CONFIG_PATH, config_name="config", version_base="1.3")

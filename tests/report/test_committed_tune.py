@@ -29,7 +29,7 @@ from .committed import assert_each_run_timed_alone
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "paper_figures" / "tune"
-PACKAGE_PRESETS = REPO / "src" / "lade_bench" / "conf" / "lookahead" / "tuned"
+PACKAGE_PRESETS = REPO / "conf" / "lookahead" / "tuned"
 DATASETS = ("mt_bench", "humaneval")
 
 

@@ -14,7 +14,7 @@ from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.runner import register_configs
 
 REPO = Path(__file__).resolve().parents[2]
-CONF_DIR = PACKAGE_CONF_DIR  # the configs ship inside the package
+CONF_DIR = PACKAGE_CONF_DIR  # the top-level conf/ (the package lade_bench.conf)
 FIXTURE_DATA = REPO / "tests" / "fixtures" / "datasets"
 # Small and fast on 2 cores: one question, a few tokens, the tiny llama in float64 (exact argmaxes).
 # W&B and the device profile are off in unit runs; test_runner_cli checks them in one real run.

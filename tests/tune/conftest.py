@@ -11,7 +11,7 @@ from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.tune.config import register_tune_configs
 
 REPO = Path(__file__).resolve().parents[2]
-CONF_DIR = PACKAGE_CONF_DIR  # the configs ship inside the package
+CONF_DIR = PACKAGE_CONF_DIR  # the top-level conf/ (the package lade_bench.conf)
 # A tiny, fast tune: the tiny llama in float64 (exact argmaxes), 8 new tokens, MT-Bench (two turns per
 # sample), a short device profile. Output folders are set per test (never the checkout's conf/).
 TINY_TUNE = [

@@ -16,7 +16,7 @@ Range checks (N >= 2, temperature > 0, ...) are the decoding package's own
 Each default is stated once: the run's settings in ``conf/settings.yaml`` (with the comments that
 say why), so their fields here are ``MISSING`` (types only); the engine's settings (N, W, G,
 sampling, prompt lookup, Jacobi) in ``lade_bench.decoding.params``, which the fields here read, so
-the group files state only what differs. ``conf`` is ``src/lade_bench/conf/``.
+the group files state only what differs. ``conf`` is the top-level ``conf/`` (the package ``lade_bench.conf``).
 """
 
 from __future__ import annotations

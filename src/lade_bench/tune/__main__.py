@@ -15,8 +15,8 @@ from omegaconf import DictConfig
 from lade_bench.conf import ignore_missing_user_conf_dir
 from lade_bench.tune.config import register_tune_configs
 
-# The package's own configs (lade_bench/conf/), as lade_bench.run.
-CONFIG_PATH = "../conf"
+# The package lade_bench.conf (the top-level conf/), as lade_bench.run.
+CONFIG_PATH = "pkg://lade_bench.conf"
 
 log = logging.getLogger("lade_bench.tune")
 
