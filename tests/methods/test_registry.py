@@ -34,14 +34,15 @@ def test_builtin_methods_keep_the_published_names_labels_colours_and_order():
         ("ar_tp", "AR, tensor parallel", "#d62728"),
         ("assisted", "Assisted (draft model)", "#9467bd"),
         ("ar_pp", "AR, pipeline parallel", "#8c564b"),
+        ("token_recycling", "Token Recycling", "#e377c2"),
     ]
 
 
 def test_builtin_capabilities():
-    assert methods_where(lambda m: m.custom_mask) == ("lookahead", "jacobi")
+    assert methods_where(lambda m: m.custom_mask) == ("lookahead", "jacobi", "token_recycling")
     assert methods_where(lambda m: m.every_rank) == ("lookahead", "ar_tp")
     assert methods_where(lambda m: m.greedy_only) == ("jacobi",)
-    assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi", "assisted")
+    assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi", "assisted", "token_recycling")
     assert get_method("ar_tp").models == (TENSOR_PARALLEL,)
     assert get_method("assisted").models == (REPLICA, DRAFT) and get_method("assisted").sections == ("assistant",)
     assert get_method("ar_pp").models == (PIPELINE_PARALLEL,)
@@ -52,7 +53,7 @@ def test_unknown_names_list_the_registered_ones_and_the_closest():
     with pytest.raises(UnknownMethodError) as info:
         get_method("lookahed")
     assert "did you mean 'lookahead'?" in str(info.value)
-    assert "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp, assisted, ar_pp]" in str(info.value)
+    assert "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp, assisted, ar_pp, token_recycling]" in str(info.value)
 
 
 def test_register_refuses_bad_and_duplicate_names():

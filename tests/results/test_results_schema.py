@@ -15,7 +15,7 @@ def test_everything_derives_from_one_column_list():
     assert ROW_SCHEMA.field("output_ids").type == pa.list_(pa.int32())
     assert not ROW_SCHEMA.field("cell_id").nullable
     assert ROW_SCHEMA.field("error").nullable
-    assert ARMS == ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp", "assisted", "ar_pp")
+    assert ARMS == ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp", "assisted", "ar_pp", "token_recycling")
 
 
 def test_valid_row_is_normalised(make_row):

@@ -36,9 +36,9 @@ def spy(monkeypatch):
     calls = []
     original = execute_module.generate
 
-    def recording(arm, cell_model, prompt_ids, plan, seed, max_new_tokens=None):
+    def recording(arm, cell_model, prompt_ids, plan, seed, max_new_tokens=None, state=None):
         calls.append((arm, list(prompt_ids), max_new_tokens))
-        return original(arm, cell_model, prompt_ids, plan, seed, max_new_tokens)
+        return original(arm, cell_model, prompt_ids, plan, seed, max_new_tokens, state)
 
     monkeypatch.setattr(execute_module, "generate", recording)
     return calls

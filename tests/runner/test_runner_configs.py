@@ -200,7 +200,7 @@ def test_typos_and_wrong_types_fail_at_composition(compose_cfg, override, messag
             "arms=[ar,foo]",
             CellConfigError,
             "'foo' is not a decoding method; expected one of "
-            "[ar, lookahead, prompt_lookup, jacobi, ar_tp, assisted, ar_pp]",
+            "[ar, lookahead, prompt_lookup, jacobi, ar_tp, assisted, ar_pp, token_recycling]",
         ),
         ("arms=[ar,lookahed]", CellConfigError, "did you mean 'lookahead'?"),
         ("sampling=temperature_1 arms=[ar,jacobi]", CellConfigError, "greedy-only"),

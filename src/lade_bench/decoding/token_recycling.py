@@ -254,8 +254,9 @@ def token_recycling_generate(
     state: RecyclingState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
+    sampling: Any = None,
 ) -> DecodeResult:
-    """Greedy Token Recycling generation (exactly AR's output).
+    """Token Recycling generation: greedy output exactly AR's; sampled output distributed as AR's.
 
     Args:
         model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
@@ -265,7 +266,9 @@ def token_recycling_generate(
         tree: a template name (``TREE_TEMPLATES``) or a list of rank paths.
         state: the persistent matrix to use and update (a cell's warm state); None: a fresh one (cold).
         eos_token_id: id(s) that end the generation (emitted, then stop).
-        seed: unused by greedy decoding; taken like every engine function.
+        seed: seeds every sampling draw.
+        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy. Sampling verifies the tree
+            by drawing from the target's distribution node by node (``verify_tree_sampling``).
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"token_recycling"``; the
@@ -291,4 +294,13 @@ def token_recycling_generate(
         seed=seed,
         method="token_recycling",
         prefill_observer=drafter.prefill_observer(prompt),
+        sampling=sampling,
+        reach=token_recycling_reach(template),
     )
+
+
+def token_recycling_reach(template: TreeTemplate) -> Any:
+    """How far a step reaches: the template's depth past cur, its nodes plus cur fed at once."""
+    from lade_bench.decoding.draft_tree import draft_reach
+
+    return draft_reach("Token Recycling", template.depth, template.size + 1)

@@ -1,4 +1,5 @@
-"""The built-in methods: AR, lookahead, prompt lookup, Jacobi, tensor-parallel AR, assisted, pipeline-parallel AR.
+"""The built-in methods: AR, lookahead, prompt lookup, Jacobi, tensor-parallel AR, assisted, pipeline-parallel AR,
+Token Recycling.
 
 Registration order below is the reading order of every table and figure (AR first). The engine is
 imported inside each function, not at the top: the registry is read by the plan checks and the
@@ -21,6 +22,7 @@ from lade_bench.methods.registry import (
     Settings,
     register,
 )
+from lade_bench.methods.state import use_state
 
 
 def _decode(
@@ -221,6 +223,46 @@ def _refuse_ar_pp(cfg: Any) -> str | None:
     return None
 
 
+def generate_token_recycling(request: GenerationRequest) -> Any:
+    """Token Recycling (``settings["token_recycling"]``: top_k, tree) with the cell's warm matrix.
+
+    ``request.state`` is the cell's ``RecyclingState`` (warm); without one a fresh matrix (cold).
+    """
+    from lade_bench.decoding.token_recycling import token_recycling_generate
+
+    section = request.section("token_recycling")
+    return use_state(
+        request.state,
+        lambda: _new_recycling_state(request.settings),
+        lambda state: _decode(token_recycling_generate, request, sampling=request.sampling, state=state, **section),
+    )
+
+
+def _new_recycling_state(settings: Settings) -> Any:
+    from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, RecyclingState
+
+    section = settings.get("token_recycling")
+    return RecyclingState(TOKEN_RECYCLING_TOP_K if section is None else section.top_k)
+
+
+def _token_recycling_reach(settings: Settings) -> Any:
+    from lade_bench.decoding.token_recycling import token_recycling_reach, tree_template
+
+    section = settings["token_recycling"]
+    return token_recycling_reach(tree_template(section.tree, section.top_k))
+
+
+def _refuse_token_recycling(cfg: Any) -> str | None:
+    from lade_bench.decoding.params import DecodingConfigError
+    from lade_bench.decoding.token_recycling import tree_template
+
+    try:
+        tree_template(cfg.token_recycling.tree, cfg.token_recycling.top_k)
+    except DecodingConfigError as err:
+        return str(err)
+    return None
+
+
 BUILTIN_METHODS: tuple[Method, ...] = (
     Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True, model_checks=False),
     Method(
@@ -293,6 +335,20 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         refuse=_refuse_ar_pp,
         scaling_label="PP: pipeline-parallel AR",
         model_checks=False,
+    ),
+    Method(
+        "token_recycling",
+        generate_token_recycling,
+        label="Token Recycling",
+        color="#e377c2",
+        custom_mask=True,
+        sections=("token_recycling",),
+        reach=_token_recycling_reach,
+        tuner_baseline=True,
+        refuse=_refuse_token_recycling,
+        # Its adjacency matrix persists across a cell's requests (the paper's setting).
+        state="cell",
+        new_state=_new_recycling_state,
     ),
 )
 

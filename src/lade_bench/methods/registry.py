@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lade_bench.methods.state import STATE_LIFETIMES, STATE_SECTION
+
 # Model roles a method can run (``Method.models``); the runner loads each role a cell's arms need.
 REPLICA = "replica"  # the full model on this rank's device
 TENSOR_PARALLEL = "tensor_parallel"  # a tensor-parallel shard over every rank (transformers' tp_plan)
@@ -56,6 +58,10 @@ class GenerationRequest:
         compiled: the cell's ``lade_bench.decoding.compiled.CompiledForwards`` when it runs compiled
             (``compile=true``: static KV cache, compiled forwards); None: eager. Only methods with
             ``Method.compiles`` get one (the plan refuses the others in a compiled cell).
+        state: the persistent state of a method whose state lives across a cell's requests
+            (``Method.state == "cell"``), built by ``Method.new_state`` and carried by the runner; None:
+            the method builds a fresh one (cold: ``bench``, ``gpu_check``, a direct call). See
+            ``lade_bench.methods.state``.
     """
 
     models: Mapping[str, Any]
@@ -67,6 +73,7 @@ class GenerationRequest:
     settings: Settings = field(default_factory=dict)
     parallel: Any = None
     compiled: Any = None
+    state: Any = None
 
     @property
     def model(self) -> Any:
@@ -112,6 +119,11 @@ class Method:
             run on its model before its first forward (:func:`run_generation`, and the runner when it
             loads the model), so it never reaches a model the engine refuses for another method.
             False only for the autoregressive reference arms: they are the model's own ``generate``.
+        state: its state's lifetime, one of ``methods.state.STATE_LIFETIMES``: ``"none"`` (stateless),
+            ``"request"`` (within one generation) or ``"cell"`` (across a cell's requests, carried by the
+            runner in ``GenerationRequest.state``; the method then also reads the ``method_state``
+            section, added to ``sections``, so warm or cold enters the id of its cells only).
+        new_state: settings -> an empty state (``requests_seen``, ``size()``); required for ``"cell"``.
     """
 
     name: str
@@ -130,6 +142,17 @@ class Method:
     scaling_label: str | None = None
     compiles: bool = False
     model_checks: bool = True
+    state: str = "none"
+    new_state: Callable[[Settings], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.state not in STATE_LIFETIMES:
+            raise ValueError(f"method {self.name!r}: state={self.state!r} is not one of {list(STATE_LIFETIMES)}")
+        if self.state == "cell":
+            if self.new_state is None:
+                raise ValueError(f"method {self.name!r}: state='cell' needs new_state (settings -> an empty state)")
+            if STATE_SECTION not in self.sections:
+                object.__setattr__(self, "sections", (*self.sections, STATE_SECTION))
 
     @property
     def greedy_only(self) -> bool:

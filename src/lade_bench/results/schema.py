@@ -39,7 +39,7 @@ from lade_bench.methods import is_registered, unknown_method_message
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
@@ -159,6 +159,20 @@ COLUMNS: tuple[Column, ...] = (
         "null: eager cell",
         6,
     ),
+    # Why a method wins or loses on a device: tokens accepted per step against the tokens a step feeds
+    # (its cost on the device profile). Over the decode steps, the prefill excluded (Spec-Bench's tau).
+    Column("mean_accepted", "float", "always", "efficiency", "tokens emitted per decode step (tau); null: none", 8),
+    Column(
+        "mean_draft_width",
+        "float",
+        "always",
+        "efficiency",
+        "input tokens per decode step (1 for AR); null: step_tokens not counted, or no decode step",
+        8,
+    ),
+    # How warm a carried state was at the row's start (lade_bench.methods.state); null: a stateless arm.
+    Column("state_requests_seen", "int", "always", "efficiency", "requests its state learnt from before", 8),
+    Column("state_size", "int", "always", "efficiency", "entries its state held at the start", 8),
     # --- quality ---
     Column("rouge1", "float", "always", "quality", "ROUGE-1 F1 against the reference"),
     Column("rouge2", "float", "always", "quality", "ROUGE-2 F1 against the reference"),

@@ -20,6 +20,7 @@ def generate(
     plan: CellPlan,
     seed: int,
     max_new_tokens: int | None = None,
+    state: Any = None,
 ) -> DecodeResult:
     """Run one generation of ``arm`` (the engine times the generation itself, nothing else).
 
@@ -34,12 +35,14 @@ def generate(
         plan: supplies N/W/G, sampling and the config sections the method reads.
         seed: the (sample, turn) seed, identical for every arm.
         max_new_tokens: defaults to the config's; warm-up passes a shorter budget.
+        state: the arm's carried state (``runner.method_state``, arms with ``Method.state == "cell"``);
+            None: the method builds a fresh one.
     """
     method = get_method(arm)
     budget = max_new_tokens or plan.cfg.max_new_tokens
     ranks = cell_model.ranks
     if ranks is None or not method.every_rank:
-        return _generate_here(method, cell_model, prompt_ids, plan, seed, budget)
+        return _generate_here(method, cell_model, prompt_ids, plan, seed, budget, state)
     if ranks.is_leader:
         ranks.request(["generate", arm, list(prompt_ids), seed, budget, list(cell_model.stop_ids)])
     ranks.in_step = True
@@ -60,7 +63,13 @@ def method_settings(plan: CellPlan, method: Method) -> dict[str, Any]:
 
 
 def _generate_here(
-    method: Method, cell_model: CellModel, prompt_ids: Sequence[int], plan: CellPlan, seed: int, budget: int
+    method: Method,
+    cell_model: CellModel,
+    prompt_ids: Sequence[int],
+    plan: CellPlan,
+    seed: int,
+    budget: int,
+    state: Any = None,
 ) -> DecodeResult:
     parallel = cell_model.ranks.lookahead if cell_model.ranks is not None else None
     request = GenerationRequest(
@@ -74,5 +83,6 @@ def _generate_here(
         parallel=parallel,
         # The plan lets only methods with a compiled mode into a compiled cell; None keeps any other eager.
         compiled=cell_model.compiled if method.compiles else None,
+        state=state,
     )
     return run_generation(method, request)

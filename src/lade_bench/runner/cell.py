@@ -82,6 +82,7 @@ from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_pending_rows, count_units, run_samples
 from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
+from lade_bench.runner.method_state import state_record
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell, readable_cell_name
 from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job, launch_command
 from lade_bench.runner.ranks import Ranks
@@ -642,6 +643,8 @@ def _manifest(
                 "max_prompt_tokens": sample_set.max_prompt_tokens,
             },
             "previous_runs": previous,
+            # Warm or cold, and the sample order stateful arms' states followed (None: no such arm).
+            "method_state": state_record(plan, sample_set.samples),
         },
     )
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
@@ -35,6 +36,7 @@ from lade_bench.decoding.params import (
     LookaheadParams,
     SamplingParams,
 )
+from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
 
 SCHEMA_NAME = "lade_bench_schema"
 
@@ -191,6 +193,33 @@ class JacobiConfig:
 
 
 @dataclass
+class TokenRecyclingConfig:
+    """Settings of the optional ``token_recycling`` arm (``lade_bench.decoding.token_recycling``).
+
+    Attributes:
+        top_k: successors kept per vocabulary token (the adjacency matrix's width).
+        tree: the static tree template: a name in ``TREE_TEMPLATES`` or a list of rank paths.
+    """
+
+    top_k: int = TOKEN_RECYCLING_TOP_K
+    tree: Any = TOKEN_RECYCLING_TREE
+
+
+class StateMode(Enum):
+    """How a cell carries the state of methods that learn across requests (``lade_bench.methods.state``)."""
+
+    warm = "warm"
+    cold = "cold"
+
+
+@dataclass
+class MethodStateConfig:
+    """Schema of ``method_state``: warm (carried across a cell's samples) or cold (a fresh state per sample)."""
+
+    mode: StateMode = MISSING
+
+
+@dataclass
 class AssistantConfig:
     """Settings of the optional ``assisted`` arm (draft-model speculative decoding, transformers' assisted
     generation; see ``lade_bench.decoding.assisted``).
@@ -337,6 +366,8 @@ class LadeBenchConfig:
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
     jacobi: JacobiConfig = field(default_factory=JacobiConfig)
+    token_recycling: TokenRecyclingConfig = field(default_factory=TokenRecyclingConfig)
+    method_state: MethodStateConfig = field(default_factory=MethodStateConfig)
     assistant: AssistantConfig = field(default_factory=AssistantConfig)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)

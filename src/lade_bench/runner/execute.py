@@ -27,6 +27,7 @@ from lade_bench.decoding.parallel import LookaheadParallelError
 from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
+from lade_bench.runner.method_state import CellStates
 from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
 from lade_bench.runner.ranks import Ranks, RanksError
@@ -145,10 +146,13 @@ class _SampleLoop:
         self.stored = {row_key(row): row for row in writer.read_rows()}
         self.warmed = plan.cfg.warmup == 0
         self.appended = 0
+        # Stateful arms' states, carried across samples in this loop's order (runner.method_state).
+        self.states = CellStates(plan)
 
     def run_sample(self, index: int, sample: Sample, advance: Callable[[str], None]) -> None:
         """Every turn and repeat of one sample; later turns see each arm's own repeat-0 answers."""
         arms = self.plan.arms
+        self.states.start_sample()
         history: dict[str, list[tuple[str, str]]] = {arm: [] for arm in arms}
         failed_turn: dict[str, int] = {}
         for turn in range(len(sample.turns)):
@@ -179,8 +183,11 @@ class _SampleLoop:
         rows, new_arms = {}, []
         for arm in order:
             key = (sample.sample_id, turn, arm, repeat)
+            state = self.states.get(arm, repeat)
             if key in self.stored:
                 rows[arm] = self.stored[key]
+                if state is not None and rows[arm]["error"] is None:
+                    _replay(self.plan, self.cell_model, sample, turn, history[arm], arm, seed, state)
                 continue
             if not self.warmed:
                 warm_up(self.plan, self.cell_model, sample)
@@ -189,7 +196,7 @@ class _SampleLoop:
             if arm in failed_turn:
                 rows[arm] = error_row(ids, None, f"turn {failed_turn[arm]} of this sample failed for {arm}")
             else:
-                rows[arm] = _generate_row(self.plan, self.cell_model, sample, turn, history[arm], arm, ids)
+                rows[arm] = _generate_row(self.plan, self.cell_model, sample, turn, history[arm], arm, ids, state)
             new_arms.append(arm)
         _score_new(self.plan, sample, rows, new_arms)
         # Untimed: one extra forward per greedy mismatch, for its logit margins.
@@ -211,13 +218,14 @@ def _generate_row(
     history: list[tuple[str, str]],
     arm: str,
     ids: dict[str, Any],
+    state: Any = None,
 ) -> dict[str, Any]:
     cfg = plan.cfg
     prompt = render_prompt(
         cell_model.tokenizer, sample, turn, history, chat=cfg.model.chat, system_prompt=cfg.model.system_prompt
     )
     try:
-        result = generate(arm, cell_model, prompt, plan, ids["seed"])
+        result = generate(arm, cell_model, prompt, plan, ids["seed"], state=state)
     except _FATAL:
         raise
     except Exception as exc:  # e.g. out of memory on one long sample: record it and go on
@@ -229,6 +237,23 @@ def _generate_row(
         return error_row(ids, len(prompt), f"{type(exc).__name__}: {exc}")
     text = cell_model.tokenizer.decode(result.tokens, skip_special_tokens=True)
     return result_row(ids, len(prompt), result, text)
+
+
+def _replay(
+    plan: CellPlan,
+    cell_model: CellModel,
+    sample: Sample,
+    turn: int,
+    history: list[tuple[str, str]],
+    arm: str,
+    seed: int,
+    state: Any,
+) -> None:
+    """Regenerate a stored row's generation into ``state`` (untimed, discarded): a resumed cell's state
+    then learnt from the same requests as an uninterrupted run's, so its rows' warmth is the same."""
+    chat, system = plan.cfg.model.chat, plan.cfg.model.system_prompt
+    prompt = render_prompt(cell_model.tokenizer, sample, turn, history, chat=chat, system_prompt=system)
+    generate(arm, cell_model, prompt, plan, seed, state=state)
 
 
 def _score_new(plan: CellPlan, sample: Sample, rows: dict[str, dict[str, Any]], new_arms: list[str]) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from lade_bench.decoding import DecodeResult
+from lade_bench.methods.state import REQUESTS_SEEN_STAT, STATE_SIZE_STAT
 from lade_bench.results import COLUMN_NAMES
 from lade_bench.runner.plan import CellPlan
 
@@ -69,10 +70,34 @@ def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, te
         draft_time_s=result.stats.get("draft_time_s"),
         # A compiled generation reports its untimed compile runs (CompiledForwards.run); eager ones nothing.
         compile_time_s=result.stats.get("compile_time_s"),
+        **decode_step_means(result),
+        **state_warmth(result),
         output_ids=list(result.tokens),
         output_text=text,
     )
     return row
+
+
+def decode_step_means(result: DecodeResult) -> dict[str, float | None]:
+    """``mean_accepted`` (Spec-Bench's tau) and ``mean_draft_width``: tokens emitted and fed per decode
+    step, the prefill excluded; the same count for every method, from its ``accept_lengths`` and
+    ``step_tokens`` (None where there is no decode step, or no ``step_tokens``)."""
+    accepted = result.accept_lengths[1:]
+    fed = [] if result.step_tokens is None else result.step_tokens[1:]
+    return {
+        "mean_accepted": sum(accepted) / len(accepted) if accepted else None,
+        "mean_draft_width": sum(fed) / len(fed) if fed else None,
+    }
+
+
+def state_warmth(result: DecodeResult) -> dict[str, int | None]:
+    """How warm a stateful method's state was at the request's start (``methods.state.use_state``); None
+    for a stateless method."""
+    seen, size = result.stats.get(REQUESTS_SEEN_STAT), result.stats.get(STATE_SIZE_STAT)
+    return {
+        "state_requests_seen": None if seen is None else int(seen),
+        "state_size": None if size is None else int(size),
+    }
 
 
 def error_row(ids: dict[str, Any], prompt_tokens: int | None, message: str) -> dict[str, Any]:

@@ -1,0 +1,66 @@
+"""The warm-state protocol: methods that learn from earlier requests, and how a cell carries their state.
+
+A method's registry entry declares its state's lifetime (``Method.state``):
+
+* ``"none"``: stateless (AR, lookahead, prompt lookup, ...);
+* ``"request"``: state lives within one generation and is rebuilt for the next;
+* ``"cell"``: state persists across the requests of a cell, the papers' setting for Token Recycling
+  (its adjacency matrix) and SuffixDecoding (its global suffix tree). ``Method.new_state(settings)``
+  builds an empty one.
+
+The runner builds each ``"cell"`` method's state at the cell's start (one per repeat, so every repeat
+sees the same warmth), hands it to every generation in ``GenerationRequest.state``, in the cell's
+fixed, recorded sample order (``runner.method_state``), and builds a fresh one per sample when the
+config says ``method_state.mode=cold``. A generate function called without a state (``bench``,
+``gpu_check``, a direct call) builds a fresh one: cold.
+
+A state object has ``requests_seen`` (requests finished with it before this one) and ``size()``
+(entries held); :func:`use_state` records both in the result's ``stats`` at the request's start and
+counts the request at its end, so every row says how warm its state was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+# Method.state values.
+STATE_LIFETIMES: tuple[str, ...] = ("none", "request", "cell")
+# The config section that says whether a cell's state is carried (warm) or rebuilt per sample (cold);
+# every "cell" method reads it (Method adds it to its sections), so it enters the id of those cells only.
+STATE_SECTION = "method_state"
+STATE_MODES: tuple[str, ...] = ("warm", "cold")
+# DecodeResult.stats keys the rows' warmth columns are filled from.
+REQUESTS_SEEN_STAT = "state_requests_seen"
+STATE_SIZE_STAT = "state_size"
+
+
+class MethodState(Protocol):
+    """What the runner and the rows need from a method's persistent state."""
+
+    requests_seen: int
+
+    def size(self) -> int:
+        """Entries the state holds (Token Recycling: matrix rows filled; SuffixDecoding: tree nodes)."""
+        ...
+
+
+_State = TypeVar("_State", bound=MethodState)
+
+
+def use_state(state: _State | None, fresh: Callable[[], _State], generate: Callable[[_State], Any]) -> Any:
+    """``generate(state)`` (a fresh state when None: cold), its warmth recorded in the result's stats.
+
+    ``stats[REQUESTS_SEEN_STAT]`` and ``stats[STATE_SIZE_STAT]`` are the state's counters at the
+    request's start; ``requests_seen`` then counts this request (also when it failed partway: the
+    state may have learnt from its forwards).
+    """
+    state = fresh() if state is None else state
+    seen, size = state.requests_seen, state.size()
+    try:
+        result = generate(state)
+    finally:
+        state.requests_seen += 1
+    result.stats[REQUESTS_SEEN_STAT] = float(seen)
+    result.stats[STATE_SIZE_STAT] = float(size)
+    return result

@@ -1,0 +1,55 @@
+"""The registry's side of the warm-state protocol: lifetimes, the state section, the warmth counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from lade_bench.decoding import DecodeResult
+from lade_bench.methods import Method, get_method, methods_where
+from lade_bench.methods.state import REQUESTS_SEEN_STAT, STATE_SECTION, STATE_SIZE_STAT, use_state
+
+
+def _never_run(request):
+    raise AssertionError("never run")
+
+
+class _Counter:
+    """A state that holds one entry per request it saw."""
+
+    def __init__(self) -> None:
+        self.requests_seen = 0
+        self.entries: list[int] = []
+
+    def size(self) -> int:
+        return len(self.entries)
+
+
+def test_a_lifetime_outside_the_three_is_refused_and_cell_state_needs_a_builder():
+    with pytest.raises(ValueError, match=r"state='forever' is not one of \['none', 'request', 'cell'\]"):
+        Method("toy", _never_run, label="Toy", color="#000001", state="forever")
+    with pytest.raises(ValueError, match="state='cell' needs new_state"):
+        Method("toy", _never_run, label="Toy", color="#000001", state="cell")
+
+
+def test_a_cell_state_method_reads_the_state_section_so_warm_or_cold_enters_its_cells_ids():
+    toy = Method("toy", _never_run, label="Toy", color="#000001", sections=("toy",), state="cell", new_state=dict)
+    assert toy.sections == ("toy", STATE_SECTION)
+    assert Method("toy", _never_run, label="Toy", color="#000001", sections=("toy",)).sections == ("toy",)
+    assert "token_recycling" in methods_where(lambda m: m.state == "cell")
+    assert get_method("ar").state == "none" and STATE_SECTION not in get_method("lookahead").sections
+
+
+def test_use_state_records_the_warmth_at_the_start_and_counts_the_request():
+    state = _Counter()
+
+    def generate(s: _Counter) -> DecodeResult:
+        s.entries.append(1)
+        return DecodeResult(tokens=[1], steps=1, accept_lengths=[1], wall_time_s=0.0)
+
+    warmth = []
+    for _ in range(3):
+        result = use_state(state, _Counter, generate)
+        warmth.append((result.stats[REQUESTS_SEEN_STAT], result.stats[STATE_SIZE_STAT]))
+    assert warmth == [(0, 0), (1, 1), (2, 2)] and state.requests_seen == 3
+    cold = use_state(None, _Counter, generate)  # no state given: a fresh one
+    assert cold.stats[REQUESTS_SEEN_STAT] == 0 and state.requests_seen == 3
