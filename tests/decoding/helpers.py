@@ -33,3 +33,15 @@ class ForwardCounter:
 
     def remove(self) -> None:
         self._handle.remove()
+
+
+def no_cache_greedy(model: torch.nn.Module, prompt: list[int], new_tokens: int, stop_ids=()) -> list[int]:
+    """Greedy decoding with no KV cache: each token is the argmax of one forward over the whole sequence
+    (the definition of greedy that every cached and multi-token path must reproduce); ends after a stop id."""
+    sequence = list(prompt)
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            sequence.append(int(model(torch.tensor([sequence]), use_cache=False).logits[0, -1].argmax()))
+            if sequence[-1] in stop_ids:
+                break
+    return sequence[len(prompt) :]

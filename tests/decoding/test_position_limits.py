@@ -33,7 +33,7 @@ from lade_bench.models.tiny_position_scaled import (
     tuned_llama4_config,
 )
 
-from .helpers import ForwardCounter, repetitive_prompt
+from .helpers import ForwardCounter, no_cache_greedy, repetitive_prompt
 from .refused_models import RECURRENT
 
 PROMPT = repetitive_prompt(20, seed=3)
@@ -56,14 +56,6 @@ def _temperature_tuned(floor_scale: int) -> torch.nn.Module:
 @pytest.fixture(scope="module")
 def scaled_models() -> dict[str, torch.nn.Module]:
     return {"longrope": _longrope(), "dynamic": _dynamic()}
-
-
-def _no_cache_greedy(model: torch.nn.Module, prompt: list[int], new_tokens: int) -> list[int]:
-    sequence = list(prompt)
-    with torch.no_grad():
-        for _ in range(new_tokens):
-            sequence.append(int(model(torch.tensor([sequence])).logits[0, -1].argmax()))
-    return sequence[len(prompt) :]
 
 
 def _lookahead(layout: str):
@@ -118,7 +110,7 @@ def test_plain_decoding_below_the_threshold_is_the_no_cache_loop(scaled_models, 
     equals a loop that recomputes the whole sequence every token (unscaled or short-factor rotary),
     and the methods above equal it; past it the two need not agree, so nothing else runs there."""
     model = scaled_models[scaling]
-    assert autoregressive_generate(model, PROMPT, 22).tokens == _no_cache_greedy(model, PROMPT, 22)
+    assert autoregressive_generate(model, PROMPT, 22).tokens == no_cache_greedy(model, PROMPT, 22)
 
 
 @pytest.mark.parametrize("scaling", ["longrope", "dynamic"])

@@ -1,0 +1,186 @@
+"""Every registered greedy method on one model emits exactly AR greedy's tokens, on every architecture here.
+
+The methods come from the registry (one model on one device, not the reference arm): a method
+registered later inherits this grid without being named in it. Each generation goes through
+``run_generation`` (the entry the runner, bench and gpu_check use, model checks included) with the
+config sections the method reads as the runner builds them from the composed config: once with the
+config's defaults, once with every integer halved and every flag flipped (each change kept where the
+plan accepts it). The output is compared with transformers' AR greedy and with a no-cache argmax
+loop, and the counting rules every method shares are checked: one accept length and one step-token
+count per forward pass, the accept lengths summing to the tokens emitted.
+
+Method-specific behaviour (lookahead's N/W/G shapes and verification layouts, Jacobi's block of 1,
+prompt lookup's candidate rule) stays in each method's own tests.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from lade_bench.decoding.autoregressive import autoregressive_generate
+from lade_bench.methods import (
+    REFERENCE,
+    REPLICA,
+    GenerationRequest,
+    Method,
+    registered_methods,
+    run_generation,
+    runs_on_one_model,
+)
+from lade_bench.runner import plan_cell, register_configs
+from lade_bench.runner.arms import method_settings
+
+from ..runner.conftest import CONF_DIR, TINY
+from .helpers import no_cache_greedy, repetitive_prompt
+
+METHODS = [m for m in registered_methods() if runs_on_one_model(m) and m.name != REFERENCE]
+
+# Attention and position variants the engine handles differently: learned positions (gpt2), partial
+# rotary (gpt_neox, phi3), QK-norm (qwen3), sliding windows (mistral_sliding everywhere, gemma2/gemma3
+# interleaved with global layers, logits soft-capped and tied to the embeddings), mixtures of experts
+# (qwen2_moe) and DeepSeek's latent attention with experts (deepseek_v3). The other tiny families run
+# lookahead in tests/decoding/test_exactness.py.
+ARCHITECTURES = (
+    "llama",
+    "qwen3",
+    "phi3",
+    "gpt2",
+    "gpt_neox",
+    "mistral_sliding",
+    "gemma2",
+    "gemma3",
+    "qwen2_moe",
+    "deepseek_v3",
+)
+SETTINGS = ("defaults", "halved")
+PROMPT_LEN, NEW_TOKENS = 32, 40
+
+
+def _compose(overrides: Sequence[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=[*TINY, *overrides])
+
+
+def _accepted(method: Method, overrides: Sequence[str]) -> DictConfig | None:
+    """The composed cell config running ``method`` with ``overrides``, or None when the plan refuses it."""
+    try:
+        cfg = _compose([f"arms=[{REFERENCE},{method.name}]", *overrides])
+        plan_cell(cfg)
+    except ValueError:  # the plan's refusals (CellConfigError, DecodingConfigError) are ValueErrors
+        return None
+    return cfg
+
+
+def _changed(value: Any) -> Any:
+    """Another legal-looking value of a setting: integers halved (at least 1), flags flipped; else None."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int) and value > 1:
+        return value // 2
+    return None
+
+
+@functools.cache
+def settings_of(method_name: str, variant: str) -> dict[str, Any]:
+    """The settings ``method_name``'s generate receives in a cell composed from the configs."""
+    register_configs()
+    method = next(m for m in METHODS if m.name == method_name)
+    overrides: list[str] = []
+    if variant == "halved":
+        base = _accepted(method, [])
+        assert base is not None, f"the plan refuses {method.name} with the config's defaults"
+        for section in method.sections:
+            for key, value in base[section].items():
+                new = _changed(value)
+                candidate = f"{section}.{key}={str(new).lower() if isinstance(new, bool) else new}"
+                if new is not None and _accepted(method, [*overrides, candidate]) is not None:
+                    overrides.append(candidate)
+    cfg = _accepted(method, overrides)
+    assert cfg is not None, f"the plan refuses {method.name} with {overrides}"
+    return method_settings(plan_cell(cfg), method)
+
+
+@functools.cache
+def _prompt(arch: str) -> tuple[int, ...]:
+    return tuple(repetitive_prompt(PROMPT_LEN, seed=zlib.crc32(arch.encode()) % 1000))
+
+
+@pytest.fixture(scope="module")
+def references(tiny_models):
+    """(arch, budget, stop ids) -> AR greedy's tokens, also checked against the no-cache loop (once each)."""
+    cache: dict[tuple, list[int]] = {}
+
+    def reference(arch: str, budget: int, stop_ids: tuple[int, ...] = ()) -> list[int]:
+        key = (arch, budget, stop_ids)
+        if key not in cache:
+            model, prompt = tiny_models[arch], list(_prompt(arch))
+            tokens = autoregressive_generate(model, prompt, budget, eos_token_id=list(stop_ids)).tokens
+            assert tokens == no_cache_greedy(model, prompt, budget, stop_ids), f"AR is not the no-cache argmax ({arch})"
+            cache[key] = tokens
+        return cache[key]
+
+    return reference
+
+
+def _run(method: Method, model, prompt: Sequence[int], budget: int, settings, stop_ids: Sequence[int] = ()):
+    request = GenerationRequest({REPLICA: model}, list(prompt), budget, list(stop_ids), seed=3, settings=settings)
+    return run_generation(method, request)
+
+
+def _assert_counts(result, budget: int, prompt_len: int) -> None:
+    """The counting rules shared by every method (``DecodeResult``'s contract)."""
+    assert len(result.tokens) <= budget
+    assert result.steps == len(result.accept_lengths) >= 1
+    assert sum(result.accept_lengths) == len(result.tokens)
+    assert all(n >= 1 for n in result.accept_lengths)
+    assert result.step_tokens is not None and len(result.step_tokens) == result.steps
+    assert result.step_tokens[0] >= prompt_len  # the prefill feeds the whole prompt
+    assert all(n >= 1 for n in result.step_tokens)
+
+
+def _method_id(method: Method) -> str:
+    return method.name
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+@pytest.mark.parametrize("variant", SETTINGS)
+@pytest.mark.parametrize("method", METHODS, ids=_method_id)
+def test_method_equals_ar_greedy(tiny_models, references, method, variant, arch):
+    result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, settings_of(method.name, variant))
+    assert result.tokens == references(arch, NEW_TOKENS)
+    _assert_counts(result, NEW_TOKENS, PROMPT_LEN)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "gemma3"])
+@pytest.mark.parametrize("method", METHODS, ids=_method_id)
+def test_method_stops_where_ar_stops(tiny_models, references, method, arch):
+    """A stop id taken from the free run (so that it occurs mid-run) ends the generation after it, as in AR."""
+    free_run = references(arch, NEW_TOKENS)
+    stop = free_run[NEW_TOKENS // 2]
+    expected = references(arch, NEW_TOKENS, (stop,))
+    assert expected[-1] == stop and len(expected) < NEW_TOKENS
+    for variant in SETTINGS:
+        result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, settings_of(method.name, variant), [stop])
+        assert result.tokens == expected, variant
+        _assert_counts(result, NEW_TOKENS, PROMPT_LEN)
+
+
+@pytest.mark.parametrize("method", METHODS, ids=_method_id)
+def test_method_with_a_budget_of_one_token(tiny_models, references, method):
+    for arch in ("llama", "gemma2"):
+        result = _run(method, tiny_models[arch], _prompt(arch), 1, settings_of(method.name, "defaults"))
+        assert result.tokens == references(arch, 1)
+        _assert_counts(result, 1, PROMPT_LEN)
+
+
+def test_the_grid_is_not_empty_and_leaves_out_the_reference():
+    """The grid compares against AR, so AR is not in it; the built-in multi-token methods are."""
+    assert REFERENCE not in {m.name for m in METHODS}
+    assert len(METHODS) >= 3
