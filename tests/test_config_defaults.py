@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from lade_bench.conf import PACKAGE_CONF_DIR, user_conf_dir
 from lade_bench.decoding.params import LookaheadParams, SamplingParams
-from lade_bench.runner.config_schema import LadeBenchConfig
+from lade_bench.runner.config_schema import run_schema
 from lade_bench.tune.config import TuneConfig, register_tune_configs, tune_settings
 
 
@@ -41,7 +41,9 @@ def _yaml(name: str) -> dict:
 
 
 def test_the_run_schema_states_no_value_that_settings_yaml_states():
-    schema = OmegaConf.structured(LadeBenchConfig)
+    # The schema with every registered method's own section (Method.config): their defaults live in
+    # those dataclasses, so settings.yaml stating one is a value stated twice.
+    schema = OmegaConf.structured(run_schema())
     settings = {k: v for k, v in _leaves(_yaml("settings.yaml")).items() if not k.startswith("defaults")}
     assert "max_new_tokens" in settings and "wandb.n_boot" in settings
     restated = [key for key in settings if not _is_missing(schema, key)]
@@ -108,3 +110,35 @@ def test_a_preset_in_the_users_folder_is_found_by_name_and_is_where_the_tuner_wr
     register_tune_configs()
     tune_cfg = compose_cfg(["lookahead=tuned/my-device"], name="tune")
     assert tune_settings(tune_cfg).preset_conf_dir == user_conf_dir()
+
+
+@dataclasses.dataclass
+class _ToySectionConfig:
+    depth: int = 3
+    label: str = "toy"
+
+
+def test_a_methods_section_comes_from_its_registry_entry_alone(compose_cfg):
+    from lade_bench.methods import Method, register, unregister
+    from lade_bench.runner import register_configs
+
+    def generate(request):
+        raise AssertionError("never run")
+
+    register(Method("zz_sectioned", generate, label="Toy", color="#000002", config=_ToySectionConfig))
+    try:
+        register_configs()  # after the method registers, as run.py does after importing your methods
+        assert compose_cfg([]).zz_sectioned == {"depth": 3, "label": "toy"}
+        assert compose_cfg(["zz_sectioned.depth=5"]).zz_sectioned.depth == 5
+        with pytest.raises(Exception, match="zz_sectioned.depth"):
+            compose_cfg(["zz_sectioned.depth=deep"])
+        register_tune_configs()
+        assert compose_cfg([], name="tune").zz_sectioned.depth == 3
+        register(Method("seed", generate, label="Seed", color="#000003", config=_ToySectionConfig))
+        with pytest.raises(ValueError, match=r"methods \['seed'\] declare a config section named like a run setting"):
+            run_schema()
+    finally:
+        unregister("zz_sectioned")
+        unregister("seed")
+        register_tune_configs()  # the run's and tune's schemas without the toy
+    assert "zz_sectioned" not in compose_cfg([])

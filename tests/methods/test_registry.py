@@ -1,13 +1,25 @@
-"""The registry's lookups and errors, and the built-in entries (their names, labels and colours are
-what the committed tables and figures show, so they are pinned here)."""
+"""The registry's lookups and errors, and what the committed results show of it.
+
+No test here lists the methods: each reads the registry, so a new method needs no edit here. The
+published names, labels, colours and order are protected by the committed results themselves: every
+arm of a committed table is registered, its table shows the registry's label in registration order,
+and its figure draws it in the registry's colour.
+"""
 
 from __future__ import annotations
 
+import re
+import zlib
+from pathlib import Path
+
+import pandas as pd
 import pytest
+from matplotlib.colors import to_hex
 
 from lade_bench.methods import (
     DRAFT,
     PIPELINE_PARALLEL,
+    REFERENCE,
     REPLICA,
     TENSOR_PARALLEL,
     Method,
@@ -17,62 +29,121 @@ from lade_bench.methods import (
     method_color,
     method_label,
     method_names,
-    methods_where,
+    method_rank,
     register,
+    registered_methods,
+    runs_on_one_model,
     sort_methods,
     unregister,
 )
 
-
-def test_builtin_methods_keep_the_published_names_labels_colours_and_order():
-    entries = [(m, method_label(m), method_color(m)) for m in method_names()]
-    assert entries == [
-        ("ar", "AR", "#7f7f7f"),
-        ("lookahead", "Lookahead", "#1f77b4"),
-        ("prompt_lookup", "Prompt lookup", "#ff7f0e"),
-        ("jacobi", "Jacobi", "#2ca02c"),
-        ("ar_tp", "AR, tensor parallel", "#d62728"),
-        ("assisted", "Assisted (draft model)", "#9467bd"),
-        ("ar_pp", "AR, pipeline parallel", "#8c564b"),
-        ("token_recycling", "Token Recycling", "#e377c2"),
-    ]
+PAPER_FIGURES = Path(__file__).resolve().parents[2] / "paper_figures"
+# Every committed report folder: tables/cells_summary.csv beside tables/main_speedup.md and figures/.
+REPORTS = sorted(path.parents[1] for path in PAPER_FIGURES.rglob("tables/cells_summary.csv"))
 
 
-def test_builtin_capabilities():
-    assert methods_where(lambda m: m.custom_mask) == ("lookahead", "jacobi", "token_recycling")
-    assert methods_where(lambda m: m.every_rank) == ("lookahead", "ar_tp")
-    assert methods_where(lambda m: m.greedy_only) == ("jacobi",)
-    assert methods_where(lambda m: m.tuner_baseline) == ("prompt_lookup", "jacobi", "assisted", "token_recycling")
-    assert get_method("ar_tp").models == (TENSOR_PARALLEL,)
-    assert get_method("assisted").models == (REPLICA, DRAFT) and get_method("assisted").sections == ("assistant",)
-    assert get_method("ar_pp").models == (PIPELINE_PARALLEL,)
-    assert methods_where(lambda m: m.scaling_label is not None) == ("lookahead", "ar_tp", "ar_pp")
+def _never_run(request):
+    raise AssertionError("never run")
+
+
+def _table_methods(table: Path) -> list[list[str]]:
+    """The Method column of a committed markdown table, one list per cell (rows of one cell are consecutive)."""
+    lines = [line for line in table.read_text().splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    method = header.index("Method")
+    keys = [i for i, name in enumerate(header) if name in ("Sweep", "Model", "Dataset", "CPU", "Mode", "Selection")]
+    cells: dict[tuple[str, ...], list[str]] = {}
+    for line in lines[2:]:
+        row = [cell.strip() for cell in line.strip("|").split("|")]
+        cells.setdefault(tuple(row[i] for i in keys), []).append(row[method])
+    return list(cells.values())
+
+
+def _pdf_fill_colours(pdf: Path) -> set[str]:
+    """The fill colours (``r g b rg`` operators) of a matplotlib PDF's content streams, as hex."""
+    data = pdf.read_bytes()
+    colours = set()
+    for stream in re.finditer(rb"stream\r?\n(.*?)\r?\nendstream", data, re.S):
+        try:
+            content = zlib.decompress(stream.group(1))
+        except zlib.error:
+            continue  # an image or font stream
+        for rgb in re.findall(rb"([0-9.]+) ([0-9.]+) ([0-9.]+) rg", content):
+            colours.add(to_hex(tuple(float(x) for x in rgb)))
+    return colours
+
+
+def test_there_are_committed_reports_to_check():
+    assert len(REPORTS) >= 2
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.relative_to(PAPER_FIGURES).as_posix() or "main")
+def test_committed_tables_and_figures_show_the_registrys_names_labels_order_and_colours(report):
+    arms = set(pd.read_csv(report / "tables" / "cells_summary.csv")["arm"])
+    assert arms and all(get_method(arm) for arm in arms)  # an unknown arm raises, naming the registered ones
+    cells = _table_methods(report / "tables" / "main_speedup.md")
+    labels = {method_label(arm): arm for arm in arms}
+    assert {label for cell in cells for label in cell} == set(labels)
+    for cell in cells:
+        ranks = [method_rank(labels[label]) for label in cell]
+        assert ranks == sorted(ranks), cell  # registration order is the reading order
+    drawn = _pdf_fill_colours(report / "figures" / "speedup_bars.pdf")
+    for arm in arms - {REFERENCE}:
+        assert method_color(arm).lower() in drawn, (arm, method_color(arm), drawn)
+
+
+def test_entries_are_consistent_with_what_reads_them():
+    roles = {REPLICA, TENSOR_PARALLEL, DRAFT, PIPELINE_PARALLEL}
+    assert method_names()[0] == REFERENCE
+    assert len({m.color.lower() for m in registered_methods()}) == len(method_names())
+    for method in registered_methods():
+        assert set(method.models) <= roles, method.name
+        # The scaling figure draws methods that spread over devices.
+        if method.scaling_label is not None:
+            assert method.every_rank or not runs_on_one_model(method), method.name
+        # A method that feeds its own mask feeds more than one token a step: the position checks need its reach.
+        if method.custom_mask:
+            assert method.reach is not None, method.name
 
 
 def test_unknown_names_list_the_registered_ones_and_the_closest():
+    name = max(method_names(), key=len)
+    typo = name[:-2] + name[-1]
     with pytest.raises(UnknownMethodError) as info:
-        get_method("lookahed")
-    assert "did you mean 'lookahead'?" in str(info.value)
-    assert "expected one of [ar, lookahead, prompt_lookup, jacobi, ar_tp, assisted, ar_pp, token_recycling]" in str(info.value)
+        get_method(typo)
+    assert f"did you mean {name!r}?" in str(info.value)
+    assert f"expected one of [{', '.join(method_names())}]" in str(info.value)
 
 
-def test_register_refuses_bad_and_duplicate_names():
-    def generate(request):
-        raise AssertionError("never run")
-
+def test_register_refuses_bad_and_duplicate_names_and_taken_colours():
     with pytest.raises(ValueError, match="lowercase"):
-        register(Method("My-Method", generate, label="x", color="#000000"))
+        register(Method("My-Method", _never_run, label="x", color="#000001"))
     with pytest.raises(ValueError, match="already registered"):
-        register(Method("ar", generate, label="x", color="#000000"))
-    with pytest.raises(ValueError, match="color '#9467BD' is already 'assisted'"):
-        register(Method("zz_toy", generate, label="Toy", color="#9467BD"))
-    register(Method("zz_toy", generate, label="Toy", color="#000000"))
+        register(Method(REFERENCE, _never_run, label="x", color="#000001"))
+    other = registered_methods()[-1]
+    with pytest.raises(ValueError, match=f"color '{other.color.upper()}' is already '{other.name}'"):
+        register(Method("zz_toy", _never_run, label="Toy", color=other.color.upper()))
+    register(Method("zz_toy", _never_run, label="Toy", color="#000001"))
     try:
         assert method_names()[-1] == "zz_toy"
-        assert sort_methods(["zz_toy", "unknown", "jacobi", "ar"]) == ["ar", "jacobi", "zz_toy", "unknown"]
+        first, last = method_names()[0], method_names()[-2]
+        assert sort_methods(["zz_toy", "unknown", last, first]) == [first, last, "zz_toy", "unknown"]
     finally:
         unregister("zz_toy")
     assert "zz_toy" not in method_names()
+
+
+def test_a_config_section_is_declared_with_its_entry():
+    from dataclasses import dataclass
+
+    @dataclass
+    class ToyConfig:
+        depth: int = 3
+
+    toy = Method("zz_toy", _never_run, label="Toy", color="#000001", config=ToyConfig)
+    assert toy.sections == ("zz_toy",)
+    with pytest.raises(ValueError, match="not a dataclass"):
+        Method("zz_toy", _never_run, label="Toy", color="#000001", config=dict)
 
 
 def test_unregistered_arms_of_old_rows_keep_their_name_and_get_no_colour():
@@ -80,5 +151,6 @@ def test_unregistered_arms_of_old_rows_keep_their_name_and_get_no_colour():
 
 
 def test_bind_refuses_a_method_that_needs_more_than_one_model():
-    with pytest.raises(ValueError, match="tensor_parallel"):
-        bind_method("ar_tp", model=None, max_new_tokens=4)
+    method = next(m for m in registered_methods() if not runs_on_one_model(m))
+    with pytest.raises(ValueError, match=method.models[0]):
+        bind_method(method.name, model=None, max_new_tokens=4)

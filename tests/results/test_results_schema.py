@@ -4,6 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lade_bench.methods import method_names
 from lade_bench.results import ARMS, COLUMN_NAMES, COLUMNS, KEY_COLUMNS, ROW_SCHEMA, Row, validate_row
 
 
@@ -15,7 +16,19 @@ def test_everything_derives_from_one_column_list():
     assert ROW_SCHEMA.field("output_ids").type == pa.list_(pa.int32())
     assert not ROW_SCHEMA.field("cell_id").nullable
     assert ROW_SCHEMA.field("error").nullable
-    assert ARMS == ("ar", "lookahead", "prompt_lookup", "jacobi", "ar_tp", "assisted", "ar_pp", "token_recycling")
+    assert ARMS == method_names()
+
+
+def test_the_arms_are_the_registrys_when_asked():
+    import lade_bench.results as results
+    from lade_bench.methods import Method, register, unregister
+
+    register(Method("zz_later", lambda request: None, label="Later", color="#000004"))
+    try:
+        assert results.ARMS[-1] == "zz_later"
+    finally:
+        unregister("zz_later")
+    assert "zz_later" not in results.ARMS
 
 
 def test_valid_row_is_normalised(make_row):

@@ -13,6 +13,7 @@ import torch
 from transformers import AutoTokenizer
 
 from lade_bench.decoding.parallel import LookaheadParallelError
+from lade_bench.methods import PIPELINE_PARALLEL, methods_where
 from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.models.loading import TensorParallelError, load_tensor_parallel
 from lade_bench.models.tiny import tiny_model
@@ -88,11 +89,16 @@ def test_devices_enter_the_cell_id_only_above_one(compose_cfg):
     assert double.cell_dir.name.endswith(f"-2dev-{double.cell_id}")
 
 
+def _uses_devices(method) -> bool:
+    """The methods that use a cell's ranks: those on every rank and pipeline-parallel AR's role."""
+    return method.every_rank or PIPELINE_PARALLEL in method.models
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
         (["lookahead.devices=0"], "lookahead.devices=0 is not allowed: use an integer >= 1"),
-        (["lookahead.devices=2", "arms=[ar]"], "used only by the arms ['lookahead', 'ar_tp', 'ar_pp']"),
+        (["lookahead.devices=2", "arms=[ar]"], f"used only by the arms {list(methods_where(_uses_devices))}"),
         (["arms=[ar,ar_tp]"], "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2"),
         (["arms=[ar,ar_tp]", "lookahead.devices=2"], "a tiny random model has not; use model=smollm2"),
         (["lookahead.devices=2", "lookahead.verification=trie"], "'trie' is not supported with lookahead.devices=2"),

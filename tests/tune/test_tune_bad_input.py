@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -9,10 +10,13 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from lade_bench.decoding import DecodingConfigError
+from lade_bench.methods import methods_where
 from lade_bench.tune.config import TuneConfigError
 from lade_bench.tune.tuner import prepare
 
 from .conftest import TINY_TUNE, compose_tune, tmp_outputs
+
+_TUNER_BASELINES = methods_where(lambda m: m.tuner_baseline)
 
 
 @pytest.mark.parametrize(
@@ -24,7 +28,8 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
         ("tune.space.guesses=[2,2]", r"lists a value twice"),
         ("tune.space.verification=[flat,tree]", r"'tree' is not allowed; use any of \['flat', 'trie'\]"),
         ("tune.top_k=100", r"tune.top_k=100 exceeds the 72 configuration\(s\) of tune.space"),
-        ("tune.baselines=[medusa]", r"'medusa' is not allowed; use any of \['prompt_lookup', 'jacobi', 'assisted'\]"),
+        # The allowed baselines are the registry's (Method.tuner_baseline), listed in registration order.
+        ("tune.baselines=[medusa]", re.escape(f"'medusa' is not allowed; use any of {list(_TUNER_BASELINES)}")),
         ("tune.profile_from=/nonexistent/profile.json", r"does not exist"),
         (
             "tune.search_from=/nonexistent/tune_record.json",

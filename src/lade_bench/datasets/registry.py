@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import importlib
+import pkgutil
 import random
 from collections import Counter
 from pathlib import Path
 
 from lade_bench.conf import PACKAGE_CONF_DIR
-from lade_bench.datasets import classeval, cnn_dailymail, gsm8k, humaneval, mbpp, mt_bench, xsum
 from lade_bench.datasets._sources import DatasetFormatError
 from lade_bench.datasets.sample import Sample
 from lade_bench.datasets.spec import DatasetSpec, DatasetSpecError
@@ -91,11 +92,24 @@ def get_spec(name: str) -> DatasetSpec:
     raise UnknownDatasetError(f"unknown dataset {name!r}.{hint} Valid names: {', '.join(available_datasets())}.")
 
 
+def discover_specs(package: str) -> list[DatasetSpec]:
+    """The ``SPEC`` (a ``DatasetSpec``) of every module of ``package`` that declares one, by module name.
+
+    How the built-in datasets are found: a new one is its module beside the others (plus its config
+    file), with no list to extend. The modules are imported here, in name order, so no import order
+    elsewhere can leave one out.
+    """
+    found = []
+    for info in sorted(pkgutil.iter_modules(importlib.import_module(package).__path__), key=lambda m: m.name):
+        spec = getattr(importlib.import_module(f"{package}.{info.name}"), "SPEC", None)
+        if isinstance(spec, DatasetSpec):
+            found.append(spec)
+    return found
+
+
 def _register_builtins() -> None:
-    # An explicit list rather than import-time self-registration: the whole set is visible in one
-    # place and no import order can leave a dataset out. Each module declares its own spec.
-    for module in (mt_bench, humaneval, xsum, gsm8k, classeval, mbpp, cnn_dailymail):
-        register_dataset(module.SPEC, conf_dir=None)
+    for spec in discover_specs("lade_bench.datasets"):
+        register_dataset(spec, conf_dir=None)
 
 
 _register_builtins()

@@ -9,8 +9,11 @@ row schema, which must not wait for torch (a typo on the command line is reporte
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
+from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
 from lade_bench.methods.registry import (
     DRAFT,
     PIPELINE_PARALLEL,
@@ -76,6 +79,21 @@ def generate_jacobi(request: GenerationRequest) -> Any:
     from lade_bench.decoding import jacobi_generate
 
     return _decode(jacobi_generate, request, **request.section("jacobi"))
+
+
+@dataclass
+class PromptLookupConfig:
+    """Section ``prompt_lookup``: its defaults are the engine's (``decoding.params``, which says why)."""
+
+    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS
+    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM
+
+
+@dataclass
+class JacobiConfig:
+    """Section ``jacobi``: its default is the engine's (``decoding.params``, which says why)."""
+
+    block_size: int = JACOBI_BLOCK_SIZE
 
 
 def generate_ar_tp(request: GenerationRequest) -> Any:
@@ -223,6 +241,19 @@ def _refuse_ar_pp(cfg: Any) -> str | None:
     return None
 
 
+@dataclass
+class TokenRecyclingConfig:
+    """Section ``token_recycling`` (``lade_bench.decoding.token_recycling``, which says why each default).
+
+    Attributes:
+        top_k: successors kept per vocabulary token (the adjacency matrix's width).
+        tree: the static tree template: a name in ``TREE_TEMPLATES`` or a list of rank paths.
+    """
+
+    top_k: int = TOKEN_RECYCLING_TOP_K
+    tree: Any = TOKEN_RECYCLING_TREE
+
+
 def generate_token_recycling(request: GenerationRequest) -> Any:
     """Token Recycling (``settings["token_recycling"]``: top_k, tree) with the cell's warm matrix.
 
@@ -284,7 +315,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         generate_prompt_lookup,
         label="Prompt lookup",
         color="#ff7f0e",
-        sections=("prompt_lookup",),
+        config=PromptLookupConfig,
         reach=_prompt_lookup_reach,
         refuse=_refuse_prompt_lookup,
         tuner_baseline=True,
@@ -297,7 +328,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         color="#2ca02c",
         custom_mask=True,
         supports_sampling=False,
-        sections=("jacobi",),
+        config=JacobiConfig,
         reach=_jacobi_reach,
         refuse=_refuse_jacobi,
         tuner_baseline=True,
@@ -342,7 +373,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         label="Token Recycling",
         color="#e377c2",
         custom_mask=True,
-        sections=("token_recycling",),
+        config=TokenRecyclingConfig,
         reach=_token_recycling_reach,
         tuner_baseline=True,
         refuse=_refuse_token_recycling,

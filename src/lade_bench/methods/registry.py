@@ -12,6 +12,7 @@ rows should not pay for the engine's imports.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -104,6 +105,10 @@ class Method:
         supports_sampling: False for a greedy-only method (refused by a sampling cell).
         sections: config sections it reads (``cfg.<section>``): passed in ``settings`` and hashed
             into the cell id when the method is among a cell's arms.
+        config: the schema of the method's own config section ``cfg.<name>``: a dataclass whose field
+            defaults are the section's defaults, stated here and nowhere else (not in ``conf/``);
+            ``runner.config_schema.register_configs`` adds it to the run's schema, and ``<name>`` is
+            added to ``sections``. None: the method has no section of its own.
         headroom: settings -> positions past the prompt and new tokens one forward may reach (the
             context budget of a prompt keeps that much room); None: the tokens one forward feeds
             (``reach(settings).inputs``), or 0 without a reach.
@@ -144,8 +149,14 @@ class Method:
     model_checks: bool = True
     state: str = "none"
     new_state: Callable[[Settings], Any] | None = None
+    config: type | None = None
 
     def __post_init__(self) -> None:
+        if self.config is not None:
+            if not (isinstance(self.config, type) and dataclasses.is_dataclass(self.config)):
+                raise ValueError(f"method {self.name!r}: config={self.config!r} is not a dataclass (its schema)")
+            if self.name not in self.sections:
+                object.__setattr__(self, "sections", (*self.sections, self.name))
         if self.state not in STATE_LIFETIMES:
             raise ValueError(f"method {self.name!r}: state={self.state!r} is not one of {list(STATE_LIFETIMES)}")
         if self.state == "cell":
@@ -256,6 +267,11 @@ def method_rank(name: str) -> int:
 def sort_methods(names: Iterable[str]) -> list[str]:
     """``names`` in registration order; unregistered names last, alphabetically."""
     return sorted(names, key=lambda name: (method_rank(name), name))
+
+
+def method_config_sections() -> dict[str, type]:
+    """Section name -> schema dataclass of every registered method that declares one (``Method.config``)."""
+    return {m.name: m.config for m in _REGISTRY.values() if m.config is not None}
 
 
 def runs_on_one_model(method: Method) -> bool:

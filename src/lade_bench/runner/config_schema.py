@@ -1,7 +1,8 @@
 """Structured-config schemas: Hydra checks every key and type against these at composition time.
 
-One top-level schema (:class:`LadeBenchConfig`) whose fields are the group schemas. It is stored in
-Hydra's ConfigStore under :data:`SCHEMA_NAME` and is the first entry of ``conf/config.yaml``'s
+One top-level schema (:func:`run_schema`: :class:`LadeBenchConfig` plus the config section each
+registered method declares with its entry, ``Method.config``) whose fields are the group schemas. It
+is stored in Hydra's ConfigStore under :data:`SCHEMA_NAME` and is the first entry of ``conf/config.yaml``'s
 defaults list, so every option of every group is merged onto its typed node: ``lookahead.windw=3``
 fails with "Key 'windw' not in 'LookaheadConfig'" and ``lookahead.window=abc`` with "Value 'abc' ...
 could not be converted to Integer", before anything runs. The group schemas are not stored inside
@@ -15,28 +16,23 @@ Range checks (N >= 2, temperature > 0, ...) are the decoding package's own
 (``LookaheadParams``/``SamplingParams``) and run at the start of a cell, before any model loads.
 Each default is stated once: the run's settings in ``conf/settings.yaml`` (with the comments that
 say why), so their fields here are ``MISSING`` (types only); the engine's settings (N, W, G,
-sampling, prompt lookup, Jacobi) in ``lade_bench.decoding.params``, which the fields here read, so
-the group files state only what differs. ``conf`` is the top-level ``conf/`` (the package ``lade_bench.conf``).
+sampling) in ``lade_bench.decoding.params``, which the fields here read, so the group files state
+only what differs; a method's own section in the dataclass its registry entry names (its defaults
+there, nowhere else: a new method touches neither this module nor ``conf/``). ``conf`` is the
+top-level ``conf/`` (the package ``lade_bench.conf``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from lade_bench.conf import register_resolvers
-from lade_bench.decoding.params import (
-    JACOBI_BLOCK_SIZE,
-    PROMPT_LOOKUP_MAX_NGRAM,
-    PROMPT_LOOKUP_NUM_TOKENS,
-    LookaheadParams,
-    SamplingParams,
-)
-from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
+from lade_bench.decoding.params import LookaheadParams, SamplingParams
 
 SCHEMA_NAME = "lade_bench_schema"
 
@@ -175,34 +171,6 @@ class SamplingConfig:
     temperature: float = SamplingParams.temperature
     top_k: int = SamplingParams.top_k
     top_p: float = SamplingParams.top_p
-
-
-@dataclass
-class PromptLookupConfig:
-    """Settings of the optional ``prompt_lookup`` arm (transformers' prompt lookup decoding)."""
-
-    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS
-    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM
-
-
-@dataclass
-class JacobiConfig:
-    """Settings of the optional ``jacobi`` arm (Jacobi decoding without an n-gram pool, greedy only)."""
-
-    block_size: int = JACOBI_BLOCK_SIZE
-
-
-@dataclass
-class TokenRecyclingConfig:
-    """Settings of the optional ``token_recycling`` arm (``lade_bench.decoding.token_recycling``).
-
-    Attributes:
-        top_k: successors kept per vocabulary token (the adjacency matrix's width).
-        tree: the static tree template: a name in ``TREE_TEMPLATES`` or a list of rank paths.
-    """
-
-    top_k: int = TOKEN_RECYCLING_TOP_K
-    tree: Any = TOKEN_RECYCLING_TREE
 
 
 class StateMode(Enum):
@@ -364,9 +332,6 @@ class LadeBenchConfig:
     lookahead: LookaheadConfig = field(default_factory=LookaheadConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
-    prompt_lookup: PromptLookupConfig = field(default_factory=PromptLookupConfig)
-    jacobi: JacobiConfig = field(default_factory=JacobiConfig)
-    token_recycling: TokenRecyclingConfig = field(default_factory=TokenRecyclingConfig)
     method_state: MethodStateConfig = field(default_factory=MethodStateConfig)
     assistant: AssistantConfig = field(default_factory=AssistantConfig)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)
@@ -393,8 +358,29 @@ class LadeBenchConfig:
     model_cache_dir: str = MISSING
 
 
+def run_schema(base: type = LadeBenchConfig) -> type:
+    """``base`` plus a field ``<name>: <Method.config>`` per registered method that declares a section.
+
+    Built when the configs are registered, so a method registered before then (a built-in, a test's
+    toy method, your own module) brings its section without an edit here.
+
+    Raises:
+        ValueError: a method's section would replace a run setting of ``base`` (same name).
+    """
+    from lade_bench.methods.registry import method_config_sections
+
+    sections = method_config_sections()
+    taken = sorted(set(sections) & {f.name for f in dataclasses.fields(base)})
+    if taken:
+        raise ValueError(f"methods {taken} declare a config section named like a run setting; rename the method")
+    fields = [(name, schema, field(default_factory=schema)) for name, schema in sections.items()]
+    schema = dataclasses.make_dataclass(base.__name__, fields, bases=(base,))
+    schema.__module__ = base.__module__  # where its name is found (make_dataclass's module= needs 3.12)
+    return schema
+
+
 def register_configs() -> None:
-    """Store the schema in Hydra's ConfigStore and register the configs' resolvers; call before Hydra
-    composes (idempotent)."""
+    """Store the schema (:func:`run_schema`) in Hydra's ConfigStore and register the configs' resolvers;
+    call before Hydra composes, after any method of your own is registered (idempotent)."""
     register_resolvers()
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=LadeBenchConfig)
+    ConfigStore.instance().store(name=SCHEMA_NAME, node=run_schema())

@@ -22,7 +22,7 @@ from lade_bench.conf import PresetError, lookahead_preset, user_conf_dir
 from lade_bench.decoding import DecodingConfigError, LookaheadParams
 from lade_bench.decoding.params import VERIFICATION_LAYOUTS
 from lade_bench.methods import methods_where
-from lade_bench.runner.config_schema import LadeBenchConfig, register_configs
+from lade_bench.runner.config_schema import LadeBenchConfig, register_configs, run_schema
 
 # The values of tune.winner (see tune.validate.declare_winner); here, as tune.validate imports this module.
 SEARCH_RANK_1 = "search_rank_1"
@@ -116,7 +116,8 @@ class TuneRootConfig(LadeBenchConfig):
 def register_tune_configs() -> None:
     """Store the run's schema and the tune schema in Hydra's ConfigStore (idempotent)."""
     register_configs()
-    ConfigStore.instance().store(name=TUNE_SCHEMA_NAME, node=TuneRootConfig)
+    # With the registered methods' own sections, as the run's schema has them.
+    ConfigStore.instance().store(name=TUNE_SCHEMA_NAME, node=run_schema(TuneRootConfig))
 
 
 @dataclass(frozen=True)
