@@ -25,6 +25,8 @@ from omegaconf import OmegaConf
 PACKAGE_CONF_DIR = Path(__file__).resolve().parent
 # Name of the OmegaConf resolver that gives the user's config folder to ``hydra.searchpath``.
 USER_CONF_RESOLVER = "lade_bench_user_conf_dir"
+# Name of the resolver that lists the registered methods in ``--help`` (``arms=[...]`` takes them).
+METHODS_RESOLVER = "lade_bench_methods"
 
 
 class PresetError(ValueError):
@@ -42,9 +44,19 @@ def user_conf_dir() -> Path:
 
 
 def register_resolvers() -> None:
-    """Register the resolver ``config.yaml`` and ``tune.yaml`` use in ``hydra.searchpath`` (idempotent)."""
+    """Register the resolvers ``config.yaml`` and ``tune.yaml`` use: the user's config folder in
+    ``hydra.searchpath``, the registered methods in ``--help`` (idempotent)."""
     if not OmegaConf.has_resolver(USER_CONF_RESOLVER):
         OmegaConf.register_new_resolver(USER_CONF_RESOLVER, lambda: str(user_conf_dir()))
+    if not OmegaConf.has_resolver(METHODS_RESOLVER):
+        OmegaConf.register_new_resolver(METHODS_RESOLVER, _method_names)
+
+
+def _method_names() -> str:
+    """The registered methods, in the reading order of tables (read when asked: your own ones too)."""
+    from lade_bench.methods import method_names
+
+    return ", ".join(method_names())
 
 
 def ignore_missing_user_conf_dir() -> None:

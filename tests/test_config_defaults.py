@@ -142,3 +142,13 @@ def test_a_methods_section_comes_from_its_registry_entry_alone(compose_cfg):
         unregister("seed")
         register_tune_configs()  # the run's and tune's schemas without the toy
     assert "zz_sectioned" not in compose_cfg([])
+
+
+def test_help_lists_the_registered_methods():
+    from lade_bench.methods import method_names
+    from lade_bench.runner import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_CONF_DIR), version_base="1.3"):
+        header = compose("config", return_hydra_config=True).hydra.help.header
+    assert f"Methods (arms=[ar,...], AR first): {', '.join(method_names())}\n" in header
