@@ -26,6 +26,8 @@ from lade_bench.decoding.suffix_decoding import (
 )
 from lade_bench.models.tiny import tiny_model
 
+from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, goodness_of_fit, setting  # noqa: F401 (fixture)
+
 
 def _draft(
     context: Sequence[int], prompt_len: int | None = None, state: SuffixDecodingState | None = None, **settings
@@ -139,7 +141,7 @@ def test_suffixes_are_cut_at_the_tree_depth():
 
 
 @pytest.mark.parametrize(
-    ("setting", "value", "message"),
+    ("key", "value", "message"),
     [
         ("max_tree_depth", 0, "suffix_decoding.max_tree_depth=0 is not allowed: use an integer >= 1"),
         ("max_spec_tokens", 1.5, "suffix_decoding.max_spec_tokens=1.5 is not allowed: use an integer >= 1"),
@@ -150,9 +152,9 @@ def test_suffixes_are_cut_at_the_tree_depth():
         ("use_tree_spec", "yes", "suffix_decoding.use_tree_spec='yes' is not allowed: use true or false"),
     ],
 )
-def test_bad_settings_are_refused_naming_the_setting(setting, value, message):
+def test_bad_settings_are_refused_naming_the_setting(key, value, message):
     with pytest.raises(DecodingConfigError, match=message):
-        SuffixSettings(**{setting: value})
+        SuffixSettings(**{key: value})
 
 
 def test_a_state_serves_only_the_bounds_it_was_built_with():
@@ -184,3 +186,23 @@ def test_generation_matches_ar_and_a_warm_state_drafts_more_on_a_repeated_reques
         assert result.method == "suffix_decoding"
         assert len(result.accept_lengths) == result.steps == len(result.step_tokens or [])
         assert sum(result.accept_lengths) == len(result.tokens)
+
+
+@pytest.mark.slow
+def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the shared fixture)
+    """Sampled continuations follow AR sampling's exact distribution (the enumeration of
+    test_sampling_distribution.py), with trees drafted from a warm global tree. Every token is drafted
+    (no minimum probability) and drafts run long, so most steps verify branching trees; a chain is
+    the seam's sampled chain, which prompt lookup's distribution test covers."""
+    model, prompt, sequences, exact = setting
+    state = SuffixDecodingState()
+    draws, multi_token_steps = [], 0
+    for seed in range(800):
+        result = suffix_decoding_generate(
+            model, prompt, LENGTH, state=state, use_tree_spec=True, min_token_prob=0.0, max_spec_factor=4.0,
+            sampling=SAMPLING, seed=seed,
+        )  # fmt: skip
+        draws.append(tuple(result.tokens))
+        multi_token_steps += sum(n > 1 for n in result.accept_lengths)
+    assert multi_token_steps > 100  # drafts were accepted, not only rejected
+    assert goodness_of_fit(draws, sequences, exact) > ALPHA

@@ -1,5 +1,5 @@
 """The built-in methods: AR, lookahead, prompt lookup, Jacobi, tensor-parallel AR, assisted, pipeline-parallel AR,
-Token Recycling.
+Token Recycling, SuffixDecoding.
 
 Registration order below is the reading order of every table and figure (AR first). The engine is
 imported inside each function, not at the top: the registry is read by the plan checks and the
@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
+from lade_bench.decoding.suffix_decoding import (
+    SUFFIX_MAX_CACHED_REQUESTS,
+    SUFFIX_MAX_SPEC_FACTOR,
+    SUFFIX_MAX_SPEC_TOKENS,
+    SUFFIX_MAX_TREE_DEPTH,
+    SUFFIX_MIN_TOKEN_PROB,
+    SUFFIX_USE_TREE_SPEC,
+)
 from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
 from lade_bench.methods.registry import (
     DRAFT,
@@ -294,6 +302,71 @@ def _refuse_token_recycling(cfg: Any) -> str | None:
     return None
 
 
+@dataclass
+class SuffixDecodingConfig:
+    """Section ``suffix_decoding``: its defaults are the authors' (``decoding.suffix_decoding``, which says why)."""
+
+    max_tree_depth: int = SUFFIX_MAX_TREE_DEPTH
+    max_spec_tokens: int = SUFFIX_MAX_SPEC_TOKENS
+    max_cached_requests: int = SUFFIX_MAX_CACHED_REQUESTS
+    max_spec_factor: float = SUFFIX_MAX_SPEC_FACTOR
+    min_token_prob: float = SUFFIX_MIN_TOKEN_PROB
+    use_tree_spec: bool = SUFFIX_USE_TREE_SPEC
+
+
+def generate_suffix_decoding(request: GenerationRequest) -> Any:
+    """SuffixDecoding (``settings["suffix_decoding"]``) with the cell's warm global suffix tree.
+
+    ``request.state`` is the cell's ``SuffixDecodingState`` (warm); without one a fresh tree (cold).
+    """
+    from lade_bench.decoding.suffix_decoding import suffix_decoding_generate
+
+    section = request.section("suffix_decoding")
+    return use_state(
+        request.state,
+        lambda: _new_suffix_state(request.settings),
+        lambda state: _decode(suffix_decoding_generate, request, sampling=request.sampling, state=state, **section),
+    )
+
+
+def _suffix_settings(settings: Settings) -> Any:
+    """The ``suffix_decoding`` section as the engine's checked ``SuffixSettings`` (absent: the defaults)."""
+    from lade_bench.decoding.suffix_decoding import SuffixSettings
+
+    section = GenerationRequest({}, (), 1, settings=settings).section("suffix_decoding")
+    return SuffixSettings(**section)
+
+
+def _new_suffix_state(settings: Settings) -> Any:
+    from lade_bench.decoding.suffix_decoding import new_suffix_state
+
+    return new_suffix_state(_suffix_settings(settings))
+
+
+def _suffix_reach(settings: Settings) -> Any:
+    from lade_bench.decoding.suffix_decoding import suffix_decoding_reach
+
+    return suffix_decoding_reach(_suffix_settings(settings))
+
+
+def _refuse_suffix_decoding(cfg: Any) -> str | None:
+    from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION
+    from lade_bench.decoding.params import DecodingConfigError
+
+    try:
+        settings = _suffix_settings({"suffix_decoding": cfg.suffix_decoding})
+    except DecodingConfigError as err:
+        return str(err)
+    attention = getattr(cfg.attn_implementation, "value", cfg.attn_implementation)
+    if settings.use_tree_spec and attention not in MASK_CAPABLE_ATTENTION:
+        return (
+            f"suffix_decoding.use_tree_spec=true feeds a tree under a custom attention mask, which "
+            f"attn_implementation={attention!r} cannot take; use one of {list(MASK_CAPABLE_ATTENTION)}, "
+            "or suffix_decoding.use_tree_spec=false (a chain, fed with the model's own mask)"
+        )
+    return None
+
+
 BUILTIN_METHODS: tuple[Method, ...] = (
     Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True, model_checks=False),
     Method(
@@ -380,6 +453,21 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         # Its adjacency matrix persists across a cell's requests (the paper's setting).
         state="cell",
         new_state=_new_recycling_state,
+    ),
+    Method(
+        "suffix_decoding",
+        generate_suffix_decoding,
+        label="SuffixDecoding",
+        color="#bcbd22",
+        # A chain (the default) is fed with the model's own mask; a tree's mask is refused in the plan
+        # on a backend without custom masks (refuse) and checked on the model by the engine.
+        config=SuffixDecodingConfig,
+        reach=_suffix_reach,
+        tuner_baseline=True,
+        refuse=_refuse_suffix_decoding,
+        # Its global suffix tree over earlier outputs persists across a cell's requests (the paper's setting).
+        state="cell",
+        new_state=_new_suffix_state,
     ),
 )
 
