@@ -79,7 +79,7 @@ def test_trie_is_the_minimal_prefix_tree(candidates):
 @given(candidates=candidate_sets(), levels=st.integers(1, 4), columns=st.integers(1, 5))
 def test_trie_layout_is_the_ancestor_rule(candidates, levels, columns):
     branch = trie_branch(candidates)
-    layout = build_branch_layout(levels, columns, branch.paths, torch.float32, "cpu")
+    layout = build_branch_layout(levels, columns, branch.tree.parents, branch.paths, torch.float32, "cpu")
     flat = build_step_layout(
         levels, columns, len(candidates), len(candidates[0]) if candidates else 1, torch.float32, "cpu"
     )
@@ -129,7 +129,7 @@ def _row_contexts(layout, candidates) -> dict[int, tuple[int, ...]]:
 
 def _layout_of(layout_name: str, candidates):
     branch = BRANCH_BUILDERS[layout_name](candidates)
-    return build_branch_layout(2, 3, branch.paths, torch.float32, "cpu")
+    return build_branch_layout(2, 3, branch.tree.parents, branch.paths, torch.float32, "cpu")
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -174,10 +174,10 @@ def test_sampling_draws_the_same_on_the_trie_for_the_same_seed(candidates, seed,
 
 def test_layout_cache_reuses_a_structure_whatever_its_tokens():
     cache = LayoutCache(torch.float32, "cpu", capacity=2)
-    first = cache.get(2, 3, trie_branch([(1, 2), (1, 3)]).paths)
-    same_shape = cache.get(2, 3, trie_branch([(5, 6), (5, 7)]).paths)
+    first = cache.get(2, 3, trie_branch([(1, 2), (1, 3)]))
+    same_shape = cache.get(2, 3, trie_branch([(5, 6), (5, 7)]))
     assert same_shape is first
-    other = cache.get(2, 3, trie_branch([(1, 2), (4, 3)]).paths)
+    other = cache.get(2, 3, trie_branch([(1, 2), (4, 3)]))
     assert other is not first and other.num_tokens == first.num_tokens + 1
-    cache.get(2, 3, flat_branch([(1, 2)]).paths)  # a third structure: the least recently used goes
-    assert cache.get(2, 3, trie_branch([(8, 8), (8, 9)]).paths) is not first
+    cache.get(2, 3, flat_branch([(1, 2)]))  # a third structure: the least recently used goes
+    assert cache.get(2, 3, trie_branch([(8, 8), (8, 9)])) is not first

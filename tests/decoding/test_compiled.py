@@ -18,11 +18,11 @@ from transformers.generation.candidate_generator import PromptLookupCandidateGen
 
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
 from lade_bench.decoding.compiled import CompiledForwards, resolve_compile_mode
-from lade_bench.decoding.layout import build_branch_layout
+from lade_bench.decoding.layout import build_step_layout
 from lade_bench.decoding.lookahead import lookahead_generate
 from lade_bench.decoding.masks import full_step_mask, sliding_step_mask
 from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams
-from lade_bench.decoding.static_prompt_lookup import prompt_lookup_candidate
+from lade_bench.decoding.prompt_lookup import prompt_lookup_candidate
 from lade_bench.decoding.static_step import lookahead_step_shape, padded_step_mask
 from lade_bench.models.tiny import tiny_model
 
@@ -142,7 +142,7 @@ def test_compile_time_is_reported_once_and_never_timed(tiny_models):
 
 def test_padded_mask_hides_padding_and_keeps_the_real_rows():
     """Real rows see exactly the eager step's mask; padding rows see only themselves."""
-    layout = build_branch_layout(2, 3, ((0, 1), (2, 3)), torch.float64, "cpu")
+    layout = build_step_layout(2, 3, candidates=2, candidate_length=2, dtype=torch.float64, device="cpu")
     position, tokens, length = 9, layout.num_tokens + 4, 40
     for window in (None, 6):
         padded = padded_step_mask(layout, position, tokens, length, window)

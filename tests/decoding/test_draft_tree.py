@@ -283,3 +283,51 @@ def test_sampling_emits_what_the_tree_verified(llama):
     again = draft_tree_generate(llama, PROMPT, RandomTrees(2, [0] * 32, len(PROMPT)), 16, sampling=sampling, seed=3)
     assert again.tokens == result.tokens
     torch.testing.assert_close(torch.tensor(again.accept_lengths), torch.tensor(result.accept_lengths))
+
+
+# --- prompt lookup on the seam: transformers' candidates, transformers' forwards ------------------------
+
+
+def _transformers_prompt_lookup(model, prompt, budget, num_tokens, stop_ids):
+    """Tokens and forward count of ``generate(prompt_lookup_num_tokens=...)`` (transformers' own loop)."""
+    from transformers import GenerationConfig
+
+    from .helpers import ForwardCounter
+
+    config = GenerationConfig(
+        max_new_tokens=budget,
+        do_sample=False,
+        prompt_lookup_num_tokens=num_tokens,
+        max_matching_ngram_size=2,
+        eos_token_id=stop_ids,
+        pad_token_id=0,
+    )
+    counter = ForwardCounter(model)
+    prompt_tensor = torch.tensor([prompt])
+    try:
+        output = model.generate(prompt_tensor, attention_mask=torch.ones_like(prompt_tensor), generation_config=config)
+    finally:
+        counter.remove()
+    return output[0, len(prompt) :].tolist(), counter.calls
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_prompt_lookup_takes_transformers_candidates_and_forwards(llama, seed):
+    from lade_bench.decoding import prompt_lookup_generate
+
+    from .helpers import repetitive_prompt
+
+    prompt = repetitive_prompt(40, seed)
+    reference = autoregressive_generate(llama, prompt, 40).tokens
+    # The stop id first emitted latest in the output (so steps with accepted candidates come before it).
+    stop = max(set(reference), key=reference.index)
+    runs = []
+    for stop_ids in ([], [stop]):
+        tokens, forwards = _transformers_prompt_lookup(llama, prompt, 40, 4, stop_ids)
+        ours = prompt_lookup_generate(llama, prompt, 40, num_tokens=4, max_ngram_size=2, eos_token_id=stop_ids)
+        assert ours.tokens == tokens == reference[: len(tokens)]
+        assert ours.steps == forwards
+        assert ours.method == "prompt_lookup" and ours.forward_time_s <= ours.wall_time_s
+        runs.append(ours)
+    assert runs[1].tokens == reference[: reference.index(stop) + 1]
+    assert max(runs[0].accept_lengths) > 2, "no candidate was accepted: the step counts would prove little"

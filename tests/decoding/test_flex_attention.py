@@ -62,8 +62,8 @@ def _layouts():
     """Step layouts: warm-up (one level), flat and trie branches with shared prefixes, no branch."""
     candidates = [(5, 6, 7), (5, 6, 9), (8, 1, 2), (5, 4, 4)]
     for levels, columns, kind, count in [(1, 5, "flat", 0), (3, 4, "flat", 4), (3, 4, "trie", 4), (4, 7, "trie", 3)]:
-        paths = BRANCH_BUILDERS[kind](candidates[:count]).paths
-        yield build_branch_layout(levels, columns, paths, torch.float64, "cpu")
+        branch = BRANCH_BUILDERS[kind](candidates[:count], 0)
+        yield build_branch_layout(levels, columns, branch.tree.parents, branch.paths, torch.float64, "cpu")
 
 
 @pytest.mark.parametrize("position", [0, 9, 150])  # 150: the cache alone spans more than one 128-block

@@ -1,4 +1,8 @@
-"""Baselines through ``model.generate``: autoregressive greedy/sampling and prompt lookup decoding."""
+"""Baselines: autoregressive greedy/sampling through ``model.generate``, and prompt lookup decoding.
+
+Prompt lookup runs transformers' candidate rule on the engine's draft-tree seam (``prompt_lookup.py``,
+``draft_tree.py``), not through ``generate``: one verification code path for every drafting method.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from transformers import CompileConfig, GenerationConfig
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
 from lade_bench.decoding.compiled import CompiledForwards, check_static_shape_support
+from lade_bench.decoding.draft_tree import draft_tree_generate
 from lade_bench.decoding.params import (
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_NUM_TOKENS,
@@ -22,6 +27,7 @@ from lade_bench.decoding.params import (
     validate_max_new_tokens,
 )
 from lade_bench.decoding.position_limits import check_position_limits, prompt_lookup_reach
+from lade_bench.decoding.prompt_lookup import PromptLookupDrafter
 from lade_bench.decoding.static_step import full_static_cache
 from lade_bench.decoding.support import check_model_support
 from lade_bench.decoding.timing import cache_argument_name, device_synchronizer, model_device
@@ -66,40 +72,57 @@ def prompt_lookup_generate(
 ) -> DecodeResult:
     """Prompt lookup decoding, transformers' ``prompt_lookup_num_tokens`` (a baseline of the paper).
 
+    Each step verifies transformers' candidate (``prompt_lookup.PromptLookupDrafter``: the same
+    candidates, so the same forwards as ``generate(prompt_lookup_num_tokens=...)``) on the draft-tree
+    seam: eager, :func:`draft_tree.draft_tree_generate` with the candidate as a chain under the
+    model's own causal mask; compiled, the static-shape step (``static_prompt_lookup.py``). Sampling
+    keeps the target distribution (``draft_tree.verify_tree_sampling`` eager, the lookahead arm's
+    rule compiled).
+
     Args:
         num_tokens: tokens copied from the prompt as candidates per step (>= 1).
         max_ngram_size: longest n-gram matched against the prompt (>= 1).
-        compiled: the compiled mode: transformers' candidate rule on a static-shape compiled step
-            (``static_prompt_lookup.py``; its assisted generation cannot run on a static cache);
-            None: eager ``generate``.
+        compiled: the compiled mode: the candidate rule on a static-shape compiled step
+            (transformers' assisted generation cannot run on a static cache); None: eager.
     """
     require_int("prompt_lookup num_tokens", num_tokens, minimum=1)
     require_int("prompt_lookup max_ngram_size", max_ngram_size, minimum=1)
     validate_max_new_tokens(max_new_tokens)
-    # Checked here, not in generate: its candidates reach past the sequence like lookahead's window.
-    check_position_limits(model, len(prompt_ids_as_list(input_ids)), max_new_tokens, prompt_lookup_reach(num_tokens))
-    if compiled is not None:
-        check_static_shape_support(model)
-    # Last: after every refusal that needs no forward, since the model probe runs a few. The compiled
-    # mode feeds each step under the static executor's custom mask; eager generate feeds a plain
-    # causal block, which any attention implementation takes.
-    check_model_support(model, custom_mask=compiled is not None)
-    if compiled is not None:
-        from lade_bench.decoding.static_prompt_lookup import static_prompt_lookup_generate
-
-        return static_prompt_lookup_generate(
+    prompt = prompt_ids_as_list(input_ids)
+    stop_ids = eos_set(eos_token_id)
+    # Its candidates reach past the sequence like lookahead's window; chains fed in order.
+    reach = prompt_lookup_reach(num_tokens)
+    if compiled is None:
+        drafter = PromptLookupDrafter(num_tokens, max_ngram_size, stop_ids, len(prompt) + max_new_tokens)
+        return draft_tree_generate(
             model,
-            prompt_ids_as_list(input_ids),
+            prompt,
+            drafter,
             max_new_tokens,
-            compiled,
-            num_tokens=num_tokens,
-            max_ngram_size=max_ngram_size,
-            sampling=sampling or SamplingParams(),
-            stop_ids=eos_set(eos_token_id),
+            eos_token_id=stop_ids,
             seed=seed,
+            method="prompt_lookup",
+            sampling=sampling,
+            reach=reach,
         )
-    extra = {"prompt_lookup_num_tokens": num_tokens, "max_matching_ngram_size": max_ngram_size}
-    return _generate(model, input_ids, max_new_tokens, sampling, eos_token_id, seed, "prompt_lookup", extra)
+    check_position_limits(model, len(prompt), max_new_tokens, reach)
+    check_static_shape_support(model)
+    # Last: after every refusal that needs no forward, since the model probe runs a few. The compiled
+    # mode feeds each step under the static executor's custom mask.
+    check_model_support(model, custom_mask=True)
+    from lade_bench.decoding.static_prompt_lookup import static_prompt_lookup_generate
+
+    return static_prompt_lookup_generate(
+        model,
+        prompt,
+        max_new_tokens,
+        compiled,
+        num_tokens=num_tokens,
+        max_ngram_size=max_ngram_size,
+        sampling=sampling or SamplingParams(),
+        stop_ids=stop_ids,
+        seed=seed,
+    )
 
 
 def compiled_autoregressive_generate(

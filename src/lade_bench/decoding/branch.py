@@ -18,57 +18,57 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from lade_bench.decoding.tree import DraftTree, tree_of_candidates
+
 
 @dataclass(frozen=True)
 class VerificationBranch:
-    """The branch part of a step's input.
+    """The branch part of a step's input: a draft tree rooted at cur (``draft_tree.py``).
+
+    The tree's root is cur, which the step feeds as the window's first token; its other nodes are
+    the branch, fed after the window in node order. Its mask and positions come from the tree.
 
     Attributes:
-        tokens: the tokens fed after the window, in input order (a node always after its parent).
+        tree: the candidates as a :class:`DraftTree` (node i > 0 is branch token i - 1).
         paths: for each candidate, in candidate order, the index into ``tokens`` of each of its
             tokens; ``tokens[paths[i][t]] == candidates[i][t]``.
     """
 
-    tokens: list[int]
+    tree: DraftTree
     paths: tuple[tuple[int, ...], ...]
 
+    @property
+    def tokens(self) -> list[int]:
+        """The tokens fed after the window, in input order (a node always after its parent)."""
+        return list(self.tree.tokens[1:])
 
-def flat_branch(candidates: Sequence[Sequence[int]]) -> VerificationBranch:
+
+def build_branch(candidates: Sequence[Sequence[int]], layout: str, cur: int = 0) -> VerificationBranch:
+    """The candidates' branch in ``layout`` ("flat" or "trie"; ``draft_tree.tree_of_candidates``).
+
+    ``cur``: the root's token. The step feeds cur as the window's first token and verification never
+    reads the root's token, so the layout is the same whatever it is.
+    """
+    tree, nodes = tree_of_candidates(cur, candidates, layout)
+    return VerificationBranch(tree, tuple(tuple(node - 1 for node in path) for path in nodes))
+
+
+def flat_branch(candidates: Sequence[Sequence[int]], cur: int = 0) -> VerificationBranch:
     """Every candidate as its own chain, in order (the paper's layout)."""
-    tokens: list[int] = []
-    paths = []
-    for candidate in candidates:
-        start = len(tokens)
-        tokens.extend(candidate)
-        paths.append(tuple(range(start, len(tokens))))
-    return VerificationBranch(tokens, tuple(paths))
+    return build_branch(candidates, "flat", cur)
 
 
-def trie_branch(candidates: Sequence[Sequence[int]]) -> VerificationBranch:
+def trie_branch(candidates: Sequence[Sequence[int]], cur: int = 0) -> VerificationBranch:
     """The candidates as a token trie rooted at cur: shared prefixes are fed once.
 
     Nodes are numbered in order of first appearance (candidate by candidate, token by token), so
     every node comes after its parent and a node's children keep the order of the candidates that
     introduced them. Never more tokens than :func:`flat_branch`.
     """
-    tokens: list[int] = []
-    node_of: dict[tuple[int, int], int] = {}  # (parent node or -1 for cur, token) -> node
-    paths = []
-    for candidate in candidates:
-        parent = -1
-        path = []
-        for token in candidate:
-            node = node_of.get((parent, token))
-            if node is None:
-                node = node_of[(parent, token)] = len(tokens)
-                tokens.append(token)
-            path.append(node)
-            parent = node
-        paths.append(tuple(path))
-    return VerificationBranch(tokens, tuple(paths))
+    return build_branch(candidates, "trie", cur)
 
 
-BRANCH_BUILDERS: dict[str, Callable[[Sequence[Sequence[int]]], VerificationBranch]] = {
+BRANCH_BUILDERS: dict[str, Callable[[Sequence[Sequence[int]], int], VerificationBranch]] = {
     "flat": flat_branch,
     "trie": trie_branch,
 }

@@ -2,9 +2,9 @@
 
 Input order of a step (after the KV cache of everything accepted so far):
 ``[cur] + level0 (C-1) + level1..level_{m-1} (C each) + the verification branch``.
-The branch (``lade_bench.decoding.branch``) is G' flat chains of N-1 tokens or a token trie; either
-way it is described by its candidates' *paths* (branch indices of each candidate's tokens), and the
-layout depends only on (levels m, columns C, paths), never on token values. So each layout is built
+The branch (``lade_bench.decoding.branch``) is G' flat chains of N-1 tokens or a token trie: a draft
+tree rooted at cur (``draft_tree.py``), whose mask and positions are the tree's, and the layout
+depends only on (levels m, columns C, the tree's parents), never on token values. So each layout is built
 once and reused for every step with that shape (for flat branches: that candidate count; for tries:
 that trie structure).
 """
@@ -15,11 +15,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from lade_bench.decoding.branch import flat_branch
+if TYPE_CHECKING:
+    from lade_bench.decoding.branch import VerificationBranch
 
 
 @dataclass(frozen=True)
@@ -80,27 +82,37 @@ def build_step_layout(
     device: torch.device | str,
 ) -> StepLayout:
     """Build the layout of a step with ``levels`` x ``columns`` window and ``candidates`` flat chains."""
-    paths = flat_branch([[0] * candidate_length] * candidates).paths
-    return build_branch_layout(levels, columns, paths, dtype, device)
+    parents = [-1]
+    paths = []
+    for _ in range(candidates):
+        # Each chain hangs from cur (node 0); node k + 1 is branch token k.
+        path = tuple(range(len(parents) - 1, len(parents) - 1 + candidate_length))
+        parents.extend([0, *range(len(parents), len(parents) + candidate_length - 1)])
+        paths.append(path)
+    return build_branch_layout(levels, columns, parents, paths, dtype, device)
 
 
 def build_branch_layout(
     levels: int,
     columns: int,
+    parents: Sequence[int],
     paths: Sequence[Sequence[int]],
     dtype: torch.dtype,
     device: torch.device | str,
 ) -> StepLayout:
-    """Build the layout of a step with ``levels`` x ``columns`` window and a branch given by ``paths``.
+    """Build the layout of a step with ``levels`` x ``columns`` window and a draft-tree branch.
 
     Attention rules: level 0 is causal; level l row j sees level-0 columns 0..j and column j of
-    levels 1..l (its vertical trajectory); each branch token sees cur and the tokens on its path up
-    to itself (for a trie: its ancestors), at position offset = its depth; lookahead and
-    verification branches never see each other.
+    levels 1..l (its vertical trajectory); the branch is a draft tree rooted at cur
+    (``draft_tree.DraftTree``): each branch token sees cur and its ancestors in the tree and itself,
+    at position offset = its depth; lookahead and verification branches never see each other. With
+    one level and one column the window is cur alone and the layout is the draft tree's own.
 
     Args:
-        paths: for each candidate, the branch index of each of its tokens (all paths equally long;
-            the branch has ``max index + 1`` tokens and every one lies on some path).
+        parents: the branch tree's parents, root (cur, ``-1``) first: node k + 1 is branch token k,
+            fed at input ``levels * columns + k``.
+        paths: for each candidate, the branch index of each of its tokens (all paths equally long),
+            for ``candidate_rows``; empty for a tree that is not made of candidates.
     """
     # Built in numpy and moved to torch once: a trie step may need a new layout, and a few dozen
     # small numpy operations cost far less than the same torch calls.
@@ -110,36 +122,37 @@ def build_branch_layout(
     sees_level0_prefix = (level[None, :] == 0) & (column[None, :] <= column[:, None])
     sees_trajectory = (level[None, :] >= 1) & (column[None, :] == column[:, None]) & (level[None, :] <= level[:, None])
 
-    path_nodes = np.asarray(paths, dtype=np.int64) if paths else np.zeros((0, 0), dtype=np.int64)
-    depth_count = path_nodes.shape[1]
-    branch_size = int(path_nodes.max()) + 1 if path_nodes.size else 0
+    branch_size = len(parents) - 1
     q = window_size + branch_size
     allowed = np.zeros((q, q), dtype=bool)
     allowed[:window_size, :window_size] = sees_level0_prefix | sees_trajectory
-    # The token at depth k of a path sees the path's tokens at depths 0..k (its ancestors and itself).
-    later, earlier = np.tril_indices(depth_count)
-    inputs = path_nodes + window_size
-    allowed[inputs[:, later].ravel(), inputs[:, earlier].ravel()] = True
-    allowed[window_size:, 0] = True  # every candidate continues cur
+    # Tree node k sits at input ``node_input[k]``: cur (the root) is input 0, the branch follows the window.
+    node_input = np.concatenate([[0], np.arange(window_size, q)])
+    depth = np.zeros(branch_size + 1, dtype=np.int64)
+    for node in range(1, branch_size + 1):
+        row = node_input[node]
+        # A node sees what its parent sees (cur and the parent's ancestors), the parent and itself.
+        allowed[row] = allowed[node_input[parents[node]]]
+        allowed[row, node_input[parents[node]]] = True
+        allowed[row, row] = True
+        depth[node] = depth[parents[node]] + 1
     # In float64, which holds the minimum of every float dtype exactly, then cast to ``dtype``.
     mask_block = np.where(allowed, 0.0, torch.finfo(dtype).min)
-
-    branch_depth = np.zeros(branch_size, dtype=np.int64)
-    branch_depth[path_nodes.ravel()] = np.tile(np.arange(1, depth_count + 1), len(paths))
-    position_offsets = np.concatenate([level + column, branch_depth])
+    position_offsets = np.concatenate([level + column, depth[1:]])
 
     last_level = np.arange((levels - 1) * columns, window_size)
     # cur's row (0) is always needed; it is also a last-level row when there is a single level.
     logit_rows = np.unique(np.concatenate([[0], last_level, np.arange(window_size, q)]))
     row_of_input = np.full(q, -1, dtype=np.int64)
     row_of_input[logit_rows] = np.arange(logit_rows.size)
+    path_inputs = (np.asarray(paths, dtype=np.int64) if paths else np.zeros((0, 0), dtype=np.int64)) + window_size
 
     return StepLayout(
         mask_block=torch.from_numpy(mask_block).to(device=device, dtype=dtype),
         position_offsets=torch.from_numpy(position_offsets).to(device),
         logit_rows=torch.from_numpy(logit_rows).to(device),
         last_level_rows=row_of_input[last_level].tolist(),
-        candidate_rows=row_of_input[inputs].tolist(),
+        candidate_rows=row_of_input[path_inputs].tolist(),
         candidate_offset=window_size,
     )
 
@@ -159,12 +172,12 @@ class LayoutCache:
         self._capacity = capacity
         self._layouts: OrderedDict[tuple, StepLayout] = OrderedDict()
 
-    def get(self, levels: int, columns: int, paths: tuple[tuple[int, ...], ...]) -> StepLayout:
-        """The layout for this window shape and branch structure (``VerificationBranch.paths``)."""
-        key = (levels, columns, paths)
+    def get(self, levels: int, columns: int, branch: VerificationBranch) -> StepLayout:
+        """The layout for this window shape and branch structure (its tree's parents and its paths)."""
+        key = (levels, columns, branch.tree.parents, branch.paths)
         layout = self._layouts.get(key)
         if layout is None:
-            layout = build_branch_layout(levels, columns, paths, self._dtype, self._device)
+            layout = build_branch_layout(levels, columns, branch.tree.parents, branch.paths, self._dtype, self._device)
             self._layouts[key] = layout
             if len(self._layouts) > self._capacity:
                 self._layouts.popitem(last=False)

@@ -67,8 +67,8 @@ class SingleDeviceExecutor:
 
     def step(self, inputs: StepInput) -> SingleDeviceStep:
         """One forward pass of the whole step: window and the verification branch under one mask."""
-        branch = self._branch_of(inputs.candidates)
-        layout = self._layouts.get(inputs.levels, inputs.columns, branch.paths)
+        branch = self._branch_of(inputs.candidates, inputs.window_tokens[0])
+        layout = self._layouts.get(inputs.levels, inputs.columns, branch)
         logits = self._forward(
             [*inputs.window_tokens, *branch.tokens],
             attention_mask=self._masks.build(layout, inputs.position),

@@ -4,15 +4,15 @@ transformers' prompt lookup runs inside assisted generation, which cannot use a 
 candidate lengths change every step), so the compiled mode runs the same method on the static-shape
 executor (``static_step.py``): each step feeds cur and one candidate, padded to ``num_tokens + 1``
 inputs, and keeps the longest prefix the model agrees with. The candidate is the one transformers'
-``PromptLookupCandidateGenerator`` picks (:func:`prompt_lookup_candidate`), so greedy output is AR's
-and the step counts follow the eager arm's; sampling verifies with the lookahead arm's rule, which
-keeps the target distribution.
+``PromptLookupCandidateGenerator`` picks (``prompt_lookup.PromptLookupDrafter``, the eager arm's
+drafter too), so greedy output is AR's and the step counts are the eager arm's; greedy verification
+is the draft-tree primitive's (``verify.verify_greedy`` runs ``tree.verify_tree_greedy`` on the
+chain), and sampling verifies with the lookahead arm's rule, which keeps the target distribution.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 
 import torch
 
@@ -20,38 +20,9 @@ from lade_bench.decoding.compiled import CompiledForwards
 from lade_bench.decoding.emission import Emitted, TokenChoice
 from lade_bench.decoding.executor import StepInput
 from lade_bench.decoding.params import DecodeResult, SamplingParams
+from lade_bench.decoding.prompt_lookup import PromptLookupDrafter
 from lade_bench.decoding.static_step import StaticShapeExecutor, StepShape
 from lade_bench.decoding.timing import device_synchronizer, model_device
-
-
-def prompt_lookup_candidate(
-    sequence: Sequence[int], num_tokens: int, max_ngram_size: int, stop_ids: frozenset[int], max_length: int
-) -> list[int]:
-    """The tokens transformers' prompt lookup proposes after ``sequence`` (empty: none).
-
-    The longest suffix n-gram (``max_ngram_size`` down to 1) that occurs earlier in the sequence, at
-    its first occurrence, proposes the up to ``num_tokens`` tokens that followed it, cut before the
-    first stop id; none when the sequence is one short of ``max_length``.
-    """
-    length = len(sequence)
-    if length + 1 >= max_length:
-        return []
-    for size in range(min(max_ngram_size, length - 1), 0, -1):
-        suffix = list(sequence[-size:])
-        for start in range(length - size + 1):
-            if list(sequence[start : start + size]) != suffix:
-                continue
-            begin = start + size
-            end = min(begin + num_tokens, length, max_length)
-            if begin >= end:
-                continue
-            chosen = list(sequence[begin:end])
-            for index, token in enumerate(chosen):
-                if token in stop_ids:
-                    chosen = chosen[:index]
-                    break
-            return chosen
-    return []
 
 
 def static_prompt_lookup_generate(
@@ -99,10 +70,7 @@ class _PromptLookupLoop:
     ) -> None:
         self.executor = executor
         self.prompt = prompt
-        self.max_length = len(prompt) + max_new_tokens
-        self.num_tokens = num_tokens
-        self.max_ngram_size = max_ngram_size
-        self.stop_ids = stop_ids
+        self.drafter = PromptLookupDrafter(num_tokens, max_ngram_size, stop_ids, len(prompt) + max_new_tokens)
         self.choice = TokenChoice(sampling, seed)
         self.out = Emitted(prompt, max_new_tokens, stop_ids)
 
@@ -115,10 +83,8 @@ class _PromptLookupLoop:
         sequence = self.out.sequence
         while not finished:
             position = len(sequence) - 1
-            candidate = prompt_lookup_candidate(
-                sequence, self.num_tokens, self.max_ngram_size, self.stop_ids, self.max_length
-            )
-            candidates = [tuple(candidate)] if candidate else []
+            tree = self.drafter.propose(sequence)
+            candidates = [tree.tokens[1:]] if tree.size > 1 else []
             step = self.executor.step(StepInput(position, [self.out.tokens[-1]], 1, 1, candidates))
             accepted, winner, matched = self.choice.verify(step, candidates)
             self.executor.commit(step, position, winner, matched)

@@ -131,8 +131,8 @@ class StaticShapeExecutor:
     def step(self, inputs: StepInput) -> SingleDeviceStep:
         """One forward of the padded step: window and branch first, padding after."""
         self._check_room(inputs.position + self._shape.tokens)
-        branch = self._branch_of(inputs.candidates)
-        layout = self._layouts.get(inputs.levels, inputs.columns, branch.paths)
+        branch = self._branch_of(inputs.candidates, inputs.window_tokens[0])
+        layout = self._layouts.get(inputs.levels, inputs.columns, branch)
         real = [*inputs.window_tokens, *branch.tokens]
         pad = self._shape.tokens - len(real)
         rows = self._shape.logit_rows - int(layout.logit_rows.shape[0])

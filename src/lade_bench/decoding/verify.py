@@ -1,5 +1,8 @@
 """Verification branch: which pooled candidates the model agrees with, greedy or sampled.
 
+Greedy verification is the draft-tree primitive's (``tree.verify_tree_greedy``), read back as the
+winning candidate and its matched length for the executors' cache commit.
+
 Both functions return ``(accepted_tokens, winner, matched)``: the tokens this step emits, the index
 of the candidate whose first ``matched`` tokens were accepted (-1 when none), so the caller can keep
 exactly those entries of the KV cache.
@@ -10,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
+
+from lade_bench.decoding.tree import tree_of_candidates, verify_tree_greedy
 
 Verification = tuple[list[int], int, int]
 
@@ -26,25 +31,18 @@ def verify_greedy(
     token at its position, and then the argmax of its own row is the next greedy token. On a full
     match that row's argmax is a bonus token, exact because its context is entirely accepted tokens
     (the official code keeps it too: a step emits up to N tokens).
+
+    The draft-tree primitive decides (``tree.verify_tree_greedy``): the candidates as one chain each
+    under cur, every node reading its own row, so the earliest deepest matching node is the earliest
+    longest candidate prefix.
     """
-    first = predictions[0]
-    best_len, winner = 0, -1
-    for i, candidate in enumerate(candidates):
-        rows = candidate_rows[i]
-        expected = first
-        matched = 0
-        for token, row in zip(candidate, rows, strict=True):
-            if token != expected:
-                break
-            expected = predictions[row]
-            matched += 1
-        if matched > best_len:
-            best_len, winner = matched, i
-    accepted = [first]
-    if winner >= 0:
-        rows = candidate_rows[winner]
-        accepted.extend(predictions[rows[t]] for t in range(best_len))
-    return accepted, winner, best_len
+    tree, _ = tree_of_candidates(predictions[0], candidates, "flat")
+    node_predictions = [predictions[0], *(predictions[row] for rows in candidate_rows for row in rows)]
+    accepted, path = verify_tree_greedy(node_predictions, tree)
+    if not path:
+        return accepted, -1, 0
+    # Flat chains of equal length: node k + 1 is candidate k // length's token k % length.
+    return accepted, (path[-1] - 1) // len(candidates[0]), len(path)
 
 
 def verify_sampling(
