@@ -23,7 +23,10 @@ from lade_bench.decoding import LookaheadParams, lookahead_generate
 RECORD_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "lookahead_effectiveness.json"
 MAX_NEW_TOKENS = 96
 PROMPTS_PER_DATASET = 2
-DATASETS: tuple[str, ...] = ("mt_bench", "humaneval")
+# HumanEval alone: its prompts repeat enough that prompt-as-reference lifts compression far above the
+# window alone (1.81 against 1.36), so each switched-off piece shows; MT-Bench's chat prompts separated
+# the two by 5% (1.43 against 1.36), about the tolerance, at twice HumanEval's cost.
+DATASETS: tuple[str, ...] = ("humaneval",)
 # N, W, G = 5, 7, 7 (the official README's setting), window only and with prompt as reference.
 CONFIGS: dict[str, LookaheadParams] = {
     "window_only": LookaheadParams(5, 7, 7, prompt_as_reference=False),
