@@ -132,7 +132,7 @@ def test_gemma_target_with_a_smollm2_draft_runs_universal_assisted_decoding(comp
         "dataset.limit=2", "max_new_tokens=12", "warmup=0", "lookahead=cpu_small", "assistant.num_assistant_tokens=4",
         "wandb.mode=disabled", "device_profile.enabled=false", f"output_root={tmp_path}",
     ]  # fmt: skip
-    with caplog.at_level("INFO", logger="lade_bench.runner.cell"):
+    with caplog.at_level("INFO", logger="lade_bench.runner.roles"):
         outcome = run_cell(compose_cfg(overrides))
     assert "universal assisted decoding" in caplog.text
     assert outcome.summary["arms"]["assisted"]["matches_ar"] == 1.0

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, MptConfig
 
-import lade_bench.runner.cell as cell_module
 import lade_bench.runner.execute as execute_module
+import lade_bench.runner.roles as roles_module
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
 from lade_bench.models import converted_smollm2_dir
@@ -160,7 +160,7 @@ def test_config_errors_fail_before_any_model_loads(compose_cfg, tmp_path, monkey
     def no_loading(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
-    monkeypatch.setattr(cell_module, "load_model", no_loading)
+    monkeypatch.setattr(roles_module, "load_model", no_loading)
     with pytest.raises(DecodingConfigError, match=r"ngram \(N\)=1"):
         run_cell(compose_cfg([*TINY, "lookahead.ngram=1", f"output_root={tmp_path}"]))
     with pytest.raises(FileNotFoundError, match="does not exist"):
@@ -177,7 +177,7 @@ def test_alibi_model_is_refused_before_any_generation(compose_cfg, tmp_path, mon
         config = MptConfig(d_model=32, n_heads=4, n_layers=1, max_seq_len=512, vocab_size=len(tokenizer))
         return AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval(), tokenizer
 
-    monkeypatch.setattr(cell_module, "load_model", loads_mpt)
+    monkeypatch.setattr(roles_module, "load_model", loads_mpt)
     cfg = compose_cfg([*TINY, "attn_implementation=eager", *arms, f"output_root={tmp_path}"])
     with pytest.raises(UnsupportedModelError, match="MptForCausalLM is not supported: it uses ALiBi"):
         run_cell(cfg)

@@ -96,7 +96,8 @@ def test_assisted_sweep_is_one_declared_cell_with_a_draft(compose_cfg):
     plan = plan_cell(cfg)
     assert plan.semantic["assistant"]["model"]["embedded"] == "smollm2" and plan.cfg.model.embedded == "gemma3_270m"
     headline = cfg.report.headline
-    assert (headline.ngram, headline.window, headline.guesses) == (plan.lookahead.ngram, plan.lookahead.window, 7)
+    la = plan.settings["lookahead"]
+    assert (headline.ngram, headline.window, headline.guesses) == (la.ngram, la.window, 7)
 
 
 def test_lp_scaling_sweep_plans_one_cell_per_device_count(compose_cfg):
@@ -106,7 +107,8 @@ def test_lp_scaling_sweep_plans_one_cell_per_device_count(compose_cfg):
         arms = "[ar,lookahead]" if devices == 1 else "[ar,lookahead,ar_tp]"
         plan = plan_cell(compose_cfg(["+sweep=lp_scaling", f"lookahead.devices={devices}", f"arms={arms}"]))
         assert plan.sweep_root.name == "lp_scaling" and plan.dataset_spec.name == "classeval"
-        assert (plan.lookahead.ngram, plan.lookahead.window, plan.lookahead.guesses) == (5, 15, 15)
+        la = plan.settings["lookahead"]
+        assert (la.ngram, la.window, la.guesses) == (5, 15, 15)
         cell_ids.add(plan.cell_id)
     assert len(cell_ids) == 4
 
@@ -280,7 +282,7 @@ def test_flat_verification_keeps_the_cell_ids_recorded_before_the_trie_layout(co
     assert trie.semantic["lookahead"]["verification"] == "trie"
     assert trie.cell_id != flat.cell_id
     assert "reftrie-" in trie.cell_dir.name and "reftrie" not in flat.cell_dir.name
-    assert trie.lookahead.verification == "trie"
+    assert trie.settings["lookahead"].verification == "trie"
 
 
 def test_vicuna_template_renders_fastchat_format(compose_cfg):

@@ -7,6 +7,7 @@ import json
 import pytest
 
 import lade_bench.runner.cell as cell_module
+import lade_bench.runner.roles as roles_module
 from lade_bench.results import read_index
 from lade_bench.runner import plan_cell, run_cell
 
@@ -42,7 +43,7 @@ class PlainSink:
 
 def forbid_model_loading(monkeypatch) -> None:
     """Completing a cell from its files must not load the model."""
-    monkeypatch.setattr(cell_module, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
+    monkeypatch.setattr(roles_module, "load_model", lambda *a, **k: pytest.fail("a model was loaded"))
 
 
 def test_a_failing_sink_keeps_the_cell_from_done_and_a_rerun_retries_only_it(compose_cfg, tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ from lade_bench.methods.registry import (
     GenerationRequest,
     Method,
     Settings,
+    cell_devices,
     register,
 )
 from lade_bench.methods.state import use_state
@@ -161,8 +162,42 @@ def _prompt_lookup_reach(settings: Settings) -> Any:
     return prompt_lookup_reach(settings["prompt_lookup"].num_tokens)
 
 
+def _parse_lookahead(section: str, value: Any) -> Any:
+    """``cfg.lookahead`` as the engine's ``LookaheadParams`` (its checks of N, W, G and the layout)."""
+    from lade_bench.decoding import LookaheadParams
+
+    return LookaheadParams(
+        ngram=value.ngram,
+        window=value.window,
+        guesses=value.guesses,
+        prompt_as_reference=value.prompt_as_reference,
+        verification=value.get("verification", "flat"),
+    )
+
+
+def _hashed_lookahead(section: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The lookahead section as hashed into the cell id.
+
+    ``verification`` enters only when it is not ``flat``: cells recorded before the trie layout
+    existed (all flat) hashed without the key, and keep their ids. ``devices`` is the cell's rank
+    count (``cell_devices``), hashed at the top level when above 1, never here.
+    """
+    keys = dict(value)
+    keys.pop("devices", None)
+    if keys.get("verification", "flat") == "flat":
+        keys.pop("verification", None)
+    return keys
+
+
+def _lookahead_name(cfg: Any) -> str:
+    """``N5W7G7ref`` (``ref``: prompt as reference; a layout other than flat appended, e.g. ``trie``)."""
+    la = cfg.lookahead
+    shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
+    return shape + ("" if la.get("verification", "flat") == "flat" else str(la.verification))
+
+
 def _devices(cfg: Any) -> int:
-    return cfg.lookahead.devices
+    return cell_devices(cfg)
 
 
 def _refuse_lookahead(cfg: Any) -> str | None:
@@ -382,6 +417,9 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         refuse=_refuse_lookahead,
         scaling_label="LP: lookahead parallelism",
         compiles=True,
+        parse=_parse_lookahead,
+        hashed=_hashed_lookahead,
+        name_part=_lookahead_name,
     ),
     Method(
         "prompt_lookup",

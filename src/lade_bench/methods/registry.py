@@ -30,6 +30,11 @@ PIPELINE_PARALLEL = "pipeline_parallel"  # the full model's layers split over cu
 # The baseline every speedup is measured against and every greedy output is compared with.
 REFERENCE = "ar"
 
+# The number of ranks (devices) of a cell, shared by every multi-device method (``every_rank``, the
+# pipeline-parallel role). It lives in the ``lookahead`` section because lookahead parallelism came
+# first; read it through :func:`cell_devices`, so no reader names that method.
+DEVICES_SETTING = "lookahead.devices"
+
 Settings = Mapping[str, Any]
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -129,6 +134,14 @@ class Method:
             runner in ``GenerationRequest.state``; the method then also reads the ``method_state``
             section, added to ``sections``, so warm or cold enters the id of its cells only).
         new_state: settings -> an empty state (``requests_seen``, ``size()``); required for ``"cell"``.
+        parse: (section, ``cfg.<section>`` as composed) -> the typed value its generate gets in
+            ``settings`` (e.g. lookahead's ``LookaheadParams``); it may raise the engine's
+            ``DecodingConfigError`` on a bad value. None: the composed section as it is. The plan
+            parses each section once, only when the method is among the cell's arms.
+        hashed: (section, the section as a plain dict) -> what of it enters the cell id (None: all of
+            it); for keys added after cells were recorded without them, so those cells keep their ids.
+        name_part: cfg -> this method's part of the cell folder's readable name (e.g. lookahead's
+            ``N5W7G7ref``); None: it adds nothing. Only methods among the cell's arms name it.
     """
 
     name: str
@@ -149,6 +162,9 @@ class Method:
     model_checks: bool = True
     state: str = "none"
     new_state: Callable[[Settings], Any] | None = None
+    parse: Callable[[str, Any], Any] | None = None
+    hashed: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
+    name_part: Callable[[Any], str] | None = None
     config: type | None = None
 
     def __post_init__(self) -> None:
@@ -267,6 +283,12 @@ def method_rank(name: str) -> int:
 def sort_methods(names: Iterable[str]) -> list[str]:
     """``names`` in registration order; unregistered names last, alphabetically."""
     return sorted(names, key=lambda name: (method_rank(name), name))
+
+
+def cell_devices(cfg: Any) -> Any:
+    """The cell's number of ranks (``DEVICES_SETTING`` of the composed config), as composed (unchecked)."""
+    section, key = DEVICES_SETTING.split(".")
+    return cfg[section][key]
 
 
 def method_config_sections() -> dict[str, type]:

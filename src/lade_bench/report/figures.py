@@ -586,13 +586,15 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
         ax.set_xlabel("tokens emitted per forward pass (prefill included)", fontsize=9)
         ax.set_ylabel("fraction of forward passes", fontsize=9)
         rec = cell.iloc[0]
-        ref = "" if bool(rec["prompt_as_reference"]) else " | prompt ref off"
+        # The lookahead shape only in a cell that ran lookahead: in any other its columns are unused settings.
+        shape = f" | {_shape_text(rec)}" if "lookahead" in arms else ""
+        ref = "" if bool(rec["prompt_as_reference"]) or not shape else " | prompt ref off"
         name = " | ".join([str(model), *([str(sweep_name)] if several_sweeps else []), str(dataset)])
-        name = _wrap(f"{name} | {_shape_text(rec)}{ref}", _chars_across(panel_w - 0.6, 9))
+        name = _wrap(f"{name}{shape}{ref}", _chars_across(panel_w - 0.6, 9))
         ax.set_title(f"{name}\n{_n_text([cell['sample_id'].nunique()])} (paired)", fontsize=9)
         # Below the panel, not over it: a legend inside covered a third of the bars.
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
-                  title=f"cell: {dataset}, {_shape_text(rec)}", title_fontsize=6.5)  # fmt: skip
+                  title=f"cell: {dataset}{shape.replace(' |', ',')}", title_fontsize=6.5)  # fmt: skip
     return _titled(
         fig, title, context, "n = samples every arm of the cell completed; rows = (sample, turn, repeat) runs"
     )

@@ -41,7 +41,7 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -266,6 +266,57 @@ def break_lock(path: str | os.PathLike[str], judged: LockInfo) -> bool:
     return _remove_if_token(Path(path), judged.token)
 
 
+# Why a lock is taken over, by the state it was judged in (``"requeued"``: see :func:`acquire_or_owner`).
+TAKEOVER_REASONS = {
+    "dead": "its process is gone",
+    "silent": "no heartbeat for more than {stale_after_s:.0f} s",
+    "requeued": "it is an earlier run of this same requeued job",
+    "orphaned": "it has no owner record: its writer was killed while creating it",
+}
+
+
+def acquire_or_owner(
+    path: str | os.PathLike[str],
+    owner: Mapping[str, Any] | None,
+    stale_after_s: float,
+    *,
+    requeued: Callable[[LockInfo], bool] | None = None,
+    on_takeover: Callable[[LockInfo, str], None] | None = None,
+) -> LockHandle | LockInfo:
+    """The whole acquisition protocol: the lock at ``path``, or the live owner that holds it.
+
+    Creates the lock; when it exists, reads its owner and judges it (:func:`owner_state`), takes over
+    a dead, silent or orphaned owner's lock (:func:`break_lock`, then creates it again), and returns
+    the owner's :class:`LockInfo` once it is alive with its record written (a lock created an instant
+    ago is looked at again until its record is there or it turns out orphaned). Waiting for a live
+    owner, or skipping, is the caller's policy.
+
+    Args:
+        path: the lock file.
+        owner: keys recorded in the lock beside the core ones (:func:`try_acquire`).
+        stale_after_s: a heartbeat older than this makes the owner "silent".
+        requeued: ``requeued(info)`` True takes the lock over whatever its state (an earlier run of
+            the caller's own requeued scheduler job).
+        on_takeover: called with the lock taken over and why (``TAKEOVER_REASONS``), e.g. to log it.
+    """
+    while True:
+        handle = try_acquire(path, owner)
+        if handle is not None:
+            return handle
+        info = read_lock(path)
+        if info is None:
+            continue  # released between our attempt and our look: try again
+        state = "requeued" if requeued is not None and requeued(info) else owner_state(info, stale_after_s)
+        if state != "alive":
+            if break_lock(path, info) and on_takeover is not None:
+                on_takeover(info, TAKEOVER_REASONS[state].format(stale_after_s=stale_after_s))
+            continue
+        if info.token is None:  # being written an instant ago, or orphaned: known within the grace period
+            time.sleep(0.2 * (0.5 + random.random()))
+            continue
+        return info
+
+
 @contextlib.contextmanager
 def exclusive(
     path: str | os.PathLike[str],
@@ -280,14 +331,7 @@ def exclusive(
     its heartbeat, so ``stale_after_s`` must exceed the longest section. A holder that died on this
     host is taken over at once; one on another host after ``stale_after_s``.
     """
-    while True:
-        handle = try_acquire(path, owner)
-        if handle is not None:
-            break
-        info = read_lock(path)
-        if info is not None and owner_state(info, stale_after_s) != "alive":
-            break_lock(path, info)
-            continue
+    while not isinstance(handle := acquire_or_owner(path, owner, stale_after_s), LockHandle):
         time.sleep(poll_s * (0.5 + random.random()))  # jitter: waiters do not retry in lockstep
     try:
         yield handle

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lade_bench.decoding import DecodeResult
 from lade_bench.methods import GenerationRequest, Method, get_method, run_generation
+from lade_bench.runner.cell_model import CellModel
 from lade_bench.runner.plan import CellPlan
-
-if TYPE_CHECKING:
-    from lade_bench.runner.execute import CellModel
 
 
 def generate(
@@ -52,14 +50,13 @@ def generate(
 
 
 def method_settings(plan: CellPlan, method: Method) -> dict[str, Any]:
-    """The config sections ``method`` reads, as its generate function gets them.
+    """The config sections ``method`` reads, as its generate function gets them (``CellPlan.settings``).
 
-    ``lookahead`` is the plan's validated ``LookaheadParams``; every other section is ``cfg.<section>``
-    as composed (read by attribute, e.g. ``settings["jacobi"].block_size``).
+    A section its entry parses (``Method.parse``) is the parsed value (lookahead's ``LookaheadParams``);
+    every other section is ``cfg.<section>`` as composed (read by attribute, e.g.
+    ``settings["jacobi"].block_size``).
     """
-    return {
-        section: plan.lookahead if section == "lookahead" else getattr(plan.cfg, section) for section in method.sections
-    }
+    return {section: plan.settings[section] for section in method.sections}
 
 
 def _generate_here(
@@ -73,7 +70,7 @@ def _generate_here(
 ) -> DecodeResult:
     parallel = cell_model.ranks.lookahead if cell_model.ranks is not None else None
     request = GenerationRequest(
-        models=cell_model.models(),
+        models=cell_model.models,
         prompt_ids=prompt_ids,
         max_new_tokens=budget,
         stop_ids=list(cell_model.stop_ids),

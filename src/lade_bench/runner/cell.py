@@ -37,19 +37,8 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
-from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.assisted import pair_draft
 from lade_bench.decoding.compiled import CompiledForwards
-from lade_bench.decoding.support import check_model_support
-from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
-from lade_bench.models.loading import (
-    TensorParallelError,
-    describe_device,
-    load_model,
-    load_tensor_parallel,
-    stop_token_ids,
-)
-from lade_bench.models.pipeline import PipelineParallelError, load_pipeline_parallel
+from lade_bench.models.loading import describe_device
 from lade_bench.profiling.device_profile import (
     EAGER,
     PROFILES_DIR,
@@ -78,14 +67,17 @@ from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job
 from lade_bench.results.writer import ROWS_JSONL, salvage_rows_jsonl, write_rows_jsonl
+from lade_bench.runner.cell_model import CellModel
 from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.console import progress_bar
-from lade_bench.runner.execute import CellModel, count_pending_rows, count_units, run_samples
-from lade_bench.runner.locks import LockLostError, LockSettings, LockSettingsError, Ownership, claim
+from lade_bench.runner.execute import count_pending_rows, count_units, run_samples
+from lade_bench.runner.locks import LockLostError, LockSettings, Ownership, claim
 from lade_bench.runner.method_state import state_record
-from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell, readable_cell_name
+from lade_bench.runner.plan import CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job, launch_command
 from lade_bench.runner.ranks import Ranks
+from lade_bench.runner.roles import load_roles, roles_to_load
+from lade_bench.runner.rows import shape_columns
 from lade_bench.runner.run_log import run_log
 from lade_bench.runner.samples import SampleSet, fit_samples, load_samples
 from lade_bench.runner.sinks import Sink, incomplete_sinks, is_durable
@@ -122,12 +114,18 @@ class CellOutcome:
 
 
 def run_cell(
-    cfg: DictConfig, sinks: Sequence[Sink] = (), run: RunIdentity | None = None, ranks: Ranks | None = None
+    cfg: DictConfig | CellPlan,
+    sinks: Sequence[Sink] = (),
+    run: RunIdentity | None = None,
+    ranks: Ranks | None = None,
 ) -> CellOutcome:
     """Run (or resume, complete, or skip) the cell ``cfg`` describes and hand its results to ``sinks``.
 
+    The composed config is turned into its typed plan once, here (or by the caller, who passes the
+    plan); everything below reads the plan.
+
     Args:
-        cfg: the composed job config.
+        cfg: the composed job config, or its plan (:func:`plan_cell`) when the caller made it already.
         sinks: where the finished cell is handed on (see ``lade_bench.runner.sinks``).
         run: who runs it (recorded in the lock, rows, manifest and index); None: this process, now.
         ranks: on a multi-device cell, rank 0's handle on the other ranks (see ``runner.ranks``).
@@ -139,8 +137,7 @@ def run_cell(
         Whatever a sink raised, after marking the cell failed (its rows and summary stay; a rerun
         retries only the incomplete sinks).
     """
-    plan = plan_cell(cfg)
-    settings = _lock_settings(cfg)
+    plan = cfg if isinstance(cfg, CellPlan) else plan_cell(cfg)
     # Read before taking the lock, so that a missing dataset file fails before anything is written.
     samples = None if _looks_finished(plan) else load_samples(plan)
     me = run or current_run()
@@ -149,17 +146,17 @@ def run_cell(
     ownership = claim(
         cell_lock_path(plan.sweep_root, plan.cell_id),
         me,
-        settings,
-        f"cell {readable_cell_name(cfg)}-{plan.cell_id}",
+        plan.lock,
+        f"cell {plan.cell_dir.name}",
         cell_id=plan.cell_id,
         cell_dir=plan.cell_dir.name,
     )
     if ownership is None:
         return CellOutcome("busy", plan.cell_dir, {})
-    label_slurm_job(me, readable_cell_name(cfg))
+    label_slurm_job(me, plan.cell_name)
     try:
         with run_log(plan.cell_dir, me.run_id):
-            return _run_owned_cell(plan, sinks, me, ownership, settings, samples, ranks)
+            return _run_owned_cell(plan, sinks, me, ownership, samples, ranks)
     finally:
         ownership.release()
 
@@ -169,7 +166,6 @@ def _run_owned_cell(
     sinks: Sequence[Sink],
     me: RunIdentity,
     ownership: Ownership,
-    settings: LockSettings,
     samples: list[Sample] | None,
     ranks: Ranks | None = None,
 ) -> CellOutcome:
@@ -202,7 +198,7 @@ def _run_owned_cell(
         # Before the model loads: the load average is the machine's, and the resume gap ends now.
         conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
         cell_model = _load_model(plan, ranks)
-        _profile_device_once(plan, cell_model, me, settings)
+        _profile_device_once(plan, cell_model, me)
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
         manifest = _manifest(plan, sample_set, len(samples), me, ranks, conditions)
@@ -235,13 +231,6 @@ def _failure_message(exc: BaseException) -> str:
             "a requeued job or a rerun resumes the cell"
         )
     return f"{type(exc).__name__}: {exc}"[:500]
-
-
-def _lock_settings(cfg: DictConfig) -> LockSettings:
-    try:
-        return LockSettings.from_config(cfg.cell_lock)
-    except LockSettingsError as err:  # a config mistake, said before anything is written
-        raise CellConfigError(str(err)) from err
 
 
 def _record_hydra_job(plan: CellPlan) -> None:
@@ -406,29 +395,19 @@ def _load_model(plan: CellPlan, ranks: Ranks | None = None) -> CellModel:
     """Rank 0's model(s); on a multi-device cell the other ranks are told to load theirs too."""
     if ranks is None:
         return load_cell_model(plan, None)
-    cell_model = _load_replica(plan)
+    roles = roles_to_load(plan, ranks)
+    cell_model = CellModel(ranks=ranks, compiled=compiled_forwards(plan))
+    load_roles(plan, cell_model, ranks, roles[:1])  # the full replica (registered first)
     # Only now (the embedded checkpoint is converted) do the followers start loading from the cache.
     ranks.request(["load"])
-    return _with_other_roles(plan, ranks, cell_model)
+    return load_roles(plan, cell_model, ranks, roles[1:])
 
 
 def load_cell_model(plan: CellPlan, ranks: Ranks | None) -> CellModel:
-    """The model(s) this rank needs: the full replica unless it only serves ar_tp, the TP shard, and on
-    rank 0 the draft (assisted) and the pipeline-parallel model (ar_pp)."""
-    if ranks is None or ranks.is_leader or REPLICA in models_needed(plan, followers=True):
-        return _with_other_roles(plan, ranks, _load_replica(plan))
-    return _with_other_roles(plan, ranks, CellModel(None, None, []))
-
-
-def _with_other_roles(plan: CellPlan, ranks: Ranks | None, cell_model: CellModel) -> CellModel:
-    """Add the roles beside the replica: the TP shard on every rank, the draft and the pipeline on rank 0;
+    """The model(s) this rank needs: each registered role (``runner.roles``) an arm running here needs,
     and a compiled cell's compiled forwards."""
-    cell_model = _with_tensor_parallel(plan, ranks, cell_model)
-    cell_model.compiled = compiled_forwards(plan)
-    if ranks is None or ranks.is_leader:  # neither runs on every rank (Method.every_rank is False)
-        _with_draft(plan, cell_model)
-        _with_pipeline(plan, cell_model)
-    return cell_model
+    cell_model = CellModel(ranks=ranks, compiled=compiled_forwards(plan))
+    return load_roles(plan, cell_model, ranks, roles_to_load(plan, ranks))
 
 
 def compiled_forwards(plan: CellPlan) -> CompiledForwards | None:
@@ -441,100 +420,6 @@ def compiled_forwards(plan: CellPlan) -> CompiledForwards | None:
         return None
     options = plan.cfg.compile_options
     return CompiledForwards(mode=options.mode, cache_block=options.cache_block, backend=options.backend)
-
-
-def _with_draft(plan: CellPlan, cell_model: CellModel) -> None:
-    """Load the assisted arm's draft on the replica's device, in its dtype, and pair it with the target."""
-    if DRAFT not in models_needed(plan):
-        return
-    cfg = plan.cfg
-    draft_cfg = cfg.assistant.model
-    log.info("loading the draft model %s (%s)", draft_cfg.name, plan.device)
-    attention = plan.semantic["attn_implementation"]
-    try:
-        draft, draft_tokenizer = load_model(
-            draft_cfg, plan.device, plan.dtype, attention, cache_dir=cfg.model_cache_dir
-        )
-    except OSError as err:  # hub unreachable, gated repo, missing folder
-        raise CellConfigError(
-            f"cannot load the draft model {draft_cfg.name!r} (assistant.model): {err}\nWithout hub access, point "
-            "assistant.model.name_or_path at a local copy, or pick an embedded or tiny draft"
-        ) from err
-    assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
-    try:
-        cell_model.draft = pair_draft(cell_model.model, draft, cell_model.tokenizer, draft_tokenizer)
-    except DecodingConfigError as err:
-        raise CellConfigError(f"the assisted arm cannot run with draft {draft_cfg.name!r}: {err}") from err
-    if cell_model.draft.universal:
-        log.info("the draft's vocabulary differs from the target's: universal assisted decoding")
-        if plan.sampling.do_sample:
-            raise CellConfigError(
-                f"the assisted arm with draft {draft_cfg.name!r} (another tokenizer: universal assisted "
-                "decoding) is greedy-only here; use sampling=greedy, or a draft with the target's tokenizer"
-            )
-
-
-def _with_pipeline(plan: CellPlan, cell_model: CellModel) -> None:
-    """Load the ar_pp arm's model with its layers split over cuda:0..K-1 (K = lookahead.devices)."""
-    if PIPELINE_PARALLEL not in models_needed(plan):
-        return
-    cfg = plan.cfg
-    devices = cfg.lookahead.devices
-    log.info("loading %s split over %d devices (pipeline-parallel AR)", cfg.model.name, devices)
-    attention = plan.semantic["attn_implementation"]
-    try:
-        cell_model.pp_model = load_pipeline_parallel(
-            cfg.model, devices, plan.dtype, attention, cache_dir=cfg.model_cache_dir
-        )
-    except PipelineParallelError as err:
-        raise CellConfigError(f"the ar_pp arm cannot run: {err}") from err
-
-
-def models_needed(plan: CellPlan, followers: bool = False) -> set[str]:
-    """Model roles the plan's arms run; ``followers``: only those of arms that run on every rank."""
-    methods = [get_method(arm) for arm in plan.arms]
-    return {role for m in methods if m.every_rank or not followers for role in m.models}
-
-
-def _with_tensor_parallel(plan: CellPlan, ranks: Ranks | None, cell_model: CellModel) -> CellModel:
-    cell_model.ranks = ranks
-    if ranks is not None and TENSOR_PARALLEL in models_needed(plan):
-        cfg = plan.cfg
-        log.info(
-            "loading the tensor-parallel shard of %s (rank %d of %d)", cfg.model.name, ranks.rank, ranks.world_size
-        )
-        attention = plan.semantic["attn_implementation"]
-        try:
-            cell_model.tp_model = load_tensor_parallel(
-                cfg.model, plan.dtype, attention, ranks.world_size, cache_dir=cfg.model_cache_dir
-            )
-        except TensorParallelError as err:
-            raise CellConfigError(f"the ar_tp arm cannot run: {err}") from err
-    return cell_model
-
-
-def _load_replica(plan: CellPlan) -> CellModel:
-    cfg = plan.cfg
-    log.info("loading model %s (%s, %s)", cfg.model.name, plan.device, str(plan.dtype).removeprefix("torch."))
-    attention = plan.semantic["attn_implementation"]
-    try:
-        model, tokenizer = load_model(cfg.model, plan.device, plan.dtype, attention, cache_dir=cfg.model_cache_dir)
-    except OSError as err:  # hub unreachable, gated repo, missing folder
-        raise CellConfigError(
-            f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
-            "local copy, or use the embedded model: model=smollm2"
-        ) from err
-    checked = [method for method in map(get_method, plan.arms) if method.model_checks]
-    if checked:
-        # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention, a failed probe) now,
-        # not after the device profile and the first AR generations.
-        check_model_support(model, custom_mask=any(method.custom_mask for method in checked))
-    if cfg.model.chat and getattr(tokenizer, "chat_template", None) is None:
-        raise CellConfigError(
-            f"model {cfg.model.name!r} has no chat template: set model.chat_template, or model.chat=false "
-            "for plain completion prompts"
-        )
-    return CellModel(model, tokenizer, stop_token_ids(model, tokenizer))
 
 
 def profile_key(plan: CellPlan) -> ProfileKey:
@@ -551,7 +436,7 @@ def profile_key(plan: CellPlan) -> ProfileKey:
     )
 
 
-def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity, locks: LockSettings) -> None:
+def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity) -> None:
     """Measure the forward-time curve unless the sweep has one for this cell's profile key.
 
     Done before any timed generation, on the model the cell runs, so the curve describes exactly
@@ -562,7 +447,7 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity,
     key = profile_key(plan)
     if not settings.enabled or has_profile(plan.sweep_root, key):
         return
-    only_one = LockSettings(locks.heartbeat_s, locks.stale_after_s, when_owned="skip")
+    only_one = LockSettings(plan.lock.heartbeat_s, plan.lock.stale_after_s, when_owned="skip")
     lock = profile_lock_path(plan.sweep_root, key.slug())
     ownership = claim(lock, me, only_one, f"device profile of {key.describe()}")
     if ownership is None:
@@ -574,7 +459,8 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity,
             log.info("removed %s, left by an interrupted run", leftover)
         if has_profile(plan.sweep_root, key):  # measured by another job while we looked
             return
-        shape = (plan.lookahead.ngram, plan.lookahead.window, plan.lookahead.guesses)
+        columns = shape_columns(plan)
+        shape = (columns["ngram"], columns["window"], columns["guesses"])
         log.info("measuring forward time vs new tokens for %s (once per sweep and profile key)", key.describe())
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         profile = sweep_profile(
@@ -600,7 +486,7 @@ def _generate(plan: CellPlan, cell_model: CellModel, sample_set: SampleSet, writ
         return 0
     total = count_units(samples, plan.cfg.repeats)
     log.info("%d sample(s), %d row(s) to generate (arms: %s)", len(samples), todo, ", ".join(plan.arms))
-    with progress_bar(total, readable_cell_name(plan.cfg)) as advance:
+    with progress_bar(total, plan.cell_name) as advance:
         return run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
 
 
@@ -654,15 +540,11 @@ def _cell_summary(plan: CellPlan, sample_set: SampleSet, rows) -> dict[str, Any]
     return {
         "status": "done",
         "cell_id": plan.cell_id,
-        "cell_name": readable_cell_name(cfg),
+        "cell_name": plan.cell_name,
         "sweep": cfg.sweep_name,
         "model": cfg.model.name,
         "dataset": plan.dataset_spec.name,
-        "ngram": plan.lookahead.ngram,
-        "window": plan.lookahead.window,
-        "guesses": plan.lookahead.guesses,
-        "prompt_as_reference": plan.lookahead.prompt_as_reference,
-        "verification": plan.lookahead.verification,
+        **shape_columns(plan),
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
         "mode": mode_label(plan.compiled, plan.compile_mode),

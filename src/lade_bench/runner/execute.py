@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -24,13 +23,14 @@ import torch
 from lade_bench.datasets import Sample, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
 from lade_bench.decoding.parallel import LookaheadParallelError
-from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
+from lade_bench.methods import get_method
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate
+from lade_bench.runner.cell_model import CellModel
 from lade_bench.runner.method_state import CellStates
 from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
-from lade_bench.runner.ranks import Ranks, RanksError
+from lade_bench.runner.ranks import RanksError
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
 from lade_bench.runner.scoring import allow_unsandboxed, score_output
 from lade_bench.runner.timing import arm_order
@@ -42,44 +42,6 @@ log = logging.getLogger(__name__)
 # record the same failure for every row, so they end the cell instead. A failed exchange between
 # ranks too: the ranks are out of step, and no later generation could line up across them.
 _FATAL = (DecodingConfigError, UnsupportedModelError, LookaheadParallelError, RanksError)
-
-
-@dataclass
-class CellModel:
-    """What generation needs besides the plan: the loaded model(s), tokenizer, stop ids and ranks.
-
-    Attributes:
-        model: the full model on this rank's device (every arm but ar_tp runs it).
-        tokenizer: its tokenizer.
-        stop_ids: EOS ids that end a turn.
-        ranks: this process's place in a multi-device cell (None: single device).
-        tp_model: the tensor-parallel shard the ar_tp arm runs (None without that arm).
-        draft: the assisted arm's draft paired with ``model`` (a ``lade_bench.decoding.assisted.Draft``;
-            None without that arm, and on every rank but 0).
-        pp_model: the pipeline-parallel model the ar_pp arm runs (None without that arm, and on every
-            rank but 0).
-        compiled: a compiled cell's ``lade_bench.decoding.compiled.CompiledForwards``, one for the whole
-            cell (warm-up included) and shared by its arms, so a shape compiled once is not compiled
-            again; None: an eager cell.
-    """
-
-    model: torch.nn.Module | None
-    tokenizer: Any
-    stop_ids: list[int]
-    ranks: Ranks | None = None
-    tp_model: torch.nn.Module | None = None
-    draft: Any = None
-    pp_model: torch.nn.Module | None = None
-    compiled: Any = None
-
-    def models(self) -> dict[str, Any]:
-        """Model role (``lade_bench.methods``) -> the loaded model of that role (None: not loaded here)."""
-        return {
-            REPLICA: self.model,
-            TENSOR_PARALLEL: self.tp_model,
-            DRAFT: self.draft,
-            PIPELINE_PARALLEL: self.pp_model,
-        }
 
 
 def count_units(samples: Sequence[Sample], repeats: int) -> int:

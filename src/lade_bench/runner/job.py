@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from lade_bench.datasets import DatasetFormatError, DatasetUnavailableError, UnknownDatasetError
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
+from lade_bench.methods.registry import cell_devices
 from lade_bench.runner.arms import generate
 from lade_bench.runner.cell import load_cell_model, run_cell
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell
@@ -45,15 +46,15 @@ STORAGE_ERROR_EXIT = 1
 def run_job(cfg: DictConfig) -> None:
     """Run the cell ``cfg`` describes with the default sinks; exit with status 2 on a config error."""
     try:
-        if cfg.lookahead.devices == 1 and launched_world_size() == 1:
+        if cell_devices(cfg) == 1 and launched_world_size() == 1:
             run_cell(cfg, default_sinks(cfg))
             return
         plan = plan_cell(cfg)  # every rank checks the config before joining the others
-        ranks = join_ranks(cfg.lookahead.devices, plan.device, cfg.distributed.timeout_s)
+        ranks = join_ranks(plan.devices, plan.device, cfg.distributed.timeout_s)
         # join_ranks raises unless devices == world size, and the single-device case returned above.
         assert ranks is not None
         if ranks.is_leader:
-            _lead(cfg, ranks)
+            _lead(plan, ranks)
         else:
             serve_requests(plan, ranks)
     except USER_ERRORS as exc:
@@ -102,10 +103,10 @@ def _size(count: float) -> str:
     return f"{count} B"
 
 
-def _lead(cfg: DictConfig, ranks: Ranks) -> None:
-    """Rank 0: run the cell, then release the other ranks (also when the cell failed)."""
+def _lead(plan: CellPlan, ranks: Ranks) -> None:
+    """Rank 0: run the cell of ``plan``, then release the other ranks (also when the cell failed)."""
     try:
-        run_cell(cfg, default_sinks(cfg), ranks=ranks)
+        run_cell(plan, default_sinks(plan.cfg), ranks=ranks)
     finally:
         # After a failure inside a parallel generation the others wait in a collective, not for a
         # request: they fail on their own once this process is gone (or distributed.timeout_s passes).

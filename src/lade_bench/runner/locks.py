@@ -10,6 +10,10 @@ requeue after preemption or a timeout, see :func:`requeued_from`), or a lock wit
 record (a writer killed while creating it; taken over after a grace period of seconds, and waited
 for, never skipped, until then). The lock is released in ``finally``.
 
+The lock's protocol (create atomically, judge an existing owner, take a dead one's lock over) is
+``lade_bench.results.lockfile.acquire_or_owner``, in that one module; this one adds the policy towards
+a live owner (skip or wait), the heartbeat thread and the Slurm requeue rule.
+
 The owner checks that the lock is still its own before every write (:meth:`Ownership.ensure_held`):
 a job that was silent long enough to be taken over (suspended, cut off from the file system) stops
 with :class:`LockLostError` instead of writing beside the new owner.
@@ -25,15 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lade_bench.results.lockfile import (
-    LockHandle,
-    LockInfo,
-    break_lock,
-    owner_state,
-    read_lock,
-    this_host,
-    try_acquire,
-)
+from lade_bench.results.lockfile import LockHandle, LockInfo, acquire_or_owner, owner_state, read_lock, this_host
 from lade_bench.runner.provenance import RunIdentity
 
 log = logging.getLogger(__name__)
@@ -151,30 +147,22 @@ def claim(path: Path, me: RunIdentity, settings: LockSettings, what: str, **owne
         owner: extra keys recorded in the lock file (e.g. the cell's folder).
     """
     record = {**me.as_record(), "heartbeat_s": settings.heartbeat_s, "stale_after_s": settings.stale_after_s, **owner}
+
+    def taken_over(info: LockInfo, reason: str) -> None:
+        log.warning("%s: taking over the lock of %s (%s)", what, info.describe(), reason)
+
     waiting_since = None
     while True:
-        handle = try_acquire(path, record)
-        if handle is not None:
+        # The lock protocol (create, judge the owner, take a dead one's over) is lockfile's; here only
+        # the policy towards a live owner: skip, or wait.
+        got = acquire_or_owner(
+            path, record, settings.stale_after_s, requeued=lambda info: requeued_from(me, info), on_takeover=taken_over
+        )
+        if isinstance(got, LockHandle):
             if waiting_since is not None:
                 log.info("%s: lock released after %.0f s of waiting; taking it", what, time.monotonic() - waiting_since)
-            return Ownership(handle, settings.heartbeat_s)
-        info = read_lock(path)
-        if info is None:
-            continue  # released between our attempt and our look: try again
-        state = "requeued" if requeued_from(me, info) else owner_state(info, settings.stale_after_s)
-        if state != "alive":
-            reason = {
-                "dead": "its process is gone",
-                "silent": f"no heartbeat for more than {settings.stale_after_s:.0f} s",
-                "requeued": "it is an earlier run of this same requeued job",
-                "orphaned": "it has no owner record: its writer was killed while creating it",
-            }[state]
-            if break_lock(path, info):
-                log.warning("%s: taking over the lock of %s (%s)", what, info.describe(), reason)
-            continue
-        if info.token is None:  # being written an instant ago, or orphaned: known within the grace period
-            time.sleep(0.2 * (0.5 + random.random()))
-            continue
+            return Ownership(got, settings.heartbeat_s)
+        info = got
         if settings.when_owned == "skip":
             log.info("%s is being run by another job (%s): skipped", what, info.describe())
             return None

@@ -1,13 +1,17 @@
-"""Turn a composed job config into a validated cell plan, before any data or model is loaded.
+"""Turn a composed job config into a validated, typed cell plan, before any data or model is loaded.
 
-Everything that can be wrong with a config (N/W/G, sampling values, arms, attention backend, dataset
-name, output names) fails here with a message that names the value and what is allowed, so a bad
-sweep cell costs milliseconds instead of a model load.
+Everything that can be wrong with a config (sampling values, arms, attention backend, dataset name,
+output names, lock settings, and each arm's own settings) fails here with a message that names the
+value and what is allowed, so a bad sweep cell costs milliseconds instead of a model load. The plan
+names no method: an arm's own settings are parsed and checked by its registry entry (``Method.parse``
+and ``Method.refuse``), only when the arm is in the cell; so are its part of the cell id
+(``Method.sections``, ``Method.hashed``) and of the folder name (``Method.name_part``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -21,7 +25,6 @@ from lade_bench.decoding import (
     BLOCK_MASK_ATTENTION,
     MASK_CAPABLE_ATTENTION,
     DecodingConfigError,
-    LookaheadParams,
     SamplingParams,
     flex_attention_available,
 )
@@ -33,10 +36,14 @@ from lade_bench.methods import (
     get_method,
     is_registered,
     methods_where,
+    sort_methods,
     unknown_method_message,
 )
+from lade_bench.methods.registry import DEVICES_SETTING, cell_devices
 from lade_bench.models.loading import embedded_name, model_config_problem, resolve_device, resolve_dtype
 from lade_bench.results import cell_id
+from lade_bench.runner.legacy_ids import find_legacy_cell
+from lade_bench.runner.locks import LockSettings, LockSettingsError
 from lade_bench.runner.ranks import rank_device
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -56,7 +63,9 @@ class CellPlan:
     Attributes:
         cfg: the composed job config (read-only use).
         arms: decoding methods in config order, ``"ar"`` first.
-        lookahead: validated N, W, G and prompt-as-reference.
+        settings: config section -> its value as the arms' generate functions get it, for every section
+            an arm of the cell reads (``Method.sections``), parsed once (``Method.parse``: e.g.
+            lookahead's ``LookaheadParams``) and checked (``Method.refuse``).
         sampling: validated sampling settings.
         device: resolved device (``auto`` already decided).
         dtype: resolved weight dtype.
@@ -67,11 +76,15 @@ class CellPlan:
         dataset_spec: the dataset's registry entry.
         compile_mode: the torch.compile mode of a compiled cell (``compile=true``), resolved for
             ``device`` (``auto`` decided); None: an eager cell.
+        devices: the cell's ranks (``DEVICES_SETTING``; 1: one device).
+        lock: the cell lock's settings (``cell_lock``).
+        legacy_id: the id this cell had before issue 49, when its folder was found under it (see
+            ``runner.legacy_ids``); ``cell_id`` is then that id. None: the cell has its current id.
     """
 
     cfg: DictConfig
     arms: tuple[str, ...]
-    lookahead: LookaheadParams
+    settings: Mapping[str, Any]
     sampling: SamplingParams
     device: torch.device
     dtype: torch.dtype
@@ -81,6 +94,14 @@ class CellPlan:
     cell_dir: Path
     dataset_spec: DatasetSpec
     compile_mode: str | None = None
+    devices: int = 1
+    lock: LockSettings = LockSettings()
+    legacy_id: str | None = None
+
+    @property
+    def cell_name(self) -> str:
+        """The readable part of the cell's folder name (``readable_cell_name``; an old cell's as recorded)."""
+        return self.cell_dir.name.removesuffix(f"-{self.cell_id}")
 
     @property
     def greedy(self) -> bool:
@@ -94,24 +115,19 @@ class CellPlan:
 
 
 def plan_cell(cfg: DictConfig) -> CellPlan:
-    """Validate ``cfg`` and derive the cell's identity and folder.
+    """Validate ``cfg`` once into a typed plan and derive the cell's identity and folder.
 
     Raises:
-        DecodingConfigError: an N/W/G, sampling or max_new_tokens value out of range.
-        CellConfigError: bad arms, attention backend, counts, model or output settings; a compiled
-            cell (``compile=true``) that cannot compile (an arm without a compiled mode, several
-            devices, flex or flash attention, an unknown or device-less mode); or a code dataset
-            where no sandbox can run its answers (and ``sandbox.allow_unsandboxed`` is false).
+        DecodingConfigError: a sampling or max_new_tokens value out of range, or an arm's setting its
+            registry entry's ``parse`` refuses (e.g. lookahead's N, W or G).
+        CellConfigError: bad arms, attention backend, counts, model, lock or output settings; an
+            arm's setting its ``refuse`` refuses; a compiled cell (``compile=true``) that cannot
+            compile (an arm without a compiled mode, several devices, flex or flash attention, an
+            unknown or device-less mode); or a code dataset where no sandbox can run its answers (and
+            ``sandbox.allow_unsandboxed`` is false).
         UnknownDatasetError: ``dataset.name`` is not registered (the message lists valid names).
         ValueError: CUDA requested but unavailable, or an unknown dtype.
     """
-    lookahead = LookaheadParams(
-        ngram=cfg.lookahead.ngram,
-        window=cfg.lookahead.window,
-        guesses=cfg.lookahead.guesses,
-        prompt_as_reference=cfg.lookahead.prompt_as_reference,
-        verification=cfg.lookahead.verification,
-    )
     sampling = SamplingParams(
         do_sample=cfg.sampling.do_sample,
         temperature=cfg.sampling.temperature,
@@ -119,9 +135,16 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         top_p=cfg.sampling.top_p,
     )
     validate_max_new_tokens(cfg.max_new_tokens)
-    arms = _validate_arms(cfg, sampling)
+    arms = _validate_arms(cfg.arms, sampling)
+    devices = _validate_devices(cell_devices(cfg), arms)
+    attention = _enum_value(cfg.attn_implementation)
+    if cfg.compile:  # before the per-arm checks: a compiled cell's own limits are the first thing to say
+        _validate_compile(cfg.compile_options, arms, devices, attention)
+    _validate_attention(attention, arms)
+    settings = _arm_settings(cfg, arms)
     _validate_counts(cfg)
     _validate_model(cfg.model)
+    lock = _lock_settings(cfg.cell_lock)
     spec = get_spec(cfg.dataset.name)
     _check_sandbox(cfg, spec)
     try:
@@ -129,14 +152,31 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
     except ValueError as err:  # e.g. device=cuda without CUDA: a config mistake, said before any loading
         raise CellConfigError(str(err)) from err
-    device = rank_device(device, cfg.lookahead.devices)
-    compile_mode = _compile_mode(cfg, device)
+    device = rank_device(device, devices)
+    compile_mode = _compile_mode(cfg.compile, cfg.compile_options.mode, device)
     semantic = semantic_config(cfg, arms, spec, device, dtype, compile_mode)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
-    cell_dir = sweep_root / f"{readable_cell_name(cfg)}-{identity}"
+    cell_dir = sweep_root / f"{readable_cell_name(cfg, arms)}-{identity}"
+    legacy = find_legacy_cell(cfg, semantic, sweep_root, identity, lambda extra: readable_cell_name(cfg, arms, extra))
+    if legacy is not None:
+        semantic, identity, cell_dir = legacy.semantic, legacy.cell_id, legacy.cell_dir
     return CellPlan(
-        cfg, arms, lookahead, sampling, device, dtype, semantic, identity, sweep_root, cell_dir, spec, compile_mode
+        cfg,
+        arms,
+        settings,
+        sampling,
+        device,
+        dtype,
+        semantic,
+        identity,
+        sweep_root,
+        cell_dir,
+        spec,
+        compile_mode,
+        devices,
+        lock,
+        legacy.cell_id if legacy is not None else None,
     )
 
 
@@ -153,7 +193,8 @@ def semantic_config(
     Left out on purpose: the sweep name, output paths, warm-up and the model cache folder (none of
     them changes a generated token or a timed region). The dataset path enters by file name only,
     so the same file copied elsewhere is the same cell. ``compile_mode``: the resolved torch.compile
-    mode of a compiled cell (None: eager).
+    mode of a compiled cell (None: eager). A method's config sections enter only when the method is
+    among ``arms`` (:func:`arm_sections`).
     """
     model = cfg.model
     model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
@@ -186,7 +227,6 @@ def semantic_config(
             **({"offset": data.offset} if data.offset else {}),
         },
         "arms": list(arms),
-        "lookahead": lookahead_semantic(cfg.lookahead),
         "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},
         "max_new_tokens": cfg.max_new_tokens,
         "repeats": cfg.repeats,
@@ -195,8 +235,9 @@ def semantic_config(
         "dtype": str(dtype).removeprefix("torch."),
         "attn_implementation": _enum_value(cfg.attn_implementation),
     }
-    if cfg.lookahead.devices > 1:
-        semantic["devices"] = cfg.lookahead.devices
+    devices = cell_devices(cfg)
+    if devices > 1:
+        semantic["devices"] = devices
     if compile_mode is not None:
         # Only in a compiled cell: eager cells, all of them recorded before the switch existed,
         # hash without these keys and keep their ids. The mode is hashed resolved, so `auto` and the
@@ -207,48 +248,49 @@ def semantic_config(
             "cache_block": cfg.compile_options.cache_block,
             "backend": cfg.compile_options.backend,
         }
-    # The sections an arm reads change its rows; a section no arm reads is left out, so that
-    # changing it does not split one cell into two.
-    for arm in arms:
-        for section in get_method(arm).sections:
-            # Enums as their words: a section may hold a model config (the assisted arm's draft).
-            semantic.setdefault(section, OmegaConf.to_container(cfg[section], enum_to_str=True))
+    semantic.update(arm_sections(cfg, arms))
     return semantic
 
 
-def lookahead_semantic(lookahead: DictConfig) -> dict[str, Any]:
-    """The lookahead group as hashed into the cell id.
+def arm_sections(cfg: DictConfig, arms: Sequence[str]) -> dict[str, Any]:
+    """The config sections the ``arms`` read (``Method.sections``), as hashed into the cell id.
 
-    ``verification`` enters only when it is not ``flat``: cells recorded before the trie layout
-    existed (all flat) hashed without the key, and must keep their ids to resume. ``devices`` is
-    left out for the same reason; the caller adds it at the top level when it is above 1.
+    A section no arm reads is left out, so that changing it does not split one cell into two. Each
+    section is what its method's ``Method.hashed`` keeps of it (all of it without one).
     """
-    keys = cast(dict[str, Any], OmegaConf.to_container(lookahead))
-    keys.pop("devices", None)
-    if keys.get("verification", "flat") == "flat":
-        keys.pop("verification", None)
-    return keys
+    hashed: dict[str, Any] = {}
+    for arm in arms:
+        method = get_method(arm)
+        for section in method.sections:
+            # Enums as their words: a section may hold a model config (the assisted arm's draft).
+            value = cast(dict[str, Any], OmegaConf.to_container(cfg[section], enum_to_str=True))
+            hashed.setdefault(section, method.hashed(section, value) if method.hashed is not None else value)
+    return hashed
 
 
-def readable_cell_name(cfg: DictConfig) -> str:
+def readable_cell_name(cfg: DictConfig, arms: Sequence[str] | None = None, extra: Sequence[str] = ()) -> str:
     """Folder-name prefix a person can read, e.g. ``smollm2-135m-instruct-mt_bench-N5W7G7ref-greedy``.
 
-    Only a convenience: the id after it is what identifies the cell, and every parameter is also a
-    column of every row.
+    Each arm whose entry has a ``Method.name_part`` adds it (lookahead: its shape), in registration
+    order; ``arms`` defaults to ``cfg.arms`` (unregistered names ignored). ``extra``: parts placed
+    where the arms' go (the name of a cell recorded before issue 49, ``runner.legacy_ids``). Only a
+    convenience: the id after it is what identifies the cell, and every parameter is also a column of
+    every row.
     """
-    la = cfg.lookahead
-    shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
-    shape += "" if la.get("verification", "flat") == "flat" else la.verification
-    parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, shape, cfg.sampling.name]
-    if cfg.lookahead.devices > 1:
-        parts.append(f"{cfg.lookahead.devices}dev")
+    names = [_enum_value(a) for a in (cfg.arms if arms is None else arms)]
+    methods = [get_method(a) for a in sort_methods(a for a in names if is_registered(a))]
+    named = [m.name_part(cfg) for m in methods if m.name_part is not None]
+    parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, *named, *extra, cfg.sampling.name]
+    devices = cell_devices(cfg)
+    if devices > 1:
+        parts.append(f"{devices}dev")
     if cfg.compile:
         parts.append("compiled")
     return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
 
 
-def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]:
-    arms = tuple(_enum_value(a) for a in cfg.arms)
+def _validate_arms(listed: Sequence[Any], sampling: SamplingParams) -> tuple[str, ...]:
+    arms = tuple(_enum_value(a) for a in listed)
     unknown = [a for a in arms if not is_registered(a)]
     if unknown:
         raise CellConfigError(f"arms={list(arms)}: {unknown_method_message(unknown[0])}")
@@ -262,14 +304,25 @@ def _validate_arms(cfg: DictConfig, sampling: SamplingParams) -> tuple[str, ...]
     greedy_only = [a for a in arms if get_method(a).greedy_only]
     if greedy_only and sampling.do_sample:
         raise CellConfigError(f"the {greedy_only[0]} arm is greedy-only; drop it from arms or use sampling=greedy")
-    if cfg.compile:  # before the per-arm checks: a compiled cell's own limits are the first thing to say
-        _validate_compile(cfg, arms)
-    _validate_attention(cfg, arms)
-    _validate_devices(cfg, arms)
     return arms
 
 
-def _validate_compile(cfg: DictConfig, arms: tuple[str, ...]) -> None:
+def _arm_settings(cfg: DictConfig, arms: tuple[str, ...]) -> dict[str, Any]:
+    """Each arm's sections parsed once by its entry (``Method.parse``), then its ``Method.refuse`` asked."""
+    settings: dict[str, Any] = {}
+    for arm in arms:
+        method = get_method(arm)
+        for section in method.sections:
+            if section not in settings:
+                value = cfg[section]
+                settings[section] = method.parse(section, value) if method.parse is not None else value
+        why = method.refuse(cfg) if method.refuse is not None else None
+        if why:
+            raise CellConfigError(why)
+    return settings
+
+
+def _validate_compile(options: DictConfig, arms: tuple[str, ...], devices: int, attention: str) -> None:
     """What a compiled cell refuses, said before any model loads (the device check is :func:`_compile_mode`)."""
     can_compile = methods_where(lambda m: m.compiles)
     cannot = [a for a in arms if not get_method(a).compiles]
@@ -279,19 +332,16 @@ def _validate_compile(cfg: DictConfig, arms: tuple[str, ...]) -> None:
             f"compile=true: the {cannot[0]} arm has no compiled mode ({which}); "
             f"drop {cannot[0]} from arms={list(arms)}, or set compile=false"
         )
-    devices = cfg.lookahead.devices
     if devices != 1:
         raise CellConfigError(
-            f"compile=true runs on one device, not lookahead.devices={devices!r}; "
-            "set lookahead.devices=1, or compile=false"
+            f"compile=true runs on one device, not {DEVICES_SETTING}={devices!r}; "
+            f"set {DEVICES_SETTING}=1, or compile=false"
         )
-    attention = _enum_value(cfg.attn_implementation)
     if attention not in COMPILE_ATTENTION:
         raise CellConfigError(
             f"compile=true cannot use attn_implementation={attention!r} (flex_attention compiles kernels of its "
             f"own, flash_attention_2 takes no custom mask); use one of {list(COMPILE_ATTENTION)}, or compile=false"
         )
-    options = cfg.compile_options
     if options.mode not in COMPILE_MODES:
         raise CellConfigError(f"compile_options.mode={options.mode!r} is not allowed: use one of {list(COMPILE_MODES)}")
     if options.backend not in COMPILE_BACKENDS:
@@ -303,22 +353,21 @@ def _validate_compile(cfg: DictConfig, arms: tuple[str, ...]) -> None:
         raise CellConfigError(f"compile_options.cache_block={block!r} is not allowed: use an integer >= 1")
 
 
-def _compile_mode(cfg: DictConfig, device: torch.device) -> str | None:
+def _compile_mode(compile_cell: bool, mode: str, device: torch.device) -> str | None:
     """The torch.compile mode of a compiled cell on ``device``; None for an eager cell.
 
     Raises:
         CellConfigError: a mode that captures CUDA graphs on a device without CUDA.
     """
-    if not cfg.compile:
+    if not compile_cell:
         return None
     try:
-        return resolve_compile_mode(cfg.compile_options.mode, device)
+        return resolve_compile_mode(mode, device)
     except DecodingConfigError as err:
-        raise CellConfigError(f"compile_options.mode={cfg.compile_options.mode!r} on {device.type}: {err}") from err
+        raise CellConfigError(f"compile_options.mode={mode!r} on {device.type}: {err}") from err
 
 
-def _validate_attention(cfg: DictConfig, arms: tuple[str, ...]) -> None:
-    attention = _enum_value(cfg.attn_implementation)
+def _validate_attention(attention: str, arms: tuple[str, ...]) -> None:
     needs_mask = [a for a in arms if get_method(a).custom_mask]
     if needs_mask and attention not in MASK_CAPABLE_ATTENTION:
         raise CellConfigError(
@@ -334,25 +383,28 @@ def _validate_attention(cfg: DictConfig, arms: tuple[str, ...]) -> None:
         )
 
 
-def _validate_devices(cfg: DictConfig, arms: tuple[str, ...]) -> None:
-    devices = cfg.lookahead.devices
+def _validate_devices(devices: Any, arms: tuple[str, ...]) -> int:
+    """The cell's rank count, checked: an integer >= 1, and above 1 only with an arm that uses the ranks."""
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise CellConfigError(
-            f"lookahead.devices={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)"
+            f"{DEVICES_SETTING}={devices!r} is not allowed: use an integer >= 1 (ranks under torchrun)"
         )
     # The arms that use the devices: those running on every rank, and pipeline-parallel AR (rank 0
     # spreads its layers over the devices the ranks share).
     every_rank = methods_where(lambda m: m.every_rank or PIPELINE_PARALLEL in m.models)
     if devices > 1 and not set(every_rank) & set(arms):
         raise CellConfigError(
-            f"lookahead.devices={devices} is used only by the arms {list(every_rank)}, and arms={list(arms)} "
-            "has none of them; add one, or set lookahead.devices=1"
+            f"{DEVICES_SETTING}={devices} is used only by the arms {list(every_rank)}, and arms={list(arms)} "
+            f"has none of them; add one, or set {DEVICES_SETTING}=1"
         )
-    for arm in arms:
-        refuse = get_method(arm).refuse
-        why = refuse(cfg) if refuse is not None else None
-        if why:
-            raise CellConfigError(why)
+    return devices
+
+
+def _lock_settings(section: DictConfig) -> LockSettings:
+    try:
+        return LockSettings.from_config(section)
+    except LockSettingsError as err:  # a config mistake, said before anything is written
+        raise CellConfigError(str(err)) from err
 
 
 def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:

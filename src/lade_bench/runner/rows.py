@@ -22,9 +22,25 @@ def derive_seed(global_seed: int, sample_index: int, turn: int) -> int:
     return int(state) & 0x7FFFFFFF
 
 
+def shape_columns(plan: CellPlan) -> dict[str, Any]:
+    """The lookahead-shape columns every row and the summary of a cell have (the schema's "always").
+
+    The lookahead arm's parsed settings when it is in the cell; otherwise the composed section as it
+    is (no arm used it, and it is neither hashed nor checked).
+    """
+    la = plan.settings.get("lookahead", plan.cfg.lookahead)
+    return {
+        "ngram": la.ngram,
+        "window": la.window,
+        "guesses": la.guesses,
+        "prompt_as_reference": la.prompt_as_reference,
+        "verification": getattr(la, "verification", "flat"),
+    }
+
+
 def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, seed: int) -> dict[str, Any]:
     """The identity columns of one row; N/W/G and the mode (eager or compiled) are the cell's, on every arm's row."""
-    la, sampling = plan.lookahead, plan.sampling
+    sampling = plan.sampling
     return {
         "cell_id": plan.cell_id,
         "sweep": plan.cfg.sweep_name,
@@ -34,11 +50,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         "turn": turn,
         "arm": arm,
         "repeat": repeat,
-        "ngram": la.ngram,
-        "window": la.window,
-        "guesses": la.guesses,
-        "prompt_as_reference": la.prompt_as_reference,
-        "verification": la.verification,
+        **shape_columns(plan),
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
         "max_new_tokens": plan.cfg.max_new_tokens,
