@@ -9,6 +9,8 @@ and its figure draws it in the registry's colour.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -154,3 +156,11 @@ def test_bind_refuses_a_method_that_needs_more_than_one_model():
     method = next(m for m in registered_methods() if not runs_on_one_model(m))
     with pytest.raises(ValueError, match=method.models[0]):
         bind_method(method.name, model=None, max_new_tokens=4)
+
+
+def test_reading_the_registry_imports_no_torch():
+    """The plan checks, the row schema and the config schema read the registry before any model loads:
+    an entry (or the engine constants its config section reads) that imports torch slows every typo."""
+    probe = "import sys, lade_bench.methods, lade_bench.runner.config_schema; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr

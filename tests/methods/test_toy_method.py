@@ -14,12 +14,13 @@ import time
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from matplotlib import colormaps
 from matplotlib.colors import to_hex
 
 from lade_bench import bench
 from lade_bench.decoding import DecodeResult
 from lade_bench.decoding.timing import device_synchronizer, model_device
-from lade_bench.methods import GenerationRequest, Method, method_names, register, unregister
+from lade_bench.methods import GenerationRequest, Method, method_color, method_names, register, unregister
 from lade_bench.report import build_report, load_sweep
 from lade_bench.report.figures import draw_speedup_bars
 from lade_bench.results import load_rows
@@ -31,7 +32,9 @@ from ..runner.conftest import CONF_DIR, TINY
 
 TOY = "toy_no_cache_ar"
 TOY_LABEL = "AR without cache (toy)"
-TOY_COLOR = "#17becf"
+# A colour no registered method has (register() refuses a taken one), so a new method may take any.
+TAKEN = {method_color(name) for name in method_names()}
+TOY_COLOR = next(colour for colour in map(to_hex, colormaps["tab20"].colors) if colour not in TAKEN)
 
 
 def no_cache_greedy(request: GenerationRequest) -> DecodeResult:
