@@ -61,9 +61,11 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bonus_dropped",
         "on a full match the model's next token (the bonus) is not emitted",
-        "lade_bench/decoding/verify.py",
-        "accepted.extend(predictions[rows[t]] for t in range(best_len))",
-        "accepted.extend(predictions[rows[t]] for t in range(min(best_len, len(rows) - 1)))",
+        "lade_bench/decoding/tree.py",
+        "    return [predictions[0], *(predictions[node] for node in path)], path\n",
+        # A path ending at a leaf (a node no other node has as parent) matched its whole candidate.
+        "    return [predictions[0], *(predictions[node] for node in path)]"
+        "[: len(path) + (not path or best in parents)], path\n",
         (VERIFY_UNITS, EFFECTIVENESS),
     ),
     Mutation(
@@ -77,7 +79,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "trie_merges_by_depth",
         "the trie merges tokens by (depth, token) instead of (parent, token): unrelated prefixes share a node",
-        "lade_bench/decoding/branch.py",
+        "lade_bench/decoding/tree.py",
         "            parent = node\n",
         "            parent = -len(path) - 1\n",
         (BRANCH_UNITS,),
