@@ -11,6 +11,7 @@ import torch
 from transformers import DynamicCache
 
 from lade_bench.decoding import autoregressive as autoregressive_module
+from lade_bench.decoding import draft_tree as draft_tree_module
 from lade_bench.decoding import lookahead as lookahead_module
 from lade_bench.decoding.assisted import assisted_generate
 from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
@@ -63,7 +64,7 @@ def test_the_probe_alone_refuses_each_family(family, failed):
 
 def _unchecked(monkeypatch) -> None:
     """Switch off every method's model checks (to show what they prevent)."""
-    for module in (lookahead_module, autoregressive_module):
+    for module in (lookahead_module, autoregressive_module, draft_tree_module):
         monkeypatch.setattr(module, "check_model_support", lambda *args, **kwargs: None)
 
 
