@@ -7,14 +7,14 @@ import ast
 import json
 import logging
 
+import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
 from lade_bench.decoding import DecodingConfigError
 from lade_bench.methods import REPLICA, Method, get_method, method_names, register, unregister
 from lade_bench.report.figures import draw_accept_histogram
-from lade_bench.results import load_rows
-from lade_bench.runner.cell import load_cell_model, run_cell
+from lade_bench.runner.cell import load_cell_model
 from lade_bench.runner.legacy_ids import legacy_cell
 from lade_bench.runner.plan import CellConfigError, plan_cell, readable_cell_name
 from lade_bench.runner.roles import ModelRole, register_role, role_names, unregister_role
@@ -91,17 +91,17 @@ def test_a_cell_recorded_under_its_old_id_is_resumed_there(compose_cfg, tmp_path
     assert old.cell_id in message and new.cell_id in message and "Delete or move that folder" in message
 
 
-def test_the_histogram_names_a_shape_only_for_a_cell_with_lookahead(compose_cfg, tmp_path):
-    """A real tiny cell without a lookahead arm: its accept-length panel names no N/W/G."""
-    cfg = compose_cfg([*NO_LOOKAHEAD, f"output_root={tmp_path}", "jacobi.block_size=3"])
-    outcome = run_cell(cfg)
-    rows = load_rows(outcome.cell_dir)
-    fig = draw_accept_histogram(rows, "title", "context")
-    titles = [ax.get_title() + ax.get_legend().get_title().get_text() for ax in fig.axes if ax.get_legend()]
+def test_the_histogram_names_a_shape_only_for_a_cell_with_lookahead():
+    """A committed cell's rows (SmolLM2, MT-Bench, four arms): without its lookahead rows the accept-length
+    panel names no N/W/G; with them it names the cell's shape."""
+    rows = pd.read_parquet(REPO / "paper_figures" / "rows" / "main" / "rows.parquet")
+    cell = rows[rows["cell_id"] == "8119977b083d56c7"]
+    assert {"lookahead", "jacobi", "prompt_lookup"} <= set(cell["arm"])
+    without = draw_accept_histogram(cell[cell["arm"] != "lookahead"], "title", "context")
+    titles = [ax.get_title() + ax.get_legend().get_title().get_text() for ax in without.axes if ax.get_legend()]
     assert titles and not any("N=" in title for title in titles)
-    rows["arm"] = rows["arm"].replace({"jacobi": "lookahead"})  # the same rows, labelled as lookahead's
-    fig = draw_accept_histogram(rows, "title", "context")
-    assert any("N=5 W=7 G=7" in ax.get_title() for ax in fig.axes)
+    with_lookahead = draw_accept_histogram(cell, "title", "context")
+    assert any("N=5 W=7 G=7" in ax.get_title() for ax in with_lookahead.axes)
 
 
 def test_a_model_role_is_one_registry_entry(compose_cfg, tmp_path):
