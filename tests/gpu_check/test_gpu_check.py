@@ -13,7 +13,14 @@ from hydra import compose, initialize_config_dir
 
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.gpu_check.__main__ import main
-from lade_bench.gpu_check.stages import MODEL_NAMES, PRESET_NAMES, presets, prompts_as_chat, stage_plan
+from lade_bench.gpu_check.stages import (
+    MODEL_NAMES,
+    PRESET_NAMES,
+    other_methods,
+    presets,
+    prompts_as_chat,
+    stage_plan,
+)
 from lade_bench.runner import register_configs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -35,18 +42,20 @@ def test_presets_and_prompting_are_what_hydra_composes():
 def test_the_time_budget_is_shared_by_work():
     plan = stage_plan(["float16", "bfloat16"], 256, 128)
     assert [s["dtype"] for s in plan] == ["float16", "bfloat16"]
-    # float16: AR, prompt lookup and three presets x 256 tokens; bfloat16: AR and paper_7b x 128.
-    assert plan[0]["work"] == 5 * 256 and plan[1]["work"] == 2 * 128
-    assert plan[0]["prompt_lookup"] and not plan[1]["prompt_lookup"] and list(plan[1]["presets"]) == ["paper_7b"]
+    # float16: AR, every other one-model method and three presets x 256 tokens; bfloat16: AR and paper_7b x 128.
+    others = other_methods()
+    assert {"prompt_lookup", "token_recycling"} <= set(others) and not {"ar", "lookahead", "assisted"} & set(others)
+    assert plan[0]["work"] == (4 + len(others)) * 256 and plan[1]["work"] == 2 * 128
+    assert plan[0]["others"] and not plan[1]["others"] and list(plan[1]["presets"]) == ["paper_7b"]
     assert not plan[0]["flex_attention"]
     # The flex_attention arm runs in the first stage only, one more arm's work.
     flex = stage_plan(["float16", "bfloat16"], 256, 128, flex_attention=True)
     assert flex[0]["flex_attention"] and not flex[1]["flex_attention"]
-    assert flex[0]["work"] == 6 * 256 and flex[1]["work"] == 2 * 128
+    assert flex[0]["work"] == (5 + len(others)) * 256 and flex[1]["work"] == 2 * 128
     # The compiled pair (AR and lookahead, compiled) runs in the first stage only: two more arms.
     pair = stage_plan(["float16", "bfloat16"], 256, 128, compiled=True)
     assert pair[0]["compiled"] and not pair[1]["compiled"]
-    assert pair[0]["work"] == 7 * 256 and pair[1]["work"] == 2 * 128
+    assert pair[0]["work"] == (6 + len(others)) * 256 and pair[1]["work"] == 2 * 128
 
 
 def test_the_compiled_pair_is_compiled_ar_and_compiled_lookahead_and_exact():

@@ -1,15 +1,17 @@
 """The stages of the GPU check for one embedded model: device profile, then one stage per dtype.
 
-The first dtype (float16, the paper's) runs AR, prompt lookup and lookahead with every preset: the
-speed table and that dtype's exactness. Each further dtype runs AR and lookahead paper_7b for
-exactness only. With ``flex_attention`` the first stage also runs lookahead paper_7b on a second
-copy of the model loaded with ``attn_implementation="flex_attention"`` (the step mask as a
-BlockMask, fused kernel): the paper's "lookahead with FlashAttention" beside the SDPA arms, on the
-same prompts, timed alike (its kernel compiles during the warm-up generation). With ``compiled``
-the first stage also runs the compiled mode (``compile=true``: static KV cache, torch.compile, CUDA
-graphs on a GPU) as a pair of its own, compiled AR and compiled lookahead paper_7b, paired with each
-other and never with an eager arm (its rows are labelled ``<dtype> compiled``); the compile runs
-untimed. Each stage gets a share of the time budget in proportion to its work.
+The first dtype (float16, the paper's) runs AR, lookahead with every preset and every other
+registered method that runs on one model (prompt lookup, Jacobi, Token Recycling, ...: read from the
+registry, each with its engine defaults and a cold state): the speed table and that dtype's
+exactness. Each further dtype runs AR and lookahead paper_7b for exactness only. With
+``flex_attention`` the first stage also runs lookahead paper_7b on a second copy of the model loaded
+with ``attn_implementation="flex_attention"`` (the step mask as a BlockMask, fused kernel): the
+paper's "lookahead with FlashAttention" beside the SDPA arms, on the same prompts, timed alike (its
+kernel compiles during the warm-up generation). With ``compiled`` the first stage also runs the
+compiled mode (``compile=true``: static KV cache, torch.compile, CUDA graphs on a GPU) as a pair of
+its own, compiled AR and compiled lookahead paper_7b, paired with each other and never with an eager
+arm (its rows are labelled ``<dtype> compiled``); the compile runs untimed. Each stage gets a share
+of the time budget in proportion to its work.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import CompiledForwards, LookaheadParams, flex_attention_available
 from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
 from lade_bench.gpu_check.table import summary_records
-from lade_bench.methods import REFERENCE, bind_method
+from lade_bench.methods import REFERENCE, bind_method, methods_where, runs_on_one_model
 from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids
 from lade_bench.profiling.device_profile import sweep_profile
 from lade_bench.results.atomic import atomic_write_json
@@ -56,13 +58,20 @@ def prompts_as_chat(model_name: str) -> bool:
     return bool(group_option("model", model_name)["chat"])
 
 
+def other_methods() -> tuple[str, ...]:
+    """The registered methods the speed stage runs besides AR and the lookahead presets: every one that
+    runs on one model (``runs_on_one_model``), in registration order, so a new method needs no edit here."""
+    return methods_where(lambda m: runs_on_one_model(m) and m.name not in (REFERENCE, "lookahead"))
+
+
 def build_arms(
-    model, stop_ids: list[int], max_new_tokens: int, presets: dict[str, LookaheadParams], *, prompt_lookup: bool
+    model, stop_ids: list[int], max_new_tokens: int, presets: dict[str, LookaheadParams], *, others: bool
 ) -> dict[str, Arm]:
-    """Name -> greedy generation function (registered methods); "ar" first, then prompt lookup, then lookahead."""
+    """Name -> greedy generation function (registered methods); "ar" first, then (``others``) every
+    method of :func:`other_methods` with its engine defaults, then lookahead with each preset."""
     arms: dict[str, Arm] = {REFERENCE: bind_method(REFERENCE, model, max_new_tokens, stop_ids)}
-    if prompt_lookup:
-        arms["prompt_lookup"] = bind_method("prompt_lookup", model, max_new_tokens, stop_ids)
+    for method in other_methods() if others else ():
+        arms[method] = bind_method(method, model, max_new_tokens, stop_ids)
     for name, params in presets.items():
         label = f"lookahead {name} ({params.ngram},{params.window},{params.guesses})"
         arms[label] = bind_method("lookahead", model, max_new_tokens, stop_ids, {"lookahead": params})
@@ -115,12 +124,12 @@ def stage_plan(
         tokens = max_new_tokens if speed else exactness_new_tokens
         flex = speed and flex_attention
         pair = speed and compiled
-        arms = 1 + int(speed) + len(chosen) + int(flex) + 2 * int(pair)
+        arms = 1 + len(other_methods()) * int(speed) + len(chosen) + int(flex) + 2 * int(pair)
         plan.append(
             {
                 "dtype": dtype,
                 "presets": chosen,
-                "prompt_lookup": speed,
+                "others": speed,
                 "flex_attention": flex,
                 "compiled": pair,
                 "tokens": tokens,
@@ -171,7 +180,7 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
             detail["compiled"]["compile_time_s"] = {
                 arm: sum(r.stats.get("compile_time_s", 0.0) for r in results) for arm, results in pair.results.items()
             }
-        arms = build_arms(model, stop_ids, stage["tokens"], stage["presets"], prompt_lookup=stage["prompt_lookup"])
+        arms = build_arms(model, stop_ids, stage["tokens"], stage["presets"], others=stage["others"])
         flex_model = None
         if stage["flex_attention"]:
             # A second copy: the arms alternate per prompt, so switching one model's implementation

@@ -70,6 +70,13 @@ QUALITY_HEADER = "Quality"
 AT_CAP_HEADER = "At cap"
 # Seconds of untimed compile runs before a method's rows (compiled cells; never part of a time).
 COMPILE_TIME_HEADER = "Compile time (s)"
+# Why a method wins or loses on a device: tokens accepted per decode step (Spec-Bench's tau) against
+# the tokens a step feeds (what it costs on the device profile).
+ACCEPTED_HEADER = "Accepted/step"
+WIDTH_HEADER = "Width/step"
+# How warm a method's carried state was (lade_bench.methods.state): the fewest and most earlier
+# requests it had learnt from at its rows' starts; shown only where some method keeps state.
+STATE_HEADER = "State (earlier requests)"
 
 
 def fmt(value: Any, decimals: int = 2, scale: float = 1.0) -> str:
@@ -224,6 +231,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "Compression": fmt(rec["compression_ratio"]),
                 "Tokens/s": fmt(rec["tokens_per_s"], 1),
                 DRAFT_SHARE_HEADER: draft_share_cell(rec),
+                STATE_HEADER: state_cell(rec),
                 "Matches AR (%)": "" if rec["arm"] == "ar" else fmt(rec["matches_ar"], 1, 100.0),
                 "Mismatches (margins)": mismatch_cell(rec),
                 QUALITY_HEADER: quality_cell(rec),
@@ -231,7 +239,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 **counts(rec),
             }
         )
-    return without_empty_draft_share(without_flat_only_verification(pd.DataFrame(rows)))
+    return without_empty_state(without_empty_draft_share(without_flat_only_verification(pd.DataFrame(rows))))
 
 
 def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
@@ -507,6 +515,22 @@ def draft_share_cell(rec: dict[str, Any]) -> str:
     return fmt(share, 1, 100.0)
 
 
+def state_cell(rec: dict[str, Any]) -> str:
+    """``"0-39"``: the fewest and most earlier requests a stateful method's state had seen (warm when
+    the most grows with the samples, cold when it stays at the turn count); empty for a stateless one."""
+    low, high = rec.get("state_requests_min"), rec.get("state_requests_max")
+    if not _finite(low) or not _finite(high):
+        return ""
+    return f"{int(low)}-{int(high)}"
+
+
+def without_empty_state(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` without the state column when no method in it keeps state across requests."""
+    if STATE_HEADER in table and set(table[STATE_HEADER]) <= {"", None}:
+        return table.drop(columns=STATE_HEADER)
+    return table
+
+
 def without_empty_draft_share(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` without the draft-time column when no method in it runs a draft model."""
     if DRAFT_SHARE_HEADER in table and set(table[DRAFT_SHARE_HEADER]) <= {"", None}:
@@ -541,6 +565,9 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Speedup (95% CI)": speedup_cell(rec),
             "Speedup of": rec["speedup_basis"],
             "Compression": fmt(rec["compression_ratio"]),
+            ACCEPTED_HEADER: fmt(rec["mean_accepted"]),
+            WIDTH_HEADER: fmt(rec["step_tokens_mean"], 1),
+            STATE_HEADER: state_cell(rec),
             "Tokens/s": fmt(rec["tokens_per_s"], 1),
             COMPILE_TIME_HEADER: compile_time_cell(rec),
             "ROUGE-L": fmt(rec["rougeL"], 2, 100.0),
@@ -553,7 +580,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
         }
         for rec in summary.to_dict("records")
     ]
-    table = without_flat_only_verification(pd.DataFrame(rows))
+    table = without_empty_state(without_flat_only_verification(pd.DataFrame(rows)))
     if COMPILE_TIME_HEADER in table and set(table[COMPILE_TIME_HEADER]) <= {""}:
         return table.drop(columns=COMPILE_TIME_HEADER)  # no compiled cell: the column would be empty
     return table

@@ -34,7 +34,9 @@ def summarize_cell(
         ``{"n_samples", "n_rows", "n_errors", "arms": {arm: {...}}}``. Each arm has ``rows``,
         ``errors``, ``samples`` and ``pairs`` (the paired units its numbers use), ``new_tokens``,
         ``wall_time_s``, ``tokens_per_s``, ``compression_ratio``, ``step_tokens_mean`` (input tokens
-        per forward after the prefill; None where not counted), ``compile_time_s`` (the untimed
+        per forward after the prefill; None where not counted), ``mean_accepted`` (tokens emitted per
+        forward after the prefill), ``state_requests_min``/``_max`` (earlier requests a stateful arm's
+        state had seen at its rows' starts; None for a stateless arm), ``compile_time_s`` (the untimed
         compile runs before its rows, compiled cells; None when eager) and ``accept_length_histogram``;
         quality means where the dataset has them (``rouge*``, ``pass@1``, ``accuracy``); non-AR arms
         add ``speedup`` with ``speedup_basis`` (wall time when greedy, time per token when sampling),
@@ -65,6 +67,10 @@ def summarize_cell(
             "tokens_per_s": _number(record["tokens_per_s"]),
             "compression_ratio": _number(record["compression_ratio"]),
             "step_tokens_mean": _number(record["step_tokens_mean"]),
+            # Tokens emitted per decode step (Spec-Bench's tau), and a stateful arm's warmth range.
+            "mean_accepted": _number(record["mean_accepted"]),
+            "state_requests_min": _number(record["state_requests_min"]),
+            "state_requests_max": _number(record["state_requests_max"]),
             # Untimed compile runs before the arm's timed rows (compiled cells; None when eager).
             "compile_time_s": _number(record["compile_time_s"]),
             # JSON object keys are strings; the values are step counts per accepted length.

@@ -36,6 +36,9 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
             "decode_steps": 0,
             "wall_time_s": 0.0,
             "step_tokens_mean": math.nan,
+            "mean_accepted": math.nan,
+            "state_requests_min": math.nan,
+            "state_requests_max": math.nan,
             "draft_time_share": math.nan,
             "compile_time_s": math.nan,
             "n_at_cap": math.nan,
@@ -50,6 +53,8 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
         "decode_steps": int(steps.sum()),
         "wall_time_s": float(times.sum()),
         "step_tokens_mean": mean_decode_step_tokens(good),
+        "mean_accepted": mean_decode_step_accepted(good),
+        **state_warmth_range(good),
         "draft_time_share": draft_time_share(good),
         "compile_time_s": compile_time(good),
         "n_at_cap": at_cap(good),
@@ -102,6 +107,26 @@ def mean_decode_step_tokens(rows: pd.DataFrame) -> float:
     decode_tokens = sum(int(np.sum(counts[1:])) for counts in rows["step_tokens"])
     decode_steps = sum(len(counts) - 1 for counts in rows["step_tokens"])
     return decode_tokens / decode_steps if decode_steps else math.nan
+
+
+def mean_decode_step_accepted(rows: pd.DataFrame) -> float:
+    """Tokens emitted per forward pass after the prefill over ``rows`` (Spec-Bench's tau, pooled like
+    compression): ``sum(accept_lengths[1:]) / (decode steps)``; NaN without a decode step."""
+    if rows.empty:
+        return math.nan
+    accepted = sum(int(np.sum(lengths[1:])) for lengths in rows["accept_lengths"])
+    steps = sum(len(lengths) - 1 for lengths in rows["accept_lengths"])
+    return accepted / steps if steps else math.nan
+
+
+def state_warmth_range(rows: pd.DataFrame) -> dict[str, float]:
+    """Fewest and most earlier requests a stateful arm's state had learnt from at its rows' starts
+    (``state_requests_seen``; ``lade_bench.methods.state``): 0 and 0 is cold, a growing maximum warm.
+    NaN for a stateless arm and for rows written before the column existed (schema < 8)."""
+    if "state_requests_seen" not in rows or rows.empty or rows["state_requests_seen"].isna().any():
+        return {"state_requests_min": math.nan, "state_requests_max": math.nan}
+    seen = rows["state_requests_seen"].to_numpy(dtype=np.float64)
+    return {"state_requests_min": float(seen.min()), "state_requests_max": float(seen.max())}
 
 
 def lookahead_step_tokens(attributes: Mapping[str, Any], measured_mean: float) -> float:
