@@ -519,7 +519,7 @@ def state_cell(rec: dict[str, Any]) -> str:
     """``"0-39"``: the fewest and most earlier requests a stateful method's state had seen (warm when
     the most grows with the samples, cold when it stays at the turn count); empty for a stateless one."""
     low, high = rec.get("state_requests_min"), rec.get("state_requests_max")
-    if not _finite(low) or not _finite(high):
+    if low is None or high is None or not _finite(low) or not _finite(high):
         return ""
     return f"{int(low)}-{int(high)}"
 
