@@ -243,3 +243,14 @@ def test_rouge_interval_is_the_paired_difference_from_stats(sweep):
         assert (low, high) == pytest.approx((100 * expected.low, 100 * expected.high))
     assert y_points[ticks.index("ROUGE-L")] == pytest.approx(5.0)
     assert np.isfinite(segments[0][:, 1]).all()
+
+
+def test_bars_say_how_warm_a_stateful_arm_ran(sweep):
+    one_cell = sweep.headline[sweep.headline["cell_id"] == sweep.headline["cell_id"].iloc[0]].copy()
+    stateful = one_cell["arm"] == one_cell["arm"].iloc[-1]
+    one_cell["state_requests_min"] = np.where(stateful, 0.0, np.nan)
+    one_cell["state_requests_max"] = np.where(stateful, 39.0, np.nan)
+    fig = draw_speedup_bars(one_cell, "title", "context")
+    labels = [text.get_text() for text in fig.legends[0].get_texts()]
+    assert sum("(state saw 0-39 earlier requests)" in label for label in labels) == 1
+    assert len(labels) == one_cell["arm"].nunique()

@@ -50,7 +50,7 @@ SUFFIX_MIN_TOKEN_PROB = 0.1  # suffix_decoding_min_token_prob: stop drafting bel
 SUFFIX_USE_TREE_SPEC = False  # vLLM's proposer drafts one chain (speculate's use_tree_spec=False)
 
 
-@dataclass(frozen=True)
+@dataclass
 class SuffixSettings:
     """SuffixDecoding's settings, checked on construction (a ``DecodingConfigError`` names the bad one).
 

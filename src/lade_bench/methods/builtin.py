@@ -13,14 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
-from lade_bench.decoding.suffix_decoding import (
-    SUFFIX_MAX_CACHED_REQUESTS,
-    SUFFIX_MAX_SPEC_FACTOR,
-    SUFFIX_MAX_SPEC_TOKENS,
-    SUFFIX_MAX_TREE_DEPTH,
-    SUFFIX_MIN_TOKEN_PROB,
-    SUFFIX_USE_TREE_SPEC,
-)
+from lade_bench.decoding.suffix_decoding import SuffixSettings
 from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
 from lade_bench.methods.registry import (
     DRAFT,
@@ -304,11 +297,18 @@ def generate_token_recycling(request: GenerationRequest) -> Any:
     """
     from lade_bench.decoding.token_recycling import token_recycling_generate
 
-    section = request.section("token_recycling")
+    return _decode_with_state(token_recycling_generate, request, "token_recycling", _new_recycling_state)
+
+
+def _decode_with_state(
+    engine: Callable[..., Any], request: GenerationRequest, section: str, new_state: Callable[[Settings], Any]
+) -> Any:
+    """``engine`` on the request's carried state (a fresh one without it: cold), its warmth recorded."""
+    kwargs = request.section(section)
     return use_state(
         request.state,
-        lambda: _new_recycling_state(request.settings),
-        lambda state: _decode(token_recycling_generate, request, sampling=request.sampling, state=state, **section),
+        lambda: new_state(request.settings),
+        lambda state: _decode(engine, request, sampling=request.sampling, state=state, **kwargs),
     )
 
 
@@ -337,18 +337,6 @@ def _refuse_token_recycling(cfg: Any) -> str | None:
     return None
 
 
-@dataclass
-class SuffixDecodingConfig:
-    """Section ``suffix_decoding``: its defaults are the authors' (``decoding.suffix_decoding``, which says why)."""
-
-    max_tree_depth: int = SUFFIX_MAX_TREE_DEPTH
-    max_spec_tokens: int = SUFFIX_MAX_SPEC_TOKENS
-    max_cached_requests: int = SUFFIX_MAX_CACHED_REQUESTS
-    max_spec_factor: float = SUFFIX_MAX_SPEC_FACTOR
-    min_token_prob: float = SUFFIX_MIN_TOKEN_PROB
-    use_tree_spec: bool = SUFFIX_USE_TREE_SPEC
-
-
 def generate_suffix_decoding(request: GenerationRequest) -> Any:
     """SuffixDecoding (``settings["suffix_decoding"]``) with the cell's warm global suffix tree.
 
@@ -356,18 +344,11 @@ def generate_suffix_decoding(request: GenerationRequest) -> Any:
     """
     from lade_bench.decoding.suffix_decoding import suffix_decoding_generate
 
-    section = request.section("suffix_decoding")
-    return use_state(
-        request.state,
-        lambda: _new_suffix_state(request.settings),
-        lambda state: _decode(suffix_decoding_generate, request, sampling=request.sampling, state=state, **section),
-    )
+    return _decode_with_state(suffix_decoding_generate, request, "suffix_decoding", _new_suffix_state)
 
 
 def _suffix_settings(settings: Settings) -> Any:
     """The ``suffix_decoding`` section as the engine's checked ``SuffixSettings`` (absent: the defaults)."""
-    from lade_bench.decoding.suffix_decoding import SuffixSettings
-
     section = GenerationRequest({}, (), 1, settings=settings).section("suffix_decoding")
     return SuffixSettings(**section)
 
@@ -499,7 +480,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         color="#bcbd22",
         # A chain (the default) is fed with the model's own mask; a tree's mask is refused in the plan
         # on a backend without custom masks (refuse) and checked on the model by the engine.
-        config=SuffixDecodingConfig,
+        config=SuffixSettings,
         reach=_suffix_reach,
         tuner_baseline=True,
         refuse=_refuse_suffix_decoding,

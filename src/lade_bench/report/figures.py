@@ -428,9 +428,23 @@ def draw_speedup_bars(
     missing = missing_interval_note(summary)
     what = "dataset (lookahead configuration; n = samples" + ("; CPU kind that timed the cell)" if cpu_of else ")")
     axes[-1].set_xlabel(what + (f"\n{missing}" if missing else ""))
-    handles = [Patch(color=method_color(arm), label=method_label(arm)) for arm in arms]
+    handles = [Patch(color=method_color(arm), label=_legend_label(summary, arm)) for arm in arms]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(arms), fontsize=8, frameon=False)
     return _titled(fig, title, context, "n = samples per group, every arm on the same samples (paired)")
+
+
+def _legend_label(summary: pd.DataFrame, arm: str) -> str:
+    """The arm's label; for a method that learns across requests, how warm its state ran in these bars
+    (the fewest and most earlier requests it had seen: 0-0 or a few per sample is cold)."""
+    label = method_label(arm)
+    if "state_requests_max" not in summary:
+        return label
+    mine = summary[summary["arm"] == arm]
+    low = pd.to_numeric(mine["state_requests_min"], errors="coerce").min()
+    high = pd.to_numeric(mine["state_requests_max"], errors="coerce").max()
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return label
+    return f"{label}\n(state saw {int(low)}-{int(high)} earlier requests)"
 
 
 def _bars_panel(

@@ -62,9 +62,7 @@ def count_pending_rows(plan: CellPlan, samples: Sequence[Sample], done: set) -> 
 def warm_up(plan: CellPlan, cell_model: CellModel, sample: Sample) -> None:
     """Untimed generations of every arm on ``sample``'s first turn, so no arm pays one-off costs."""
     cfg = plan.cfg
-    prompt = render_prompt(
-        cell_model.tokenizer, sample, 0, [], chat=cfg.model.chat, system_prompt=cfg.model.system_prompt
-    )
+    prompt = _prompt(plan, cell_model, sample, 0, [])
     budget = min(cfg.warmup_new_tokens, cfg.max_new_tokens)
     warm_up_arms(
         plan.arms, lambda arm: generate(arm, cell_model, prompt, plan, seed=cfg.seed, max_new_tokens=budget), cfg.warmup
@@ -182,10 +180,7 @@ def _generate_row(
     ids: dict[str, Any],
     state: Any = None,
 ) -> dict[str, Any]:
-    cfg = plan.cfg
-    prompt = render_prompt(
-        cell_model.tokenizer, sample, turn, history, chat=cfg.model.chat, system_prompt=cfg.model.system_prompt
-    )
+    prompt = _prompt(plan, cell_model, sample, turn, history)
     try:
         result = generate(arm, cell_model, prompt, plan, ids["seed"], state=state)
     except _FATAL:
@@ -213,9 +208,16 @@ def _replay(
 ) -> None:
     """Regenerate a stored row's generation into ``state`` (untimed, discarded): a resumed cell's state
     then learnt from the same requests as an uninterrupted run's, so its rows' warmth is the same."""
-    chat, system = plan.cfg.model.chat, plan.cfg.model.system_prompt
-    prompt = render_prompt(cell_model.tokenizer, sample, turn, history, chat=chat, system_prompt=system)
-    generate(arm, cell_model, prompt, plan, seed, state=state)
+    generate(arm, cell_model, _prompt(plan, cell_model, sample, turn, history), plan, seed, state=state)
+
+
+def _prompt(
+    plan: CellPlan, cell_model: CellModel, sample: Sample, turn: int, history: list[tuple[str, str]]
+) -> list[int]:
+    """The turn's prompt ids, rendered with the model's chat template and system prompt."""
+    model = plan.cfg.model
+    tokenizer = cell_model.tokenizer
+    return render_prompt(tokenizer, sample, turn, history, chat=model.chat, system_prompt=model.system_prompt)
 
 
 def _score_new(plan: CellPlan, sample: Sample, rows: dict[str, dict[str, Any]], new_arms: list[str]) -> None:
