@@ -147,7 +147,9 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     arms = [(r["dtype"], r["arm"]) for r in report["summary"]]
     assert arms[:2] == [("float32", "ar"), ("float32", "prompt_lookup")]
     assert {arm for dtype, arm in arms if dtype == "float64"} == {"ar", "lookahead paper_7b (5,15,15)"}
-    assert len(arms) == 5 + 2
+    # float32: AR, every other one-model method of the registry, then lookahead at each preset; float64: 2.
+    assert len(arms) == 1 + len(other_methods()) + len(PRESET_NAMES) + 2
+    assert [arm for dtype, arm in arms[: 1 + len(other_methods())]] == ["ar", *other_methods()]
     assert all(r["engine_errors"] in (None, 0) for r in report["summary"])
     detail = report["details"]["smollm2"]["float32"]
     assert detail["prompts_done"] == 2 and detail["finite_logits"] and not detail["stopped_early"]
