@@ -11,6 +11,11 @@ python3 -m venv .venv
 # built with CMake and nanobind; no vLLM, no CUDA). Its build requirements ask for torch>=2.10 in an
 # isolated build, which would fetch a multi-GB CUDA torch: build it against the venv's torch instead,
 # and point CMake at the venv's Python (it finds the base interpreter otherwise, without nanobind).
+# Its build needs CMake and a C++20 compiler: install them where they are missing and we can (root + apt-get).
+if { ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1; } \
+    && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq cmake g++ >/dev/null
+fi
 .venv/bin/python -m pip install -q "nanobind==2.9.2" ninja grpcio-tools setuptools wheel
 CMAKE_ARGS="-DPython_EXECUTABLE=$(pwd)/.venv/bin/python" \
     .venv/bin/python -m pip install -q --no-deps --no-build-isolation "arctic-inference==0.3.0"
