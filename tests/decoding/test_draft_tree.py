@@ -19,6 +19,7 @@ from lade_bench.decoding.draft_tree import (
     verify_tree_greedy,
 )
 from lade_bench.models.tiny import tiny_model
+from lade_bench.runner.rows import decode_step_means
 
 PROMPT = [5, 6, 7, 8, 9, 5, 6, 7, 8, 3, 4]
 
@@ -207,7 +208,8 @@ def test_random_trees_decode_exactly_and_keep_only_the_accepted_path(llama, refe
     # Each step starts where the previous one's accepted tokens end: the cache kept exactly those.
     positions = [step.position for step in drafter.steps]
     assert positions == [len(PROMPT) + sum(result.accept_lengths[: i + 1]) - 1 for i in range(len(positions))]
-    assert result.stats["draft_width"] == pytest.approx(sum(result.step_tokens[1:]) / (result.steps - 1))
+    sizes = [step.tree.size for step in drafter.steps]
+    assert decode_step_means(result)["mean_draft_width"] == pytest.approx(sum(sizes) / len(sizes))
     assert result.forward_time_s <= result.wall_time_s
 
 
@@ -216,7 +218,7 @@ def test_a_true_chain_is_accepted_in_full(llama, reference):
     assert result.tokens == reference
     # Prefill 1 token, then 5 per step (4 drafts + bonus): 1 + 4*5 = 21, then the budget's last 3.
     assert result.accept_lengths == [1, 5, 5, 5, 5, 3]
-    assert result.stats["mean_accepted"] == pytest.approx(23 / 5)
+    assert decode_step_means(result)["mean_accepted"] == pytest.approx(23 / 5)
 
 
 def test_an_always_wrong_drafter_decodes_one_token_per_step(llama, reference):

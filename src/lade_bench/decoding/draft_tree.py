@@ -178,9 +178,9 @@ def draft_tree_generate(
             features (``position_limits.py``).
 
     Returns:
-        DecodeResult; ``steps`` counts every forward (prefill included); stats ``draft_width`` (mean
-        tree size fed per decode step, cur included), ``mean_accepted`` (mean tokens emitted per
-        decode step) and ``decode_step_tokens`` (input tokens of the decode steps).
+        DecodeResult; ``steps`` counts every forward (prefill included); stats ``decode_step_tokens``
+        (input tokens of the decode steps). Tokens emitted and fed per decode step come from
+        ``accept_lengths`` and ``step_tokens``, as for every method (``runner.rows.decode_step_means``).
     """
     sampling = sampling or SamplingParams()
     validate_max_new_tokens(max_new_tokens)
@@ -240,7 +240,6 @@ class _TreeLoop:
         sync()
         wall = time.perf_counter() - started
         decode_inputs = self.forward.record.step_tokens[1:]
-        decode_steps = max(len(decode_inputs), 1)
         return DecodeResult(
             tokens=self.out.tokens,
             steps=len(self.out.accept_lengths),
@@ -249,8 +248,6 @@ class _TreeLoop:
             forward_time_s=self.forward.record.forward_time_s,
             method=f"{method}_sampling" if self.choice.samples else method,
             stats={
-                "draft_width": sum(decode_inputs) / decode_steps,
-                "mean_accepted": sum(self.out.accept_lengths[1:]) / decode_steps,
                 "decode_step_tokens": float(sum(decode_inputs)),
             },
             step_tokens=self.forward.record.step_tokens,
