@@ -21,10 +21,10 @@ from lade_bench.methods.registry import (
     REFERENCE,
     REPLICA,
     TENSOR_PARALLEL,
+    CellFacts,
     GenerationRequest,
     Method,
     Settings,
-    cell_devices,
     register,
 )
 from lade_bench.methods.state import use_state
@@ -189,45 +189,40 @@ def _lookahead_name(cfg: Any) -> str:
     return shape + ("" if la.get("verification", "flat") == "flat" else str(la.verification))
 
 
-def _devices(cfg: Any) -> int:
-    return cell_devices(cfg)
-
-
-def _refuse_lookahead(cfg: Any) -> str | None:
-    devices, verification = _devices(cfg), cfg.lookahead.get("verification", "flat")
-    if devices > 1 and verification != "flat":
+def _refuse_lookahead(settings: Settings, cell: CellFacts) -> str | None:
+    verification = settings["lookahead"].verification
+    if cell.devices > 1 and verification != "flat":
         return (
-            f"lookahead.verification={verification!r} is not supported with lookahead.devices={devices} "
+            f"lookahead.verification={verification!r} is not supported with lookahead.devices={cell.devices} "
             "(candidates are split over ranks as flat chains); allowed: 'flat'"
         )
     return None
 
 
-def _settings_below(cfg: Any, section: str, minimum: int, *keys: str) -> str | None:
-    """A message for the first ``cfg.<section>.<key>`` that is not an integer >= ``minimum`` (None: all are)."""
+def _settings_below(settings: Settings, section: str, minimum: int, *keys: str) -> str | None:
+    """A message for the first ``<section>.<key>`` that is not an integer >= ``minimum`` (None: all are)."""
     for key in keys:
-        value = cfg[section][key]
+        value = getattr(settings[section], key)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             return f"{section}.{key}={value!r} is not allowed: use an integer >= {minimum}"
     return None
 
 
-def _refuse_prompt_lookup(cfg: Any) -> str | None:
-    return _settings_below(cfg, "prompt_lookup", 1, "num_tokens", "max_ngram_size")
+def _refuse_prompt_lookup(settings: Settings, cell: CellFacts) -> str | None:
+    return _settings_below(settings, "prompt_lookup", 1, "num_tokens", "max_ngram_size")
 
 
-def _refuse_jacobi(cfg: Any) -> str | None:
-    return _settings_below(cfg, "jacobi", 1, "block_size")
+def _refuse_jacobi(settings: Settings, cell: CellFacts) -> str | None:
+    return _settings_below(settings, "jacobi", 1, "block_size")
 
 
-def _refuse_ar_tp(cfg: Any) -> str | None:
-    if _devices(cfg) < 2:
+def _refuse_ar_tp(settings: Settings, cell: CellFacts) -> str | None:
+    if cell.devices < 2:
         return (
             "the ar_tp arm (tensor-parallel AR) needs lookahead.devices >= 2 ranks under torchrun; "
             "with one device it is the ar arm"
         )
-    source = cfg.model.source
-    if getattr(source, "value", source) == "tiny":  # an Enum in a structured config, a str in a plain one
+    if cell.model_source == "tiny":
         return (
             "the ar_tp arm loads a checkpoint with transformers' tp_plan='auto', which a tiny random "
             "model has not; use model=smollm2 or a model.source=hf model"
@@ -235,38 +230,37 @@ def _refuse_ar_tp(cfg: Any) -> str | None:
     return None
 
 
-def _refuse_assisted(cfg: Any) -> str | None:
+def _refuse_assisted(settings: Settings, cell: CellFacts) -> str | None:
     from lade_bench.decoding.assisted import validate_assistant_settings
     from lade_bench.decoding.params import DecodingConfigError
     from lade_bench.models.loading import model_config_problem
 
-    draft = cfg.assistant.model
-    if draft is None:
+    section = settings["assistant"]
+    if section.model is None:
         return (
             "the assisted arm needs a draft model: pick one from the model group with "
             "model@assistant.model=NAME (e.g. llama_68m for a Llama-2 target, tiny_gpt2 for a tiny one)"
         )
-    problem = model_config_problem(draft, "assistant.model")
+    problem = model_config_problem(section.model, "assistant.model")
     if problem:
         return problem
     try:
-        validate_assistant_settings(**{key: cfg.assistant[key] for key in ASSISTANT_SETTINGS})
+        validate_assistant_settings(**{key: getattr(section, key) for key in ASSISTANT_SETTINGS})
     except DecodingConfigError as err:
         return str(err)
     return None
 
 
-def _refuse_ar_pp(cfg: Any) -> str | None:
+def _refuse_ar_pp(settings: Settings, cell: CellFacts) -> str | None:
     import torch
 
-    devices = _devices(cfg)
+    devices = cell.devices
     if devices < 2:
         return (
             "the ar_pp arm (pipeline-parallel AR) splits the layers over lookahead.devices >= 2 CUDA devices; "
             f"lookahead.devices={devices} is the ar arm"
         )
-    device = getattr(cfg.device, "value", cfg.device)
-    if device == "cpu":
+    if cell.device == "cpu":
         return "the ar_pp arm splits the layers over CUDA devices; device=cpu has none: use device=cuda or auto"
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if visible < devices:
@@ -326,12 +320,13 @@ def _token_recycling_reach(settings: Settings) -> Any:
     return token_recycling_reach(tree_template(section.tree, section.top_k))
 
 
-def _refuse_token_recycling(cfg: Any) -> str | None:
+def _refuse_token_recycling(settings: Settings, cell: CellFacts) -> str | None:
     from lade_bench.decoding.params import DecodingConfigError
     from lade_bench.decoding.token_recycling import tree_template
 
+    section = settings["token_recycling"]
     try:
-        tree_template(cfg.token_recycling.tree, cfg.token_recycling.top_k)
+        tree_template(section.tree, section.top_k)
     except DecodingConfigError as err:
         return str(err)
     return None
@@ -365,16 +360,16 @@ def _suffix_reach(settings: Settings) -> Any:
     return suffix_decoding_reach(_suffix_settings(settings))
 
 
-def _refuse_suffix_decoding(cfg: Any) -> str | None:
+def _refuse_suffix_decoding(settings: Settings, cell: CellFacts) -> str | None:
     from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION
     from lade_bench.decoding.params import DecodingConfigError
 
     try:
-        settings = _suffix_settings({"suffix_decoding": cfg.suffix_decoding})
+        suffix = _suffix_settings(settings)
     except DecodingConfigError as err:
         return str(err)
-    attention = getattr(cfg.attn_implementation, "value", cfg.attn_implementation)
-    if settings.use_tree_spec and attention not in MASK_CAPABLE_ATTENTION:
+    attention = cell.attn_implementation
+    if suffix.use_tree_spec and attention not in MASK_CAPABLE_ATTENTION:
         return (
             f"suffix_decoding.use_tree_spec=true feeds a tree under a custom attention mask, which "
             f"attn_implementation={attention!r} cannot take; use one of {list(MASK_CAPABLE_ATTENTION)}, "

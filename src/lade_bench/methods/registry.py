@@ -95,6 +95,37 @@ class GenerationRequest:
 
 
 @dataclass(frozen=True)
+class CellFacts:
+    """The facts about a cell, beyond a method's own sections, that a ``Method.refuse`` may need.
+
+    Built once by the runner's plan from the checked config (the plan's ``CellPlan.facts``); the
+    words are as configured, before ``auto`` is resolved.
+
+    Attributes:
+        devices: the cell's ranks (``DEVICES_SETTING``), already checked to be an integer >= 1.
+        device: the configured device word: ``auto``, ``cpu`` or ``cuda``.
+        attn_implementation: the attention backend word, e.g. ``sdpa``.
+        model_source: where the model comes from: ``embedded``, ``tiny`` or ``hf``.
+        model_name: the model's name (``model.name``).
+        compiled: the cell runs compiled forwards (``compile=true``).
+        dataset: the dataset's registered name (``dataset.name``).
+        dataset_path: the dataset file as configured (``dataset.path``); None: the dataset's default source.
+        tokenizer: where the model's tokenizer comes from, one word known before loading
+            (``models.loading.tokenizer_source``): models with the same word tokenize alike.
+    """
+
+    devices: int = 1
+    device: str = "auto"
+    attn_implementation: str = "sdpa"
+    model_source: str = "embedded"
+    model_name: str = ""
+    compiled: bool = False
+    dataset: str = ""
+    dataset_path: str | None = None
+    tokenizer: str = ""
+
+
+@dataclass(frozen=True)
 class Method:
     """One decoding method and what it needs.
 
@@ -121,7 +152,11 @@ class Method:
         models: model roles it runs (``REPLICA``, ``TENSOR_PARALLEL``, ``DRAFT``, ``PIPELINE_PARALLEL``);
             the cell loads each.
         tuner_baseline: ``tune.baselines`` may name it (validated on the tuner's held-out samples).
-        refuse: cfg -> why a cell config cannot run the method (None: it can); checked in the plan.
+        refuse: ``refuse(settings, cell) -> str | None``: why a cell cannot run the method (None: it
+            can), asked by the plan before any data or model loads, only when the method is among the
+            cell's arms. ``settings`` is what its generate gets (section -> value, parsed by ``parse``);
+            ``cell`` is the cell's :class:`CellFacts` (devices, device, attention, model). It reads
+            nothing else: no composed config.
         scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).
         compiles: it has a compiled mode (static KV cache, compiled forward; ``compile=true``): its
             generate honours ``GenerationRequest.compiled``. A compiled cell refuses the others.
@@ -156,7 +191,7 @@ class Method:
     reach: Callable[[Settings], Any] | None = None
     models: tuple[str, ...] = (REPLICA,)
     tuner_baseline: bool = False
-    refuse: Callable[[Any], str | None] | None = None
+    refuse: Callable[[Settings, CellFacts], str | None] | None = None
     scaling_label: str | None = None
     compiles: bool = False
     model_checks: bool = True

@@ -39,7 +39,7 @@ from lade_bench.methods import (
     sort_methods,
     unknown_method_message,
 )
-from lade_bench.methods.registry import DEVICES_SETTING, cell_devices
+from lade_bench.methods.registry import DEVICES_SETTING, CellFacts, cell_devices
 from lade_bench.models.loading import embedded_name, model_config_problem, resolve_device, resolve_dtype
 from lade_bench.results import cell_id
 from lade_bench.runner.legacy_ids import find_legacy_cell
@@ -141,7 +141,17 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     if cfg.compile:  # before the per-arm checks: a compiled cell's own limits are the first thing to say
         _validate_compile(cfg.compile_options, arms, devices, attention)
     _validate_attention(attention, arms)
-    settings = _arm_settings(cfg, arms)
+    facts = CellFacts(
+        devices=devices,
+        device=_enum_value(cfg.device),
+        attn_implementation=attention,
+        model_source=_enum_value(cfg.model.source),
+        model_name=cfg.model.name,
+        compiled=bool(cfg.compile),
+        dataset=cfg.dataset.name,
+        dataset_path=cfg.dataset.path,
+    )
+    settings = _arm_settings(cfg, arms, facts)
     _validate_counts(cfg)
     _validate_model(cfg.model)
     lock = _lock_settings(cfg.cell_lock)
@@ -307,8 +317,9 @@ def _validate_arms(listed: Sequence[Any], sampling: SamplingParams) -> tuple[str
     return arms
 
 
-def _arm_settings(cfg: DictConfig, arms: tuple[str, ...]) -> dict[str, Any]:
-    """Each arm's sections parsed once by its entry (``Method.parse``), then its ``Method.refuse`` asked."""
+def _arm_settings(cfg: DictConfig, arms: tuple[str, ...], facts: CellFacts) -> dict[str, Any]:
+    """Each arm's sections parsed once by its entry (``Method.parse``), then its ``Method.refuse`` asked
+    with those settings and the cell's facts (never the config itself)."""
     settings: dict[str, Any] = {}
     for arm in arms:
         method = get_method(arm)
@@ -316,7 +327,7 @@ def _arm_settings(cfg: DictConfig, arms: tuple[str, ...]) -> dict[str, Any]:
             if section not in settings:
                 value = cfg[section]
                 settings[section] = method.parse(section, value) if method.parse is not None else value
-        why = method.refuse(cfg) if method.refuse is not None else None
+        why = method.refuse(settings, facts) if method.refuse is not None else None
         if why:
             raise CellConfigError(why)
     return settings
