@@ -7,6 +7,7 @@ import importlib
 import pkgutil
 import random
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lade_bench.conf import PACKAGE_CONF_DIR
@@ -123,6 +124,8 @@ def load_dataset_samples(
     split: str | None = None,
     seed: int | None = None,
     offset: int = 0,
+    categories: Sequence[str] | None = None,
+    per_category_limit: int | None = None,
 ) -> list[Sample]:
     """Load a registered dataset as a deterministic list of samples.
 
@@ -138,6 +141,11 @@ def load_dataset_samples(
             ``limit`` then draws the same subset on every run and machine.
         offset: drop the first ``offset`` samples (after the shuffle, before ``limit``), e.g. those a
             tuner chose its configuration on, so an evaluation reports on samples it never saw.
+        categories: for a dataset with categories (``DatasetSpec.categories``), the groups or
+            categories to keep (applied first); None keeps all.
+        per_category_limit: for such a dataset, keep at most this many samples per group (after the
+            shuffle and offset, before ``limit``), taken in turn from the group's categories so that
+            a capped group still spans them; None: no cap.
 
     Returns:
         Samples with ids unique within the dataset.
@@ -150,9 +158,11 @@ def load_dataset_samples(
         DatasetFormatError: the file is empty, does not parse, or has bad records (each named by
             file and line with what is wrong: missing fields, a null, blank or duplicate id, blank
             prompt text, ``turns`` not a non-empty list of non-blank strings).
-        ValueError: bad ``limit``, ``offset`` or ``split``, or an ``offset`` that leaves no sample.
+        ValueError: bad ``limit``, ``offset``, ``split``, ``categories`` (naming the allowed ones) or
+            ``per_category_limit``, or an ``offset`` that leaves no sample.
     """
     spec = get_spec(name)
+    wanted = _category_selection(spec, categories, per_category_limit)
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
     if offset < 0:
@@ -175,6 +185,8 @@ def load_dataset_samples(
 
     # Every record is checked here (records.build_samples), so a bad one costs no model load.
     samples = spec.load(file, split)
+    if wanted is not None:
+        samples = [s for s in samples if s.payload["category"] in wanted]
     counts = Counter(s.sample_id for s in samples)
     if len(counts) != len(samples):
         # Result rows are keyed by sample id; duplicates would silently merge rows on resume.
@@ -187,4 +199,49 @@ def load_dataset_samples(
         allowed = f"0..{len(samples) - 1}"
         raise ValueError(f"dataset {name!r}: offset={offset} leaves no sample of its {len(samples)}; use {allowed}")
     samples = samples[offset:]
+    if per_category_limit is not None and spec.categories is not None:
+        samples = _cap_groups(samples, spec.categories, per_category_limit)
     return samples if limit is None else samples[:limit]
+
+
+def _category_selection(
+    spec: DatasetSpec, categories: Sequence[str] | None, per_category_limit: int | None
+) -> set[str] | None:
+    """The categories ``dataset.categories`` keeps (None: all), checked before anything is read."""
+    if spec.categories is None:
+        if categories is not None or per_category_limit is not None:
+            raise ValueError(
+                f"dataset {spec.name!r} has no categories: drop dataset.categories and dataset.per_category_limit"
+            )
+        return None
+    if per_category_limit is not None and per_category_limit < 1:
+        raise ValueError(f"dataset {spec.name!r}: per_category_limit must be >= 1 or null, got {per_category_limit}")
+    if categories is None:
+        return None
+    groups = spec.categories
+    members = [c for group in groups.values() for c in group]
+    allowed = list(dict.fromkeys([*groups, *members]))
+    unknown = [c for c in categories if c not in allowed]
+    if unknown or not list(categories):
+        what = f"unknown categor{'y' if len(unknown) == 1 else 'ies'} {unknown}" if unknown else "no category chosen"
+        raise ValueError(f"dataset {spec.name!r}: {what}; allowed: {', '.join(allowed)}")
+    return {c for name in categories for c in groups.get(name, (name,))}
+
+
+def _cap_groups(samples: list[Sample], groups: Mapping[str, tuple[str, ...]], cap: int) -> list[Sample]:
+    """At most ``cap`` samples per group, taken in turn from its categories, in the samples' order."""
+    group_of = {c: group for group, members in groups.items() for c in members}
+    queues: dict[str, dict[str, list[Sample]]] = {}
+    for sample in samples:
+        category = sample.payload["category"]
+        queues.setdefault(group_of[category], {}).setdefault(category, []).append(sample)
+    kept: set[int] = set()
+    for by_category in queues.values():
+        taken = 0
+        lists = list(by_category.values())
+        for rank in range(max(len(items) for items in lists)):
+            for items in lists:
+                if taken < cap and rank < len(items):
+                    kept.add(id(items[rank]))
+                    taken += 1
+    return [s for s in samples if id(s) in kept]

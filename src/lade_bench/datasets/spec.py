@@ -74,6 +74,10 @@ class DatasetSpec:
         local_format: what a file given as ``dataset.path`` must look like.
         splits: the splits the default source has, or None when the hub decides.
         default_split: the split used when none is given (the benchmark split).
+        categories: for a benchmark made of categories (Spec-Bench), its groups, each the categories it
+            holds (``{"mt_bench": ("writing", ...), "translation": ("translation",)}``), in report
+            order; every sample's ``payload["category"]`` is one of them. ``dataset.categories`` picks
+            groups or categories, ``dataset.per_category_limit`` caps each group. None: no categories.
     """
 
     name: str
@@ -89,6 +93,7 @@ class DatasetSpec:
     local_format: str
     splits: tuple[str, ...] | None = None
     default_split: str = "test"
+    categories: Mapping[str, tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         """Refuse an incomplete spec, naming the dataset and the field to fill."""

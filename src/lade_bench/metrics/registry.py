@@ -88,6 +88,10 @@ _SPECS = (
     MetricSpec("rougeLsum", "mean", ("rougeLsum",), "summary-level ROUGE-L F-measure"),
     MetricSpec("pass@1", "mean", ("passed",), "fraction of completions passing their tests"),
     MetricSpec("accuracy", "mean", ("accuracy",), "task accuracy (e.g. GSM8K final-number match)"),
+    MetricSpec("bleu", "mean", ("bleu",), "sentence BLEU (sacrebleu, 0-100) against the references"),
+    MetricSpec("chrf", "mean", ("chrf",), "sentence chrF (sacrebleu, 0-100) against the references"),
+    MetricSpec("exact_match", "mean", ("exact_match",), "normalised answer equal to a gold answer (SQuAD)"),
+    MetricSpec("token_f1", "mean", ("token_f1",), "best token F1 over the gold answers (SQuAD)"),
     MetricSpec("matches_ar", "mean", ("matches_ar",), "fraction of greedy outputs token-equal to AR"),
 )  # fmt: skip
 

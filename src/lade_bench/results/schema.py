@@ -39,7 +39,7 @@ from lade_bench.methods import is_registered, unknown_method_message
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
@@ -180,6 +180,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("rougeLsum", "float", "always", "quality", "ROUGE-Lsum F1 against the reference"),
     Column("passed", "bool", "always", "quality", "completion passed its unit tests"),
     Column("accuracy", "float", "always", "quality", "task accuracy of this completion, 0..1"),
+    # Spec-Bench's reference-scored tasks (lade_bench.metrics.text_match); null before v9.
+    Column("bleu", "float", "always", "quality", "sacrebleu sentence BLEU against the references, 0-100", 9),
+    Column("chrf", "float", "always", "quality", "sacrebleu sentence chrF against the references, 0-100", 9),
+    Column("exact_match", "float", "always", "quality", "normalised answer equals a gold answer (SQuAD), 0/1", 9),
+    Column("token_f1", "float", "always", "quality", "best SQuAD token F1 over the gold answers, 0..1", 9),
     Column("matches_ar", "bool", "always", "quality", "token ids equal the paired AR row (greedy, non-AR)"),
     # --- greedy mismatches (null in rows written before version 3) ---
     Column("divergence_index", "int", "always", "quality", "first output position differing from AR; null if equal", 3),

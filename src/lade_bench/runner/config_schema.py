@@ -125,6 +125,8 @@ class DatasetConfig:
         offset: drop the first ``offset`` samples (after the shuffle, before ``limit``): an evaluation
             then excludes the samples a tuner saw (the first probe + held-out ones of the same draw).
         max_prompt_tokens: skip samples with longer prompts; null: derived from the model's context.
+        categories: for a dataset with categories (spec_bench), the groups or categories kept; null: all.
+        per_category_limit: for such a dataset, the most samples per group; null: no cap.
     """
 
     name: str = MISSING
@@ -134,6 +136,8 @@ class DatasetConfig:
     shuffle_seed: int | None = None
     offset: int = MISSING
     max_prompt_tokens: int | None = None
+    categories: list[str] | None = None
+    per_category_limit: int | None = None
 
 
 @dataclass

@@ -235,6 +235,8 @@ def semantic_config(
             "max_prompt_tokens": data.max_prompt_tokens,
             # Only when set, so cells recorded before the option keep their ids.
             **({"offset": data.offset} if data.offset else {}),
+            **({"categories": list(data.categories)} if data.categories is not None else {}),
+            **({"per_category_limit": data.per_category_limit} if data.per_category_limit is not None else {}),
         },
         "arms": list(arms),
         "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},

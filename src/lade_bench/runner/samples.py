@@ -45,6 +45,8 @@ def load_samples(plan: CellPlan) -> list[Sample]:
         split=data.split,
         seed=data.shuffle_seed,
         offset=data.offset,
+        categories=list(data.categories) if data.categories is not None else None,
+        per_category_limit=data.per_category_limit,
     )
 
 

@@ -38,7 +38,8 @@ def summarize_cell(
         forward after the prefill), ``state_requests_min``/``_max`` (earlier requests a stateful arm's
         state had seen at its rows' starts; None for a stateless arm), ``compile_time_s`` (the untimed
         compile runs before its rows, compiled cells; None when eager) and ``accept_length_histogram``;
-        quality means where the dataset has them (``rouge*``, ``pass@1``, ``accuracy``); non-AR arms
+        quality means where the dataset has them (``rouge*``, ``pass@1``, ``accuracy``, ``bleu``, ``chrf``,
+        ``exact_match``, ``token_f1``); non-AR arms
         add ``speedup`` with ``speedup_basis`` (wall time when greedy, time per token when sampling),
         its 95% bootstrap interval ``speedup_ci_low``/``speedup_ci_high`` or ``speedup_ci_note``
         saying why there is none (fewer than ``min_ci_units`` samples), ``speedup_per_sample_mean``,
@@ -79,6 +80,9 @@ def summarize_cell(
             },
         }
         arm_stats.update({name: _plain(record[name]) for name in _OPTIONAL if not _is_nan(record[name])})
+        # Spec-Bench's reference metrics (BLEU, chrF, exact match, token F1) are not summary-table columns.
+        reference = stats.quality_means(paired[paired["arm"] == arm])
+        arm_stats.update({name: reference[name] for name in stats.REFERENCE_METRICS if not _is_nan(reference[name])})
         if arm != stats.BASELINE_ARM:
             arm_stats.update({name: _number(record[name]) for name in _SPEEDUP})
             arm_stats["speedup_basis"] = record["speedup_basis"]

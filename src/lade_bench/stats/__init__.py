@@ -54,6 +54,7 @@ from lade_bench.stats.modes import COMPILED, EAGER, mode_label, require_one_mode
 from lade_bench.stats.quality import (
     MEAN_METRICS,
     MISMATCH_SUMMARY,
+    REFERENCE_METRICS,
     ROUGE_COLUMNS,
     mean_estimate,
     mismatch_summary,
@@ -132,6 +133,7 @@ __all__ = [
     "NOTE_NO_PAIRS",
     "N_BOOT",
     "PAIR_KEY",
+    "REFERENCE_METRICS",
     "ROUGE_COLUMNS",
     "SAMPLE_KEY",
     "SELECTION_DECLARED",

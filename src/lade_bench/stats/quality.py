@@ -21,10 +21,14 @@ from lade_bench.stats.rules import Estimate, IntervalSettings, interval_note
 from lade_bench.stats.units import BASELINE_ARM, SAMPLE_KEY, UNIT_COLUMN, ok_rows
 
 ROUGE_COLUMNS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+# Spec-Bench's reference metrics (translation, QA): in ``quality_means`` and summary.json, not among the
+# summary table's columns (the committed tables' columns stay as they were recorded).
+REFERENCE_METRICS: tuple[str, ...] = ("bleu", "chrf", "exact_match", "token_f1")
 # Per-key means of these columns are averaged with the registry's aggregation (metric name -> column).
 MEAN_METRICS: dict[str, str] = {
     **{name: name for name in ROUGE_COLUMNS},
     "accuracy": "accuracy",
+    **{name: name for name in REFERENCE_METRICS},
     "matches_ar": "matches_ar",
 }
 # Greedy mismatches of an arm (see mismatch_summary): how many, how many are engine errors, and the

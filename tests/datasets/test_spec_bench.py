@@ -1,0 +1,114 @@
+"""Spec-Bench's question file as a dataset: the real file's shapes, category selection, malformed
+records refused before any model, and the per-category scorers on known answers."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lade_bench.datasets import DatasetFormatError, DatasetUnavailableError, get_spec, load_dataset_samples
+from lade_bench.datasets.spec_bench import (
+    CATEGORIES,
+    GROUPS,
+    QUALITY_COLUMNS,
+    SCORED_COLUMNS,
+    UNSCORED,
+    parse_sample_id,
+)
+from lade_bench.runner.scoring import score_output
+
+
+@pytest.fixture(scope="module")
+def question_file(shared_data_dir: Path) -> Path:
+    path = shared_data_dir / "spec_bench" / "question.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path
+
+
+def _samples(path: Path, **options):
+    return load_dataset_samples("spec_bench", path=str(path), limit=None, **options)
+
+
+def test_the_real_file_loads_whole_with_spec_bench_s_counts(question_file):
+    samples = _samples(question_file)
+    counts = Counter(s.payload["category"] for s in samples)
+    assert len(samples) == 480 and set(counts) == set(CATEGORIES)
+    assert all(counts[c] == 80 for c in ("translation", "summarization", "qa", "math_reasoning", "rag"))
+    assert all(counts[c] == 10 for c in GROUPS["mt_bench"])
+    by_id = {s.sample_id: s for s in samples}
+    # MT-Bench keeps both turns; the others have one; ids name the category and Spec-Bench's question id.
+    assert len(by_id["writing-81"].turns) == 2 and len(by_id["translation-161"].turns) == 1
+    assert parse_sample_id("rag-481") == ("rag", 481) and by_id["rag-481"].payload["question_id"] == 481
+    # The reference shapes the scorers read, as the file holds them.
+    assert by_id["translation-161"].payload["golds"] == (
+        "Pawnbrokers shine in Singapore as middle class feel the pinch",
+    )
+    assert len(by_id["rag-481"].payload["golds"]) == 6 and by_id["qa-321"].payload["golds"] == ()
+    assert by_id["math_reasoning-401"].reference.endswith("#### 1000")
+
+
+def test_categories_and_the_per_group_cap(question_file):
+    picked = _samples(question_file, categories=["mt_bench", "rag"], per_category_limit=10)
+    groups = Counter("rag" if s.payload["category"] == "rag" else "mt_bench" for s in picked)
+    assert groups == {"mt_bench": 10, "rag": 10}
+    # A capped MT-Bench spans its categories (taken in turn), not the first ten writing questions.
+    assert {s.payload["category"] for s in picked if s.payload["category"] != "rag"} == set(GROUPS["mt_bench"])
+    assert [s.sample_id for s in _samples(question_file, categories=["writing"], per_category_limit=2)] == [
+        "writing-81",
+        "writing-82",
+    ]
+    with pytest.raises(ValueError, match=r"unknown category \['mtbench'\]; allowed: mt_bench, translation"):
+        _samples(question_file, categories=["mtbench"])
+    with pytest.raises(ValueError, match="per_category_limit must be >= 1"):
+        _samples(question_file, per_category_limit=0)
+    with pytest.raises(ValueError, match="dataset 'gsm8k' has no categories"):
+        load_dataset_samples("gsm8k", path=str(question_file), categories=["qa"])
+
+
+def test_malformed_records_of_a_real_copy_are_named_by_line(question_file, tmp_path):
+    lines = question_file.read_text(encoding="utf-8").splitlines()
+    broken = [json.loads(line) for line in lines]
+    broken[0]["category"] = "poetry"  # line 1: not a Spec-Bench category
+    broken[80]["reference"] = "Pawnbrokers"  # line 81 (translation-161): a string, not [text]
+    broken[400]["reference"] = ["a", "b"]  # line 401 (rag-481): not [[answers]]
+    del broken[5]["turns"]  # line 6: a missing field
+    copy = tmp_path / "question.jsonl"
+    copy.write_text("\n".join(json.dumps(r) for r in broken) + "\n", encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as refused:
+        _samples(copy)
+    message = str(refused.value)
+    assert f"{copy}:1:" in message and "'poetry' is not one of Spec-Bench's" in message
+    assert f"{copy}:81:" in message and "translation needs reference [text]" in message
+    assert f"{copy}:401:" in message and "rag needs reference [[answer, ...]]" in message
+    assert f"{copy}:6:" in message and "turns" in message
+    with pytest.raises(DatasetUnavailableError, match="dataset.path"):
+        load_dataset_samples("spec_bench")
+
+
+def test_each_category_is_scored_by_its_metric_or_says_why_not(question_file):
+    samples = {s.payload["category"]: s for s in _samples(question_file, per_category_limit=1)}
+    assert set(SCORED_COLUMNS) | set(UNSCORED) == set(CATEGORIES)
+    assert get_spec("spec_bench").quality_columns == QUALITY_COLUMNS
+
+    def filled(category: str, answer: str) -> dict:
+        scores = score_output("spec_bench", answer, samples[category], chat=True)
+        assert sorted(scores) == sorted(QUALITY_COLUMNS)  # every column, the others null
+        return {k: v for k, v in scores.items() if v is not None}
+
+    gold = samples["translation"].payload["golds"][0]
+    assert filled("translation", gold) == pytest.approx({"bleu": 100.0, "chrf": 100.0})
+    wrong = filled("translation", "The weather is cold today.")
+    assert wrong["bleu"] < 10 and wrong["chrf"] < 30
+    assert filled("summarization", samples["summarization"].reference)["rougeL"] == pytest.approx(1.0)
+    assert filled("math_reasoning", "So the travel costs 1000 dollars.") == {"accuracy": 1.0}
+    assert filled("math_reasoning", "It costs 600.") == {"accuracy": 0.0}
+    # rag: any gold alternative counts, after SQuAD's normalisation (case, articles, punctuation).
+    assert filled("rag", "A source of lumber.") == {"exact_match": 1.0, "token_f1": 1.0}
+    # "acting as sink" against "acting as a carbon sink": precision 3/3, recall 3/4, F1 6/7.
+    assert filled("rag", "Acting as a sink") == pytest.approx({"exact_match": 0.0, "token_f1": 6 / 7})
+    assert filled("qa", "Ginnifer Goodwin") == {} and filled("writing", "A blog post.") == {}
+    assert "no reference answers" in UNSCORED["qa"].reason and "judged by an LLM" in UNSCORED["writing"].reason
