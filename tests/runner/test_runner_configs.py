@@ -59,7 +59,7 @@ def test_model_group_has_the_required_models():
 
 
 def test_sweep_files_are_exactly_the_paper_experiments():
-    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling", "assisted", "baselines"}
+    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling", "assisted", "baselines", "spec_bench"}
 
 
 def test_baselines_sweep_plans_one_cell_per_dtype_and_mode(compose_cfg):

@@ -1,0 +1,63 @@
+"""`+sweep=spec_bench` plans, through Hydra's real multirun grid and the real plan, two cells per
+Spec-Bench group: every training-free method at Spec-Bench's own lookahead setting, and lookahead at
+the paper's per-model setting beside an AR of its own (nothing runs a model)."""
+
+from __future__ import annotations
+
+import itertools
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from lade_bench.datasets.spec_bench import GROUPS
+from lade_bench.methods import get_method
+from lade_bench.methods.registry import REPLICA
+from lade_bench.runner import plan_cell
+
+# Declared before running (conf/spec_bench/every_method.yaml); SAM-Decoding, PIA and REST join when registered.
+EVERY_METHOD = ("ar", "lookahead", "prompt_lookup", "jacobi", "token_recycling", "suffix_decoding")
+
+
+def _grid(compose_cfg) -> list[list[str]]:
+    cfg = compose_cfg(["+sweep=spec_bench"], hydra=True)
+    assert str(cfg.hydra.mode) == "RunMode.MULTIRUN" and cfg.sweep_name == "spec_bench"
+    params = dict(cfg.hydra.sweeper.params)
+    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in parsed]
+    return [list(cell) for cell in itertools.product(*axes)]
+
+
+def test_the_sweep_plans_two_cells_per_group_each_with_its_own_ar(compose_cfg):
+    plans = [plan_cell(compose_cfg(["+sweep=spec_bench", *cell])) for cell in _grid(compose_cfg)]
+    assert len({p.cell_id for p in plans}) == len(plans) == 2 * len(GROUPS)
+    by_group: dict[str, list] = {}
+    for plan in plans:
+        (group,) = plan.semantic["dataset"]["categories"]
+        by_group.setdefault(group, []).append(plan)
+        assert plan.arms[0] == "ar" and plan.dataset_spec.name == "spec_bench"
+        assert (
+            plan.semantic["max_new_tokens"] == 1024 and plan.semantic["model"]["name_or_path"] == "lmsys/vicuna-7b-v1.3"
+        )
+    assert set(by_group) == set(GROUPS)
+    for group, cells in by_group.items():
+        settings = {}
+        for plan in cells:
+            la = plan.settings["lookahead"]
+            settings[plan.arms] = (la.ngram, la.window, la.guesses, la.prompt_as_reference)
+        # Spec-Bench's eval.sh (--level 5 --window 7 --guess 7, no POOL_FROM_PROMPT) and the paper's 7B preset.
+        assert settings == {EVERY_METHOD: (5, 7, 7, False), ("ar", "lookahead"): (5, 15, 15, True)}, group
+    every = next(p for p in plans if p.arms == EVERY_METHOD)
+    assert every.settings["prompt_lookup"].max_ngram_size == 3  # PLD's and Spec-Bench's n-gram
+    assert all(get_method(arm).models == (REPLICA,) for arm in EVERY_METHOD)  # no draft model, no extra ranks
+    headline = compose_cfg(["+sweep=spec_bench"]).report.headline
+    assert (headline.ngram, headline.window, headline.guesses, headline.prompt_as_reference) == (5, 7, 7, False)
+
+
+def test_the_cpu_recipe_overrides_the_sweep(compose_cfg):
+    recipe = ["model=smollm2", "dataset.per_category_limit=10", "max_new_tokens=128", "dataset.path=question.jsonl"]
+    plan = plan_cell(
+        compose_cfg(["+sweep=spec_bench", "spec_bench=paper_lookahead", "dataset.categories=[rag]", *recipe])
+    )
+    assert plan.arms == ("ar", "lookahead") and plan.semantic["dataset"]["per_category_limit"] == 10
+    assert plan.semantic["model"]["source"] == "embedded" and plan.semantic["max_new_tokens"] == 128
+    thirteen = plan_cell(compose_cfg(["+sweep=spec_bench", "spec_bench=paper_lookahead", "lookahead=paper_13b"]))
+    assert (thirteen.settings["lookahead"].window, thirteen.settings["lookahead"].guesses) == (10, 10)
