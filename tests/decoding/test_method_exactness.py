@@ -7,7 +7,9 @@ config sections the method reads as the runner builds them from the composed con
 config's defaults, once with every integer halved and every flag flipped (each change kept where the
 plan accepts it). The output is compared with transformers' AR greedy and with a no-cache argmax
 loop, and the counting rules every method shares are checked: one accept length and one step-token
-count per forward pass, the accept lengths summing to the tokens emitted.
+count per forward pass, the accept lengths summing to the tokens emitted. A method that drafts from an
+external resource (a datastore) gets one built from the grid's own runs (``grid_resources.py``), and
+the grid checks that its drafts are accepted.
 
 Method-specific behaviour (lookahead's N/W/G shapes and verification layouts, Jacobi's block of 1,
 prompt lookup's candidate rule) stays in each method's own tests.
@@ -38,6 +40,7 @@ from lade_bench.runner import plan_cell, register_configs
 from lade_bench.runner.arms import method_settings
 
 from ..runner.conftest import CONF_DIR, TINY
+from .grid_resources import GRID_RESOURCES
 from .helpers import no_cache_greedy, repetitive_prompt
 
 METHODS = [m for m in registered_methods() if runs_on_one_model(m) and m.name != REFERENCE]
@@ -88,13 +91,14 @@ def _changed(value: Any) -> Any:
 
 
 @functools.cache
-def settings_of(method_name: str, variant: str) -> dict[str, Any]:
-    """The settings ``method_name``'s generate receives in a cell composed from the configs."""
+def settings_of(method_name: str, variant: str, resources: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The settings ``method_name``'s generate receives in a cell composed from the configs (plus the
+    ``resources`` overrides naming what it needs built, e.g. a datastore)."""
     register_configs()
     method = next(m for m in METHODS if m.name == method_name)
-    overrides: list[str] = []
+    overrides: list[str] = list(resources)
     if variant == "halved":
-        base = _accepted(method, [])
+        base = _accepted(method, overrides)
         assert base is not None, f"the plan refuses {method.name} with the config's defaults"
         for section in method.sections:
             for key, value in base[section].items():
@@ -129,6 +133,19 @@ def references(tiny_models):
     return reference
 
 
+@pytest.fixture(scope="module")
+def resources(tiny_models, references, tmp_path_factory):
+    """Method name -> the overrides naming what its cells need (``grid_resources.py``), built from the
+    grid's own runs (each architecture's prompt and AR continuation), so that its drafts get accepted."""
+    from lade_bench.models.loading import tokenizer_source
+
+    register_configs()
+    runs = [list(_prompt(arch)) + references(arch, NEW_TOKENS) for arch in ARCHITECTURES]
+    tokenizer = tokenizer_source(_compose([]).model)
+    folder = tmp_path_factory.mktemp("grid_resources")
+    return {name: tuple(build(runs, folder / name, tokenizer)) for name, build in GRID_RESOURCES.items()}
+
+
 def _run(method: Method, model, prompt: Sequence[int], budget: int, settings, stop_ids: Sequence[int] = ()):
     request = GenerationRequest({REPLICA: model}, list(prompt), budget, list(stop_ids), seed=3, settings=settings)
     return run_generation(method, request)
@@ -152,30 +169,35 @@ def _method_id(method: Method) -> str:
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 @pytest.mark.parametrize("variant", SETTINGS)
 @pytest.mark.parametrize("method", METHODS, ids=_method_id)
-def test_method_equals_ar_greedy(tiny_models, references, method, variant, arch):
-    result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, settings_of(method.name, variant))
+def test_method_equals_ar_greedy(tiny_models, references, resources, method, variant, arch):
+    settings = settings_of(method.name, variant, resources.get(method.name, ()))
+    result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, settings)
     assert result.tokens == references(arch, NEW_TOKENS)
     _assert_counts(result, NEW_TOKENS, PROMPT_LEN)
+    if method.name in resources:  # a resource built from this very run: exact *with* accepted drafts
+        assert max(result.accept_lengths[1:]) > 1, result.accept_lengths
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2", "gemma3"])
 @pytest.mark.parametrize("method", METHODS, ids=_method_id)
-def test_method_stops_where_ar_stops(tiny_models, references, method, arch):
+def test_method_stops_where_ar_stops(tiny_models, references, resources, method, arch):
     """A stop id taken from the free run (so that it occurs mid-run) ends the generation after it, as in AR."""
     free_run = references(arch, NEW_TOKENS)
     stop = free_run[NEW_TOKENS // 2]
     expected = references(arch, NEW_TOKENS, (stop,))
     assert expected[-1] == stop and len(expected) < NEW_TOKENS
     for variant in SETTINGS:
-        result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, settings_of(method.name, variant), [stop])
+        settings = settings_of(method.name, variant, resources.get(method.name, ()))
+        result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, settings, [stop])
         assert result.tokens == expected, variant
         _assert_counts(result, NEW_TOKENS, PROMPT_LEN)
 
 
 @pytest.mark.parametrize("method", METHODS, ids=_method_id)
-def test_method_with_a_budget_of_one_token(tiny_models, references, method):
+def test_method_with_a_budget_of_one_token(tiny_models, references, resources, method):
     for arch in ("llama", "gemma2"):
-        result = _run(method, tiny_models[arch], _prompt(arch), 1, settings_of(method.name, "defaults"))
+        settings = settings_of(method.name, "defaults", resources.get(method.name, ()))
+        result = _run(method, tiny_models[arch], _prompt(arch), 1, settings)
         assert result.tokens == references(arch, 1)
         _assert_counts(result, 1, PROMPT_LEN)
 

@@ -181,6 +181,38 @@ def embedded_name(model_cfg: Any) -> str:
     return getattr(model_cfg, "embedded", None) or "smollm2"
 
 
+def tokenizer_source(model_cfg: Any) -> str:
+    """Where a model config's tokenizer comes from, as one word, known before anything loads.
+
+    ``embedded:<name>`` for an embedded model and for the tiny models (they read SmolLM2's tokenizer),
+    ``hf:<name_or_path>@<revision>`` for a Hugging Face model. Two configs with the same word tokenize
+    alike, so token-id files built for one (REST's datastore) serve the other.
+    """
+    source = getattr(model_cfg.source, "value", model_cfg.source)
+    if source == "tiny":
+        return "embedded:smollm2"
+    if source == "embedded":
+        return f"embedded:{embedded_name(model_cfg)}"
+    return f"hf:{model_cfg.name_or_path}@{getattr(model_cfg, 'revision', None) or 'main'}"
+
+
+def load_tokenizer(model_cfg: Any, *, cache_dir: str | Path | None = None) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model config alone (no weights), from where :func:`load_model` reads it."""
+    cache = Path(cache_dir).expanduser() if cache_dir is not None else None
+    source = getattr(model_cfg.source, "value", model_cfg.source)
+    if source == "tiny":
+        return AutoTokenizer.from_pretrained(converted_smollm2_dir(cache))
+    if source == "embedded":
+        name = embedded_name(model_cfg)
+        if name not in EMBEDDED_MODELS:
+            raise ValueError(f"model.embedded={name!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}")
+        return AutoTokenizer.from_pretrained(EMBEDDED_MODELS[name].folder(cache))
+    if source == "hf":
+        options = dict(revision=model_cfg.revision, trust_remote_code=model_cfg.trust_remote_code)
+        return AutoTokenizer.from_pretrained(model_cfg.name_or_path, **options)
+    raise ValueError(f"model.source={source!r} is not allowed; use one of {list(MODEL_SOURCES)}")
+
+
 def model_config_problem(model: Any, key: str) -> str | None:
     """Why the model config at ``key`` (``model``, ``assistant.model``) cannot be loaded; None when it can."""
     source = getattr(model.source, "value", model.source)  # an Enum in a structured config

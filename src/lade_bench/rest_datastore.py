@@ -1,0 +1,425 @@
+"""REST's datastore: a suffix array over the token ids of a local corpus, built once by a command.
+
+REST (He, Zhong, Lee, Zhang, Liang, "REST: Retrieval-Based Speculative Decoding", NAACL 2024,
+arXiv 2311.08252) drafts continuations of the context's longest suffix found in a datastore. The
+authors' datastore (github.com/FasterDecoding/REST, ``datastore/get_datastore_{chat,code}.py`` and
+``DraftRetriever/src/lib.rs``: ``Writer``) concatenates every document's token ids (no separator)
+and sorts their suffixes with libsais; their writer stores ids as u16, which their README says to
+patch for vocabularies above 65,535. Here the suffix array comes from ``pydivsufsort`` (libdivsufsort)
+and the ids are stored as uint32, so Gemma-3's 262,144-token vocabulary fits.
+
+A datastore is a folder (built atomically: written beside, then renamed into place):
+
+* ``tokens.npy``: the corpus's token ids (uint32), documents concatenated in file order;
+* ``suffix_array.npy``: their suffix array (int32, int64 past 2**31 tokens);
+* ``ngrams.npy``: the sorted hashes of every word 13-gram of the corpus text, for the leak check;
+* ``manifest.json``: the tokenizer (``models.loading.tokenizer_source``), its vocabulary size, the
+  token count, each corpus file with its sha256, and the content hash that names the datastore in a
+  cell's id (``content_hash``: two datastores never share a cell).
+
+**Leak check.** A datastore drafts what it holds; one holding a benchmark's reference answers would
+inflate that benchmark's acceptance. A scored dataset's reference texts (``Sample.reference`` and the
+payload strings that are not part of the prompt, e.g. GSM8K's worked answer) are cut into lowercase
+word 13-grams, the contamination rule of GPT-3 (Brown et al. 2020, appendix C); a sample leaks when one
+of its 13-grams is in the corpus. References shorter than 13 words cannot be told from common text
+and are not counted. The plan refuses a REST cell whose scored dataset has a leaking sample
+(``methods/rest.py``).
+
+Command: ``python -m lade_bench.rest_datastore build --model smollm2 --corpus FILE... [--name NAME]``
+(docs/rest.md). No torch import at the top: the plan reads manifests and checks leaks before loading.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FORMAT_VERSION = 1
+TOKENS_FILE = "tokens.npy"
+SUFFIX_ARRAY_FILE = "suffix_array.npy"
+NGRAMS_FILE = "ngrams.npy"
+MANIFEST_FILE = "manifest.json"
+# Beside the converted models (``model_cache_dir``), one folder per tokenizer.
+DATASTORES_DIR = "rest_datastores"
+# GPT-3's contamination n-gram (Brown et al. 2020, appendix C): 13 words rarely repeat by chance.
+LEAK_NGRAM = 13
+# JSONL records: the field read as a document's text unless --text-field says otherwise.
+DEFAULT_TEXT_FIELD = "text"
+_WORD = re.compile(r"\w+")
+_NGRAM_BASE = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime: odd, so powers stay invertible
+
+
+class DatastoreError(ValueError):
+    """A datastore that is missing, malformed, or built for another tokenizer; the message says how to build one."""
+
+
+def build_command(tokenizer: str = "<model>") -> str:
+    """How to build a datastore, for error messages (``<model>``: a ``conf/model`` name)."""
+    model = tokenizer.split(":", 1)[1].split("@")[0] if tokenizer.startswith("embedded:") else "<model>"
+    return f"python -m lade_bench.rest_datastore build --model {model} --corpus FILE... (docs/rest.md)"
+
+
+@dataclass(frozen=True)
+class Datastore:
+    """A loaded datastore: token ids, their suffix array, and the manifest.
+
+    Attributes:
+        path: its folder.
+        tokens: the concatenated token ids (uint32).
+        suffix_array: start positions of the suffixes of ``tokens`` in sorted order.
+        manifest: the parsed ``manifest.json``.
+    """
+
+    path: Path
+    tokens: np.ndarray
+    suffix_array: np.ndarray
+    manifest: dict[str, Any]
+
+    @property
+    def content_hash(self) -> str:
+        """The datastore's identity (sha256 of its tokenizer and token ids)."""
+        return str(self.manifest["content_hash"])
+
+    def size(self) -> int:
+        """Tokens held (the warm-state protocol's size; a static datastore never grows)."""
+        return int(self.tokens.shape[0])
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The manifest of the datastore at ``path``.
+
+    Raises:
+        DatastoreError: no datastore there (the message says how to build one), or a bad manifest.
+    """
+    folder = Path(path).expanduser()
+    manifest_file = folder / MANIFEST_FILE
+    if not manifest_file.is_file():
+        raise DatastoreError(
+            f"rest.datastore={str(path)!r}: no REST datastore at {folder}; build one with {build_command()}"
+        )
+    try:
+        manifest = json.loads(manifest_file.read_text())
+    except json.JSONDecodeError as err:
+        raise DatastoreError(f"rest.datastore={str(path)!r}: {manifest_file} is not JSON ({err}); rebuild it") from err
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise DatastoreError(
+            f"rest.datastore={str(path)!r}: format_version {manifest.get('format_version')!r} is not "
+            f"{FORMAT_VERSION}; rebuild it with {build_command()}"
+        )
+    return dict(manifest)
+
+
+def check_tokenizer(path: str | Path, tokenizer: str) -> dict[str, Any]:
+    """The manifest at ``path``, after checking that it was built with ``tokenizer``.
+
+    Raises:
+        DatastoreError: missing datastore, or one built with another tokenizer (its token ids would
+            mean other words to this model).
+    """
+    manifest = read_manifest(path)
+    if manifest["tokenizer"] != tokenizer:
+        raise DatastoreError(
+            f"rest.datastore={str(path)!r} was built with the tokenizer {manifest['tokenizer']!r}, but this "
+            f"cell's model uses {tokenizer!r}; build one for it with {build_command(tokenizer)}"
+        )
+    return manifest
+
+
+def load_datastore(path: str | Path) -> Datastore:
+    """Load the datastore at ``path`` (token ids and suffix array memory-mapped: nothing is copied)."""
+    folder = Path(path).expanduser()
+    manifest = read_manifest(folder)
+    tokens = np.load(folder / TOKENS_FILE, mmap_mode="r")
+    suffix_array = np.load(folder / SUFFIX_ARRAY_FILE, mmap_mode="r")
+    if tokens.shape[0] != manifest["tokens"] or suffix_array.shape != tokens.shape:
+        raise DatastoreError(f"rest.datastore={str(path)!r}: its files disagree with its manifest; rebuild it")
+    return Datastore(folder, tokens, suffix_array, manifest)
+
+
+def datastore_folder(cache_dir: str | Path, tokenizer: str, name: str) -> Path:
+    """Where the command puts datastore ``name`` for ``tokenizer``: beside the models, one folder per tokenizer."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", tokenizer)
+    return Path(cache_dir).expanduser() / DATASTORES_DIR / slug / name
+
+
+def text_ngrams(text: str, n: int = LEAK_NGRAM) -> np.ndarray:
+    """Hashes (uint64) of the lowercase word ``n``-grams of ``text`` (empty when it has fewer than n words)."""
+    words = _WORD.findall(text.lower())
+    if len(words) < n:
+        return np.zeros(0, dtype=np.uint64)
+    ids = np.fromiter(
+        (int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") for w in words),
+        dtype=np.uint64,
+        count=len(words),
+    )
+    # A polynomial rolling hash: sum_j ids[i + j] * base**(n - 1 - j), wrapping mod 2**64.
+    hashes = np.zeros(len(words) - n + 1, dtype=np.uint64)
+    for j in range(n):
+        hashes = hashes * _NGRAM_BASE + ids[j : j + len(hashes)]
+    return hashes
+
+
+def corpus_documents(files: Sequence[str | Path], text_fields: Sequence[str] = (DEFAULT_TEXT_FIELD,)) -> Iterator[str]:
+    """The documents of ``files``: each JSONL record's ``text_fields`` (a ``.jsonl`` file), else the whole file.
+
+    Raises:
+        DatastoreError: a missing file, a bad JSON line, or a record without any of ``text_fields``.
+    """
+    for name in files:
+        file = Path(name).expanduser()
+        if not file.is_file():
+            raise DatastoreError(f"corpus file {str(name)!r} does not exist")
+        if file.suffix != ".jsonl":
+            yield file.read_text(encoding="utf-8", errors="replace")
+            continue
+        with file.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise DatastoreError(f"{file}:{number}: not JSON ({err})") from err
+                texts = [record[f] for f in text_fields if isinstance(record.get(f), str)]
+                if not texts:
+                    raise DatastoreError(
+                        f"{file}:{number}: no text field {list(text_fields)}; its keys are {sorted(record)} "
+                        "(pick the field with --text-field)"
+                    )
+                yield from texts
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with Path(path).expanduser().open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def suffix_array_of(tokens: np.ndarray) -> np.ndarray:
+    """The suffix array of ``tokens`` (uint32 ids), sorted by token, not by byte (libdivsufsort via pydivsufsort)."""
+    from pydivsufsort import divsufsort
+
+    if tokens.shape[0] == 0:
+        return np.zeros(0, dtype=np.int32)
+    # pydivsufsort sorts multi-byte symbols as big-endian bytes, i.e. by their integer value.
+    return np.asarray(divsufsort(np.ascontiguousarray(tokens, dtype=np.uint32)))
+
+
+def write_datastore(
+    out: str | Path,
+    documents: Iterable[Sequence[int]],
+    *,
+    tokenizer: str,
+    vocab_size: int,
+    texts: Iterable[str] = (),
+    corpus: Sequence[dict[str, Any]] = (),
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a datastore of the token-id ``documents`` at ``out``, atomically (a half-written one never shows).
+
+    Args:
+        out: the datastore folder (replaced when it exists).
+        documents: each document's token ids, concatenated in order.
+        tokenizer: the tokenizer's word (``models.loading.tokenizer_source``).
+        vocab_size: the tokenizer's vocabulary size; every id must be below it.
+        texts: the corpus text, for the leak check's 13-grams.
+        corpus: what the manifest records of each source file (path, sha256, ...).
+        extra: more manifest keys.
+
+    Returns:
+        ``out``.
+
+    Raises:
+        DatastoreError: no tokens, or an id outside ``[0, vocab_size)``.
+    """
+    pieces = [np.asarray(list(d), dtype=np.int64) for d in documents]
+    joined = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    if joined.size == 0:
+        raise DatastoreError("the corpus has no tokens: give files with text in them")
+    if joined.min() < 0 or joined.max() >= vocab_size:
+        raise DatastoreError(
+            f"token ids span [{joined.min()}, {joined.max()}], outside the vocabulary [0, {vocab_size})"
+        )
+    tokens = joined.astype(np.uint32)
+    ngrams = [text_ngrams(t) for t in texts]
+    ngram_set = np.unique(np.concatenate(ngrams)) if ngrams else np.zeros(0, dtype=np.uint64)
+    digest = hashlib.sha256(tokenizer.encode() + b"\0" + tokens.astype("<u4").tobytes()).hexdigest()
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "tokenizer": tokenizer,
+        "vocab_size": int(vocab_size),
+        "tokens": int(tokens.shape[0]),
+        "documents": len(pieces),
+        "content_hash": digest,
+        "leak_ngram": LEAK_NGRAM,
+        "corpus": list(corpus),
+        **(extra or {}),
+    }
+    target = Path(out).expanduser()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = target.parent / f".{target.name}.partial-{os.getpid()}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    np.save(scratch / TOKENS_FILE, tokens)
+    np.save(scratch / SUFFIX_ARRAY_FILE, suffix_array_of(tokens))
+    np.save(scratch / NGRAMS_FILE, ngram_set)
+    (scratch / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    if target.exists():
+        target.rename(old)
+    scratch.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
+def build_from_files(
+    model: Any,
+    files: Sequence[str | Path],
+    out: str | Path,
+    *,
+    text_fields: Sequence[str] = (DEFAULT_TEXT_FIELD,),
+    cache_dir: str | Path | None = None,
+) -> Path:
+    """Tokenize ``files`` with ``model``'s tokenizer (a model config) and write the datastore at ``out``."""
+    from lade_bench.models.loading import load_tokenizer, tokenizer_source
+
+    tokenizer = load_tokenizer(model, cache_dir=cache_dir)
+    texts = list(corpus_documents(files, text_fields))
+    documents = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    corpus = [{"path": str(Path(f).expanduser().resolve()), "sha256": file_sha256(f)} for f in files]
+    return write_datastore(
+        out,
+        documents,
+        tokenizer=tokenizer_source(model),
+        vocab_size=len(tokenizer),
+        texts=texts,
+        corpus=corpus,
+        extra={"text_fields": list(text_fields)},
+    )
+
+
+def reference_texts(sample: Any) -> list[str]:
+    """What a sample's answer is scored against: its reference and the payload strings not shown in its prompt."""
+    prompt = "\n".join(sample.turns) + "\n" + (sample.completion_prefix or "")
+    texts = [sample.reference] if isinstance(sample.reference, str) else []
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from strings(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                yield from strings(item)
+
+    texts += [s for s in strings(sample.payload) if s.strip() and s.strip() not in prompt]
+    return texts
+
+
+def leaking_samples(path: str | Path, samples: Sequence[Any]) -> list[str]:
+    """Ids of the ``samples`` one of whose reference 13-grams the datastore's corpus holds."""
+    corpus = np.load(Path(path).expanduser() / NGRAMS_FILE)
+    leaked = []
+    for sample in samples:
+        grams = [text_ngrams(t) for t in reference_texts(sample)]
+        joined = np.concatenate(grams) if grams else np.zeros(0, dtype=np.uint64)
+        if joined.size and corpus.size:
+            found = np.searchsorted(corpus, joined)
+            found = np.minimum(found, corpus.size - 1)
+            if np.any(corpus[found] == joined):
+                leaked.append(str(sample.sample_id))
+    return leaked
+
+
+def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None) -> str | None:
+    """Why the datastore at ``path`` cannot serve scored ``dataset`` (its reference answers are in it); None: clean.
+
+    Unscored datasets (nothing to inflate) pass. The whole split the cell reads is checked (its
+    ``dataset.path`` file, or the default source).
+    """
+    from lade_bench.datasets.registry import get_spec, load_dataset_samples
+    from lade_bench.datasets.spec import Unscored
+
+    if isinstance(get_spec(dataset).scorer, Unscored):
+        return None
+    try:
+        samples = load_dataset_samples(dataset, path=dataset_path)
+    except (OSError, RuntimeError, ValueError) as err:
+        return (
+            f"rest.datastore={str(path)!r} cannot be checked against {dataset}'s reference answers "
+            f"(the dataset does not load: {err}); set dataset.path to its file"
+        )
+    leaked = leaking_samples(path, samples)
+    if not leaked:
+        return None
+    return (
+        f"rest.datastore={str(path)!r} holds reference answers of {len(leaked)} of {len(samples)} {dataset} "
+        f"samples (a shared {LEAK_NGRAM}-word span; e.g. ids {leaked[:3]}): it would draft the answers it is "
+        "scored on. Build the datastore from a corpus without them (docs/rest.md, 'Leak check')"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``build`` a datastore for a model's tokenizer from local JSONL or text files."""
+    parser = argparse.ArgumentParser(prog="python -m lade_bench.rest_datastore", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    build = commands.add_parser("build", help="tokenize files and write a datastore beside the model cache")
+    build.add_argument(
+        "--model", default="smollm2", help="a conf/model entry whose tokenizer is used (default smollm2)"
+    )
+    build.add_argument("--corpus", nargs="+", required=True, help="JSONL (one document per record) or plain-text files")
+    build.add_argument(
+        "--text-field",
+        action="append",
+        default=None,
+        help=f"JSONL field(s) holding text (default {DEFAULT_TEXT_FIELD!r})",
+    )
+    build.add_argument("--name", default="default", help="the datastore's folder name (default 'default')")
+    build.add_argument(
+        "--cache-dir", default="~/.cache/lade_bench", help="the model cache (the runner's model_cache_dir)"
+    )
+    build.add_argument("--out", default=None, help="the datastore folder (default: <cache-dir>/rest_datastores/...)")
+    args = parser.parse_args(argv)
+    model = _model_config(args.model)
+    from lade_bench.models.loading import tokenizer_source
+
+    out = args.out or datastore_folder(args.cache_dir, tokenizer_source(model), args.name)
+    fields = tuple(args.text_field or (DEFAULT_TEXT_FIELD,))
+    folder = build_from_files(model, args.corpus, out, text_fields=fields, cache_dir=args.cache_dir)
+    manifest = read_manifest(folder)
+    print(f"{manifest['tokens']} tokens from {len(args.corpus)} file(s) -> {folder}", flush=True)
+    print(f"use it with: rest.datastore={folder}", flush=True)
+    return 0
+
+
+def _model_config(name: str) -> Any:
+    """The ``conf/model/<name>.yaml`` entry (what ``model=<name>`` composes)."""
+    from omegaconf import OmegaConf
+
+    from lade_bench.conf import PACKAGE_CONF_DIR
+
+    file = Path(PACKAGE_CONF_DIR) / "model" / f"{name}.yaml"
+    if not file.is_file():
+        known = sorted(p.stem for p in (Path(PACKAGE_CONF_DIR) / "model").glob("*.yaml"))
+        raise SystemExit(f"--model {name!r} is not a conf/model entry; use one of {known}")
+    model = OmegaConf.load(file)
+    defaults = {"embedded": None, "revision": None, "trust_remote_code": False, "name_or_path": None}
+    return OmegaConf.merge(defaults, model)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

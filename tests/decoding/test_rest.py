@@ -1,0 +1,184 @@
+"""REST's retrieval and draft trie over a real datastore (suffix array of token ids), and its generation.
+
+What only REST does: the longest context suffix found in the datastore, the continuations of its
+occurrences, the trie pruned by frequency to the draft budget, ids past 65,535 (Gemma-3's real
+tokenizer), the retrieval time reported apart, and the settings' refusals. Exactness on every
+architecture is the registry-wide grid's (tests/decoding/test_method_exactness.py, with a datastore
+built from the grid's own runs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lade_bench.decoding import DecodingConfigError
+from lade_bench.decoding.autoregressive import autoregressive_generate
+from lade_bench.decoding.rest import (
+    RETRIEVAL_STAT,
+    RestDrafter,
+    RestSettings,
+    RestState,
+    continuations,
+    frequent_trie,
+    longest_match,
+    rest_generate,
+    suffix_range,
+)
+from lade_bench.models.tiny import tiny_model
+from lade_bench.rest_datastore import (
+    DatastoreError,
+    check_tokenizer,
+    load_datastore,
+    suffix_array_of,
+    write_datastore,
+)
+from lade_bench.runner.rows import decode_step_means
+
+from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, VOCAB, goodness_of_fit, setting  # noqa: F401
+
+
+def _store(tmp_path, documents, vocab=128, tokenizer="embedded:smollm2"):
+    return load_datastore(write_datastore(tmp_path / "ds", documents, tokenizer=tokenizer, vocab_size=vocab))
+
+
+def _draft(store, context, **settings) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    tree = RestDrafter(RestState(store), RestSettings(**settings)).propose(list(context))
+    assert tree.tokens[0] == context[-1]
+    return tree.tokens[1:], tree.parents[1:]
+
+
+def test_the_suffix_array_sorts_token_ids_past_65535_by_value():
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 262_144, size=2_000)
+    tokens[::5] = 70_000  # repeats, so suffixes share prefixes across the 16-bit boundary
+    expected = sorted(range(len(tokens)), key=lambda i: tokens[i:].tolist())
+    assert suffix_array_of(tokens.astype(np.uint32)).tolist() == expected
+
+
+def test_the_longest_suffix_found_retrieves_the_continuations_of_its_occurrences(tmp_path):
+    store = _store(tmp_path, [[1, 2, 3, 4, 5, 6], [9, 3, 4, 7, 8], [3, 4, 7, 9]])
+    tokens, sa = store.tokens, store.suffix_array
+    start, end = suffix_range(tokens, sa, [3, 4])
+    assert end - start == 3
+    # [2, 3, 4] occurs once (the 4-token suffix [0, 2, 3, 4] does not): its continuation is drafted.
+    span, start, end = longest_match(tokens, sa, [0, 2, 3, 4], max_span=16)
+    assert (span, end - start) == (3, 1)
+    assert continuations(tokens, sa, start, end, span, 10, 3).tolist() == [[5, 6, 9]]
+    # max_token_span bounds the suffix: at 2 only [3, 4] is looked up, and its three continuations branch.
+    assert longest_match(tokens, sa, [0, 2, 3, 4], max_span=2)[0] == 2
+    assert _draft(store, [0, 2, 3, 4], max_token_span=2, draft_length=1) == ((5, 7), (0, 0))
+    # The datastore's end cuts a continuation (no -1 reaches the draft).
+    assert continuations(tokens, sa, *suffix_range(tokens, sa, [7, 9]), 2, 10, 3).tolist() == [[-1, -1, -1]]
+    assert _draft(store, [5, 7, 9]) == ((), ())
+    # Nothing found, not even the last two tokens: a tree of cur alone.
+    assert longest_match(tokens, sa, [50, 51], max_span=16)[0] == 0
+    assert _draft(store, [50, 51]) == ((), ())
+
+
+def test_the_trie_keeps_the_most_frequent_prefixes_within_the_draft_budget():
+    # Sorted continuations, as the suffix array yields them: [5, 6] four times, [5, 7] twice, [8, 1] once.
+    rows = np.array([[5, 6]] * 4 + [[5, 7]] * 2 + [[8, 1]])
+    assert frequent_trie(rows, 10) == ([5, 8, 6, 7, 1], [-1, -1, 0, 0, 1])
+    # Counts: 5 -> 6, 5.6 -> 4, 5.7 -> 2, 8 -> 1, 8.1 -> 1. A budget of 3 keeps 5, 5.6, 5.7.
+    assert frequent_trie(rows, 3) == ([5, 6, 7], [-1, 0, 0])
+    # A tie between a parent and its child keeps the parent first (8 before 8.1): always a trie.
+    assert frequent_trie(rows, 4) == ([5, 8, 6, 7], [-1, -1, 0, 0])
+    assert frequent_trie(rows[:0], 5) == ([], [])
+
+
+def test_the_draft_tree_never_exceeds_num_draft_nodes_or_draft_length_depth(tmp_path):
+    rng = np.random.default_rng(1)
+    documents = [rng.integers(3, 12, size=200).tolist() for _ in range(5)]
+    store = _store(tmp_path, documents)
+    for budget, length in [(64, 10), (7, 3), (1, 1)]:
+        tree = RestDrafter(RestState(store), RestSettings(num_draft=budget, draft_length=length)).propose([4, 5, 6])
+        assert 1 < tree.size <= budget + 1 and tree.depth <= length
+
+
+def test_a_gemma3_tokenizer_datastore_holds_ids_past_65535_and_drafts_them(tmp_path):
+    """Gemma-3's real 262,144-token tokenizer (the embedded model's, converted in the cache; read by the
+    ``tokenizers`` library alone, three times faster than transformers' wrapper)."""
+    from tokenizers import Tokenizer
+
+    from lade_bench.models.loading import EMBEDDED_MODELS
+
+    tokenizer = Tokenizer.from_file(str(EMBEDDED_MODELS["gemma3_270m"].folder(None) / "tokenizer.json"))
+    text = "Die Quantenchromodynamik beschreibt die starke Wechselwirkung zwischen Quarks und Gluonen. " * 3
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    vocab = tokenizer.get_vocab_size()
+    store = _store(tmp_path, [ids], vocab=vocab, tokenizer="embedded:gemma3_270m")
+    assert vocab == 262_144 and max(ids) > 65_535 and store.tokens.tolist() == ids
+    big = next(i for i, t in enumerate(ids) if t > 65_535 and i >= 2)
+    drafted, _ = _draft(store, ids[:big], num_draft=1, draft_length=1)
+    assert drafted == (ids[big],)
+    with pytest.raises(
+        DatastoreError, match="built with the tokenizer 'embedded:gemma3_270m'.*uses 'embedded:smollm2'"
+    ):
+        check_tokenizer(store.path, "embedded:smollm2")
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A tiny float64 Llama whose peaked outputs repeat (so drafts are accepted)."""
+    return tiny_model("llama", init_scale=3.0)
+
+
+def test_generation_matches_ar_drafts_from_the_datastore_and_reports_retrieval_time(model, tmp_path):
+    prompt = [5, 6, 7, 8, 9, 10] * 4
+    reference = autoregressive_generate(model, prompt, 32).tokens
+    # Another text with the same continuations: REST drafts the output it never saw in this request.
+    store = _store(tmp_path, [[40, 41, 42], prompt[-4:] + reference])
+    result = rest_generate(model, prompt, 32, state=RestState(store))
+    assert result.tokens == reference and result.method == "rest"
+    assert result.steps < len(reference) / 2 and decode_step_means(result)["mean_accepted"] > 2
+    assert 0 < result.stats[RETRIEVAL_STAT] < result.wall_time_s
+    # Without a datastore holding the output, every step emits one token, still AR's.
+    empty = rest_generate(model, prompt, 8, state=RestState(_store(tmp_path / "other", [[40, 41, 42, 43]])))
+    assert empty.tokens == reference[:8] and empty.steps == 8
+
+
+def test_a_datastore_with_ids_beyond_the_model_vocabulary_is_refused(model, tmp_path):
+    store = _store(tmp_path, [[1, 2, 300]], vocab=49_152)
+    with pytest.raises(DecodingConfigError, match="holds token id 300, beyond this model's vocabulary of 128"):
+        rest_generate(model, [1, 2], 4, state=RestState(store))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("max_token_span", 1, "rest.max_token_span=1 is not allowed: use an integer >= 2"),
+        ("num_draft", 0, "rest.num_draft=0 is not allowed: use an integer >= 1"),
+        ("max_matches", 0, "rest.max_matches=0 is not allowed: use an integer >= 1"),
+        ("draft_length", 1.5, "rest.draft_length=1.5 is not allowed"),
+        ("datastore", "", "rest.datastore='' is not allowed: use a datastore folder"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_setting(key, value, message):
+    with pytest.raises(DecodingConfigError, match=message):
+        RestSettings(**{key: value})
+
+
+def test_no_datastore_is_refused_with_how_to_build_one(model, tmp_path):
+    with pytest.raises(DatastoreError, match="rest.datastore is not set: build one with python -m lade_bench"):
+        rest_generate(model, [1, 2], 4)
+    with pytest.raises(DatastoreError, match="no REST datastore at .*missing; build one with"):
+        rest_generate(model, [1, 2], 4, datastore=str(tmp_path / "missing"))
+
+
+@pytest.mark.slow
+def test_sampling_matches_the_exact_distribution(setting, tmp_path):  # noqa: F811 (the shared fixture)
+    """Sampled continuations follow AR sampling's exact distribution (the enumeration of
+    test_sampling_distribution.py), with trees retrieved from a datastore holding every short
+    continuation of the prompt's end about as often as the model samples it, so most steps verify
+    branching trees whose likely branches get accepted."""
+    model, prompt, sequences, exact = setting
+    documents = [prompt[-2:] + list(s) for s, p in zip(sequences, exact, strict=True) for _ in range(1 + int(p * 500))]
+    store = RestState(_store(tmp_path, documents, vocab=VOCAB))
+    draws, multi_token_steps = [], 0
+    for seed in range(800):
+        result = rest_generate(model, prompt, LENGTH, state=store, sampling=SAMPLING, seed=seed)
+        draws.append(tuple(result.tokens))
+        multi_token_steps += sum(n > 1 for n in result.accept_lengths)
+    assert multi_token_steps > 100  # drafts were accepted, not only rejected
+    assert goodness_of_fit(draws, sequences, exact) > ALPHA
