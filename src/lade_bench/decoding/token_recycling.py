@@ -89,8 +89,10 @@ class TreeTemplate:
         return len(self.paths)
 
 
-def tree_template(tree: str | Sequence[Sequence[int]], top_k: int) -> TreeTemplate:
+def tree_template(tree: str | Sequence[Sequence[int]], top_k: int, section: str = "token_recycling") -> TreeTemplate:
     """The template ``tree`` names (a key of ``TREE_TEMPLATES``) or spells out (a list of rank paths).
+
+    ``section`` names the config section in the messages (SAM-Decoding's fallback tree is checked here too).
 
     Raises:
         DecodingConfigError: an unknown name, ``top_k`` < 1, or a malformed template (an empty one, a
@@ -98,38 +100,38 @@ def tree_template(tree: str | Sequence[Sequence[int]], top_k: int) -> TreeTempla
             message names the bad node and the rule.
     """
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise DecodingConfigError(f"token_recycling.top_k={top_k!r} is not allowed: use an integer >= 1")
+        raise DecodingConfigError(f"{section}.top_k={top_k!r} is not allowed: use an integer >= 1")
     if isinstance(tree, str):
         if tree not in TREE_TEMPLATES:
             raise DecodingConfigError(
-                f"token_recycling.tree={tree!r} is not a known template; use one of {sorted(TREE_TEMPLATES)} "
+                f"{section}.tree={tree!r} is not a known template; use one of {sorted(TREE_TEMPLATES)} "
                 "or a list of rank paths such as [[0], [1], [0, 0]]"
             )
         paths = TREE_TEMPLATES[tree]
     else:
         paths = tuple(tuple(path) for path in tree)
-    return _validated(paths, top_k)
+    return _validated(paths, top_k, section)
 
 
-def _validated(paths: tuple[tuple[int, ...], ...], top_k: int) -> TreeTemplate:
+def _validated(paths: tuple[tuple[int, ...], ...], top_k: int, section: str) -> TreeTemplate:
     if not paths:
-        raise DecodingConfigError("token_recycling.tree is empty: give at least one node, e.g. [[0]]")
+        raise DecodingConfigError(f"{section}.tree is empty: give at least one node, e.g. [[0]]")
     index: dict[tuple[int, ...], int] = {(): 0}
     parents = [-1]
     for node, path in enumerate(paths, start=1):
         if not path:
-            raise DecodingConfigError(f"token_recycling.tree node {node - 1} is the empty path (the root is implicit)")
+            raise DecodingConfigError(f"{section}.tree node {node - 1} is the empty path (the root is implicit)")
         for rank in path:
             if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or not 0 <= rank < top_k:
                 raise DecodingConfigError(
-                    f"token_recycling.tree node {node - 1} {list(path)}: rank {rank!r} is not in [0, top_k={top_k})"
+                    f"{section}.tree node {node - 1} {list(path)}: rank {rank!r} is not in [0, top_k={top_k})"
                 )
         if path in index:
-            raise DecodingConfigError(f"token_recycling.tree node {node - 1} {list(path)} repeats an earlier node")
+            raise DecodingConfigError(f"{section}.tree node {node - 1} {list(path)} repeats an earlier node")
         parent = index.get(path[:-1])
         if parent is None:
             raise DecodingConfigError(
-                f"token_recycling.tree node {node - 1} {list(path)} comes before its parent {list(path[:-1])}: "
+                f"{section}.tree node {node - 1} {list(path)} comes before its parent {list(path[:-1])}: "
                 "list every node after its parent"
             )
         index[path] = node

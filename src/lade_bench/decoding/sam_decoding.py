@@ -1,0 +1,322 @@
+"""SAM-Decoding: chains read off a suffix automaton of the context, Token Recycling's tree otherwise.
+
+Hu, Zheng, Li, Yu, Li, Mao, Du, Dai, "SAM Decoding: Speculative Decoding via Suffix Automaton", ACL
+2025, arXiv 2411.10666. The authors' code is github.com/hyx1999/SAM-Decoding (``samd/sam/dyn_sam.py``,
+``samd/sam/static_sam.py``, ``samd/draft.py``, ``samd/samd_model.py``, ``samd/samd_config.py``,
+``samd/tree_model/token_recycle/token_recycle.py``, ``samd/config/token_recycle.json``), also shipped
+by Spec-Bench (hemingkx/Spec-Bench, ``model/samd``). This is our own implementation of the method on
+the engine's draft-tree seam (``lade_bench.decoding.draft_tree``):
+
+* **A suffix automaton per request** (:class:`SuffixAutomaton`, Blumer et al. 1985) over the prompt
+  and every token emitted so far, extended one token at a time in amortised O(1). The extension that
+  adds the current token ``cur`` also yields the longest suffix of the context that occurred earlier
+  in it (the authors' ``DynSAM.lookup(start_token)`` on an automaton holding everything before cur)
+  and the end of its first occurrence (``min_endpos``), where the draft continues from.
+* **A chain** when that match is at least ``len_threshold`` tokens: the tokens that followed its first
+  occurrence, up to ``n_predicts`` fed with cur (``DynSAM.gen_draft``); when the first occurrence is
+  followed by fewer than ``n_predicts`` tokens the match is shortened along its suffix links to an
+  earlier occurrence (``DynSAM.to_anc``).
+* **Token Recycling's tree otherwise** (``decoding/token_recycling.py``'s adjacency matrix and
+  template, composed here, not copied), refreshed after every forward, chain or tree, and after the
+  prefill (``DraftModel.update`` hands every forward's tokens and logits to the tree model). The
+  default template is the authors' SAM-Decoding one (``samd/config/token_recycle.json``: 60 nodes,
+  depth 5), not Token Recycling's own 80-node ``2.2.2``.
+* **Verification** of the chain or tree in one forward (``draft_tree_generate``): greedy output
+  exactly AR's; sampled output drawn node by node from the target's distribution.
+
+State: the automaton is rebuilt for every request (the authors' ``DraftModel.reset`` empties the
+dynamic automaton per question); the recycling matrix persists across a cell's requests (their
+``TokenRecycle.reset`` keeps it), so :class:`~lade_bench.decoding.token_recycling.RecyclingState` is
+the method's per-cell state, as for Token Recycling.
+
+Not offered: the authors' optional static automaton over a corpus, whose matches compete with the
+dynamic one's after a length penalty (``len_bias``, default 5). docs/sam_decoding.md says why.
+
+No torch import at the top: the config schema reads the defaults below without waiting for torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lade_bench.decoding.params import DecodingConfigError, require_int
+from lade_bench.decoding.token_recycling import (
+    TOKEN_RECYCLING_TOP_K,
+    TREE_TEMPLATES,
+    RecyclingState,
+    TokenRecyclingDrafter,
+    TreeTemplate,
+    tree_template,
+)
+
+if TYPE_CHECKING:
+    from lade_bench.decoding.draft_tree import DraftTree, TreeStep
+    from lade_bench.decoding.params import DecodeResult
+
+# The authors' defaults, stated once (the config section and the engine function read them):
+# samd/samd_config.py's SamdConfig and scripts/inference_samd.sh.
+SAM_N_PREDICTS = 40  # n_predicts: tokens a chain step feeds, cur included (seq_position_ids = range(n_predicts))
+SAM_LEN_THRESHOLD = 5  # len_threshold: a match at least this long drafts a chain, a shorter one the tree
+SAM_TOP_K = TOKEN_RECYCLING_TOP_K  # samd/draft.py and token_recycle.py: TOPK = 8 successors per token
+SAM_TREE = "samd"  # samd_config.load_token_recycle's default tree_path, config/token_recycle.json
+
+# The authors' fallback tree (samd/config/token_recycle.json, identical in Spec-Bench's model/samd),
+# its adjacency lists turned into rank paths: node = child ranks from the root, as TREE_TEMPLATES.
+SAM_TREE_TEMPLATES: dict[str, tuple[tuple[int, ...], ...]] = {
+    "samd": (
+        *((i,) for i in range(7)),
+        *((0, i) for i in range(6)),
+        *((1, i) for i in range(5)),
+        (2, 0), (2, 1), (2, 2), (3, 0), (3, 1), (4, 0), (4, 1), (5, 0), (6, 0),
+        (0, 0, 0), (0, 0, 1), (0, 0, 2), (0, 1, 0), (0, 1, 1), (0, 2, 0), (0, 2, 1), (0, 3, 0), (0, 4, 0),
+        (1, 0, 0), (1, 0, 1), (1, 0, 2), (1, 1, 0), (1, 1, 1), (1, 2, 0), (1, 3, 0), (2, 0, 0), (2, 1, 0),
+        (3, 0, 0), (4, 0, 0), (5, 0, 0),
+        (0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0), (1, 0, 0, 1), (1, 1, 0, 0),
+        (2, 0, 0, 0),
+        (0, 0, 0, 0, 0), (0, 0, 0, 0, 1), (0, 0, 1, 0, 0), (1, 0, 0, 0, 0),
+    ),
+}  # fmt: skip
+
+# DecodeResult.stats keys: decode steps that verified a suffix-automaton chain / a recycling tree.
+CHAIN_STEPS_STAT = "sam_chain_steps"
+TREE_STEPS_STAT = "sam_tree_steps"
+
+
+class SuffixAutomaton:
+    """The suffix automaton of a growing token sequence, extended one token at a time.
+
+    The minimal automaton accepting every suffix of ``tokens`` (Blumer et al., "The smallest
+    automaton recognizing the subwords of a text", TCS 1985; the authors' ``DynSAM.add_state``): each
+    state is a class of substrings with the same end positions; ``link`` is the suffix link,
+    ``length`` the longest string of the class, ``first_end`` the end index of its first occurrence.
+    At most ``2 n - 1`` states for n tokens; each extension costs amortised O(1) dictionary steps.
+
+    Attributes:
+        tokens: the sequence so far.
+        match_length: after the last :meth:`extend`, the longest suffix of ``tokens`` that occurs in
+            ``tokens[:-1]`` (0: the newest token never occurred before).
+        match_state: the state of that suffix (0, the root, when ``match_length`` is 0).
+    """
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self._next: list[dict[int, int]] = [{}]
+        self._link: list[int] = [-1]
+        self._length: list[int] = [0]
+        self._first_end: list[int] = [-1]
+        self._last = 0
+        self.match_length = 0
+        self.match_state = 0
+
+    @property
+    def states(self) -> int:
+        """States of the automaton, the root included."""
+        return len(self._next)
+
+    def extend(self, token: int) -> None:
+        """Append ``token``; sets :attr:`match_length` and :attr:`match_state` for the new sequence.
+
+        The walk up the suffix links from the previous last state stops at the longest suffix ``x``
+        of the old sequence that ``x + token`` already continues: ``x + token`` is then the longest
+        suffix of the new sequence seen before, so the match falls out of the construction.
+        """
+        nxt, link, length, first_end = self._next, self._link, self._length, self._first_end
+        end = len(self.tokens)
+        self.tokens.append(token)
+        cur = len(nxt)
+        nxt.append({})
+        link.append(-1)
+        length.append(length[self._last] + 1)
+        first_end.append(end)
+        p = self._last
+        while p != -1 and token not in nxt[p]:
+            nxt[p][token] = cur
+            p = link[p]
+        self._last = cur
+        if p == -1:
+            link[cur] = 0
+            self.match_length, self.match_state = 0, 0
+            return
+        q = nxt[p][token]
+        if length[p] + 1 == length[q]:
+            link[cur] = q
+            self.match_length, self.match_state = length[q], q
+            return
+        # q's class splits: its strings up to length[p] + 1 (suffixes of the new sequence) move to a clone.
+        clone = len(nxt)
+        nxt.append(dict(nxt[q]))
+        link.append(link[q])
+        length.append(length[p] + 1)
+        first_end.append(first_end[q])  # the new end is the sequence's last: the first occurrence is q's
+        while p != -1 and nxt[p].get(token) == q:
+            nxt[p][token] = clone
+            p = link[p]
+        link[q] = link[cur] = clone
+        self.match_length, self.match_state = length[clone], clone
+
+    def first_end(self, state: int) -> int:
+        """End index in :attr:`tokens` of the first occurrence of ``state``'s strings (-1: the root)."""
+        return self._first_end[state]
+
+    def continuation(self, n_predicts: int) -> list[int]:
+        """The draft after the current match: at most ``n_predicts - 1`` tokens of ``tokens[:-1]``.
+
+        They follow the first occurrence of the match (``DynSAM.gen_draft``); while that occurrence is
+        followed by fewer than ``n_predicts`` tokens of the sequence before the newest, the match is
+        shortened along its suffix links (never to the root), whose first occurrence may be earlier
+        (``DynSAM.to_anc``). Empty when there is no match.
+        """
+        state = self.match_state
+        if state == 0:
+            return []
+        seen = len(self.tokens) - 1  # the automaton of the authors holds everything before the newest token
+        while self._link[state] != 0 and n_predicts > seen - 1 - self._first_end[state]:
+            state = self._link[state]
+        start = self._first_end[state] + 1
+        return self.tokens[start : min(start + n_predicts - 1, seen)]
+
+
+@dataclass
+class SamSettings:
+    """SAM-Decoding's settings, checked on construction (a ``DecodingConfigError`` names the bad one).
+
+    Attributes:
+        n_predicts: most tokens a chain step feeds, cur included (at most ``n_predicts - 1`` drafted).
+        len_threshold: the shortest match that drafts a chain; a shorter one drafts the fallback tree.
+        top_k: successors the fallback's adjacency matrix keeps per token.
+        tree: the fallback's tree template: a name in :data:`SAM_TREE_TEMPLATES` or ``TREE_TEMPLATES``
+            (Token Recycling's), or a list of rank paths.
+    """
+
+    n_predicts: int = SAM_N_PREDICTS
+    len_threshold: int = SAM_LEN_THRESHOLD
+    top_k: int = SAM_TOP_K
+    tree: Any = SAM_TREE
+
+    def __post_init__(self) -> None:
+        require_int("sam_decoding.n_predicts", self.n_predicts, minimum=2)
+        require_int("sam_decoding.len_threshold", self.len_threshold, minimum=1)
+        self.template()  # checks top_k and the tree
+
+    def template(self) -> TreeTemplate:
+        """The fallback tree's validated template."""
+        tree = self.tree
+        if isinstance(tree, str):
+            known = {**SAM_TREE_TEMPLATES, **TREE_TEMPLATES}
+            if tree not in known:
+                raise DecodingConfigError(
+                    f"sam_decoding.tree={tree!r} is not a known template; use one of {sorted(known)} "
+                    "or a list of rank paths such as [[0], [1], [0, 0]]"
+                )
+            tree = known[tree]
+        return tree_template(tree, self.top_k, section="sam_decoding")
+
+
+def new_sam_state(settings: SamSettings) -> RecyclingState:
+    """An empty per-cell state: the fallback's adjacency matrix, ``settings.top_k`` wide."""
+    return RecyclingState(settings.top_k)
+
+
+class SamDecodingDrafter:
+    """The ``Drafter`` of SAM-Decoding for one request: its own automaton, the cell's recycling matrix."""
+
+    def __init__(self, state: RecyclingState, settings: SamSettings) -> None:
+        self.settings = settings
+        self.automaton = SuffixAutomaton()
+        self.recycling = TokenRecyclingDrafter(state, settings.template())
+        self.chain_steps = 0
+        self.tree_steps = 0
+
+    def propose(self, context: Sequence[int]) -> DraftTree:
+        """A chain after the context's longest earlier-seen suffix when it is long enough, else the tree."""
+        from lade_bench.decoding.draft_tree import DraftTree
+
+        automaton = self.automaton
+        for token in context[len(automaton.tokens) :]:
+            automaton.extend(int(token))
+        if automaton.match_length >= self.settings.len_threshold:
+            chain = automaton.continuation(self.settings.n_predicts)
+            if chain:  # the authors pad an empty continuation with zeros; the tree can do better
+                self.chain_steps += 1
+                return DraftTree.from_chain(int(context[-1]), chain)
+        self.tree_steps += 1
+        return self.recycling.propose(context)
+
+    def observe(self, step: TreeStep) -> None:
+        """The recycling matrix learns from every forward, chain or tree (``DraftModel.update``)."""
+        self.recycling.observe(step)
+
+
+def sam_decoding_reach(settings: SamSettings) -> Any:
+    """How far a step reaches: the longer of a full chain and the fallback tree, fed with cur."""
+    from lade_bench.decoding.draft_tree import draft_reach
+
+    template = settings.template()
+    return draft_reach(
+        "SAM-Decoding",
+        max(settings.n_predicts - 1, template.depth),
+        max(settings.n_predicts, template.size + 1),
+    )
+
+
+def sam_decoding_generate(
+    model: Any,
+    input_ids: Sequence[int] | Any,
+    max_new_tokens: int,
+    *,
+    n_predicts: int = SAM_N_PREDICTS,
+    len_threshold: int = SAM_LEN_THRESHOLD,
+    top_k: int = SAM_TOP_K,
+    tree: Any = SAM_TREE,
+    state: RecyclingState | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+    seed: int = 0,
+    sampling: Any = None,
+) -> DecodeResult:
+    """SAM-Decoding generation: greedy output exactly AR's; sampled output distributed as AR's.
+
+    Args:
+        model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
+        input_ids: the prompt's ids.
+        max_new_tokens: most tokens to generate.
+        n_predicts, len_threshold, top_k, tree: see :class:`SamSettings`.
+        state: the fallback's recycling matrix to use and update (a cell's warm state); None: a fresh
+            one (cold). The suffix automaton is this request's own either way.
+        eos_token_id: id(s) that end the generation (emitted, then stop).
+        seed: seeds every sampling draw.
+        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
+
+    Returns:
+        The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"sam_decoding"``, with
+        ``stats[CHAIN_STEPS_STAT]`` and ``stats[TREE_STEPS_STAT]`` (decode steps of each draft kind);
+        the warm-state counters are added by the caller (``methods.use_state``).
+
+    Raises:
+        DecodingConfigError: a bad setting, or a ``state`` of another ``top_k``.
+    """
+    from lade_bench.decoding.checks import prompt_ids_as_list
+    from lade_bench.decoding.draft_tree import draft_tree_generate
+
+    settings = SamSettings(n_predicts, len_threshold, top_k, tree)
+    state = new_sam_state(settings) if state is None else state
+    if state.top_k != top_k:
+        raise DecodingConfigError(f"a SAM-Decoding state of top_k={state.top_k} cannot run top_k={top_k}")
+    prompt = prompt_ids_as_list(input_ids)
+    drafter = SamDecodingDrafter(state, settings)
+    result = draft_tree_generate(
+        model,
+        prompt,
+        drafter,
+        max_new_tokens,
+        eos_token_id=eos_token_id,
+        seed=seed,
+        method="sam_decoding",
+        prefill_observer=drafter.recycling.prefill_observer(prompt),
+        sampling=sampling,
+        reach=sam_decoding_reach(settings),
+    )
+    result.stats[CHAIN_STEPS_STAT] = float(drafter.chain_steps)
+    result.stats[TREE_STEPS_STAT] = float(drafter.tree_steps)
+    return result

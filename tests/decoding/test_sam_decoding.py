@@ -1,0 +1,185 @@
+"""SAM-Decoding's parts: the suffix automaton against a brute force, the chain it drafts, the switch to
+the recycling tree below ``len_threshold``, the per-request automaton beside the per-cell matrix, the
+refused settings, and exact generation with drafts accepted.
+
+Exactness on every architecture is the registry-wide grid's (tests/decoding/test_method_exactness.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lade_bench.decoding import DecodingConfigError
+from lade_bench.decoding.autoregressive import autoregressive_generate
+from lade_bench.decoding.sam_decoding import (
+    CHAIN_STEPS_STAT,
+    SAM_LEN_THRESHOLD,
+    SAM_N_PREDICTS,
+    SAM_TREE,
+    TREE_STEPS_STAT,
+    SamDecodingDrafter,
+    SamSettings,
+    SuffixAutomaton,
+    new_sam_state,
+    sam_decoding_generate,
+)
+from lade_bench.decoding.token_recycling import RecyclingState
+from lade_bench.models.tiny import tiny_model
+from lade_bench.runner.rows import decode_step_means
+
+from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, goodness_of_fit, setting  # noqa: F401 (fixture)
+
+
+def _longest_earlier_suffix(text: Sequence[int]) -> tuple[int, int]:
+    """Brute force: (L, e), L the longest suffix of ``text`` occurring in ``text[:-1]``, e the end index
+    of its first occurrence there (-1 when L = 0)."""
+    best = (0, -1)
+    for length in range(1, len(text)):
+        suffix = list(text[-length:])
+        ends = [j + length - 1 for j in range(len(text) - length) if list(text[j : j + length]) == suffix]
+        if not ends:
+            break  # a longer suffix contains this one, so it cannot occur either
+        best = (length, min(ends))
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=60))
+def test_every_extension_yields_the_longest_earlier_suffix_and_its_first_occurrence(tokens):
+    automaton = SuffixAutomaton()
+    for i, token in enumerate(tokens):
+        automaton.extend(token)
+        length, first_end = _longest_earlier_suffix(tokens[: i + 1])
+        assert automaton.match_length == length
+        assert automaton.first_end(automaton.match_state) == first_end
+    # Blumer et al.'s bound: at most 2n - 1 states (the root included) for n >= 2 tokens.
+    assert automaton.states <= max(2, 2 * len(tokens) - 1)
+
+
+def test_a_chain_continues_the_first_occurrence_and_stops_before_the_newest_token():
+    run = list(range(100, 160))  # seen once
+    automaton = SuffixAutomaton()
+    for token in [*run, *run[:7]]:
+        automaton.extend(token)
+    assert automaton.match_length == 7
+    assert automaton.continuation(SAM_N_PREDICTS) == run[7 : 7 + SAM_N_PREDICTS - 1]
+    assert automaton.continuation(5) == run[7:11]  # n_predicts counts cur: 4 drafted
+    short = SuffixAutomaton()
+    for token in [1, 2, 3, 4, 5, 6, 1, 2, 3]:
+        short.extend(token)
+    # The first occurrence of "1 2 3" is followed by 4 5 6 1 2 before the newest token (the authors' text).
+    assert short.continuation(40) == [4, 5, 6, 1, 2]
+
+
+def test_a_match_with_a_short_continuation_moves_to_an_earlier_shorter_match():
+    # "6 7 8" first occurs late, followed by 60 6 7 only; "7 8" first occurs early, followed by 50...
+    early, late = [7, 8, 50, 51, 52, 53, 54, 55], [6, 7, 8, 60]
+    automaton = SuffixAutomaton()
+    for token in [*early, *late, 6, 7, 8]:
+        automaton.extend(token)
+    assert automaton.match_length == 3
+    assert automaton.continuation(5) == [50, 51, 52, 53]  # to the suffix link "7 8": 4 tokens after it
+    assert automaton.continuation(3) == [60, 6]  # enough after "6 7 8" itself: no move
+
+
+def _drafter(len_threshold: int = SAM_LEN_THRESHOLD, state: RecyclingState | None = None) -> SamDecodingDrafter:
+    settings = SamSettings(len_threshold=len_threshold)
+    return SamDecodingDrafter(new_sam_state(settings) if state is None else state, settings)
+
+
+@pytest.mark.parametrize("threshold", [3, SAM_LEN_THRESHOLD, 8])
+def test_a_match_of_len_threshold_drafts_a_chain_and_a_shorter_one_the_recycling_tree(threshold):
+    run = list(range(200, 260))
+    tree_nodes = SamSettings().template().size + 1
+    for matched in (threshold - 1, threshold):
+        drafter = _drafter(threshold)
+        draft = drafter.propose([*run, *run[:matched]])
+        if matched < threshold:
+            assert (drafter.tree_steps, drafter.chain_steps) == (1, 0)
+            assert draft.size == tree_nodes and not draft.is_chain()
+        else:
+            assert (drafter.tree_steps, drafter.chain_steps) == (0, 1)
+            assert draft.is_chain() and draft.tokens == (run[matched - 1], *run[matched : matched + SAM_N_PREDICTS - 1])
+
+
+def test_the_automaton_is_the_request_s_own_and_the_matrix_is_shared():
+    run = list(range(300, 340))
+    state = new_sam_state(SamSettings())
+    first = _drafter(state=state)
+    assert first.propose([*run, *run[:6]]).is_chain()
+    second = _drafter(state=state)  # a new request: its automaton has not seen ``run``
+    assert not second.propose([1, *run[:6]]).is_chain()
+    assert second.recycling.state is first.recycling.state
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("n_predicts", 1, "sam_decoding.n_predicts=1 is not allowed: use an integer >= 2"),
+        ("len_threshold", 0, "sam_decoding.len_threshold=0 is not allowed: use an integer >= 1"),
+        ("len_threshold", 2.5, "sam_decoding.len_threshold=2.5 is not allowed: use an integer >= 1"),
+        ("top_k", 0, "sam_decoding.top_k=0 is not allowed: use an integer >= 1"),
+        ("top_k", 4, r"sam_decoding.tree node \d+ \[\d+\]: rank 4 is not in \[0, top_k=4\)"),  # samd needs 7
+        ("tree", "2.2.3", r"sam_decoding.tree='2.2.3' is not a known template; use one of \['2.2.2', 'samd'\]"),
+        ("tree", [[0], [0]], r"sam_decoding.tree node 1 \[0\] repeats an earlier node"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_setting(key, value, message):
+    with pytest.raises(DecodingConfigError, match=message):
+        SamSettings(**{key: value})
+
+
+def test_the_authors_fallback_tree_is_the_default_and_a_state_of_another_width_is_refused():
+    template = SamSettings().template()
+    assert SAM_TREE == "samd" and (template.size, template.depth) == (60, 5)
+    # Nodes per depth of samd/config/token_recycle.json.
+    assert [len(nodes) for nodes, _, _ in template.layers] == [7, 20, 21, 8, 4]
+    with pytest.raises(DecodingConfigError, match="a SAM-Decoding state of top_k=4 cannot run top_k=8"):
+        sam_decoding_generate(None, [1, 2], 4, state=RecyclingState(4))
+
+
+@pytest.fixture(scope="module")
+def model():
+    """A tiny float64 Llama whose peaked outputs repeat (so drafts are accepted), its checks run once."""
+    return tiny_model("llama", init_scale=3.0)
+
+
+def test_generation_matches_ar_with_chains_and_trees_accepted_and_the_matrix_kept(model):
+    prompt = [5, 6, 7, 8, 9, 10] * 4
+    reference = autoregressive_generate(model, prompt, 40).tokens
+    state = new_sam_state(SamSettings())
+    first = sam_decoding_generate(model, prompt, 40, state=state)
+    filled = state.size()
+    again = sam_decoding_generate(model, prompt, 40, state=state)
+    assert first.tokens == reference and again.tokens == reference
+    assert filled > len(set(prompt)) and state.size() >= filled
+    for result in (first, again):
+        assert result.method == "sam_decoding"
+        assert result.stats[CHAIN_STEPS_STAT] > 0 and result.stats[TREE_STEPS_STAT] > 0
+        assert result.stats[CHAIN_STEPS_STAT] + result.stats[TREE_STEPS_STAT] == result.steps - 1
+        assert decode_step_means(result)["mean_accepted"] > 1.0  # drafts were accepted
+        assert sum(result.accept_lengths) == len(result.tokens) and len(result.step_tokens or []) == result.steps
+
+
+@pytest.mark.slow
+def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the shared fixture)
+    """Sampled continuations follow AR sampling's exact distribution (the enumeration of
+    test_sampling_distribution.py). A threshold of 2 over the 8-token vocabulary's repeats makes
+    chains (a trigram seen before) as well as trees, from a matrix warmed across the draws."""
+    model, prompt, sequences, exact = setting
+    state = RecyclingState(8)
+    draws, multi_token_steps, chains, trees = [], 0, 0.0, 0.0
+    for seed in range(800):
+        result = sam_decoding_generate(
+            model, prompt, LENGTH, state=state, len_threshold=3, n_predicts=4, sampling=SAMPLING, seed=seed
+        )
+        draws.append(tuple(result.tokens))
+        multi_token_steps += sum(n > 1 for n in result.accept_lengths)
+        chains += result.stats[CHAIN_STEPS_STAT]
+        trees += result.stats[TREE_STEPS_STAT]
+    assert multi_token_steps > 100 and chains > 100 and trees > 100
+    assert goodness_of_fit(draws, sequences, exact) > ALPHA
