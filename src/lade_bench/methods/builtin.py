@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
+from lade_bench.decoding.sam_decoding import SamSettings
 from lade_bench.decoding.suffix_decoding import SuffixSettings
 from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
 from lade_bench.methods.registry import (
@@ -26,6 +27,12 @@ from lade_bench.methods.registry import (
     Method,
     Settings,
     register,
+)
+from lade_bench.methods.sam_decoding import (
+    generate_sam_decoding,
+    new_sam_decoding_state,
+    refuse_sam_decoding,
+    sam_decoding_reach,
 )
 from lade_bench.methods.state import use_state
 
@@ -482,6 +489,20 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         # Its global suffix tree over earlier outputs persists across a cell's requests (the paper's setting).
         state="cell",
         new_state=_new_suffix_state,
+    ),
+    Method(
+        "sam_decoding",
+        generate_sam_decoding,
+        label="SAM-Decoding",
+        color="#17becf",
+        custom_mask=True,  # its fallback is a tree
+        config=SamSettings,
+        reach=sam_decoding_reach,
+        tuner_baseline=True,
+        refuse=refuse_sam_decoding,
+        # The fallback's recycling matrix persists across a cell's requests; the automaton is per request.
+        state="cell",
+        new_state=new_sam_decoding_state,
     ),
 )
 
