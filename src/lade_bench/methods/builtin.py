@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
+from lade_bench.decoding.pia import PiaSettings
 from lade_bench.decoding.sam_decoding import SamSettings
 from lade_bench.decoding.suffix_decoding import SuffixSettings
 from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
+from lade_bench.methods.pia import generate_pia, new_pia_trie, pia_method_reach, refuse_pia
 from lade_bench.methods.registry import (
     DRAFT,
     PIPELINE_PARALLEL,
@@ -503,6 +505,20 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         # The fallback's recycling matrix persists across a cell's requests; the automaton is per request.
         state="cell",
         new_state=new_sam_decoding_state,
+    ),
+    Method(
+        "pia",
+        generate_pia,
+        label="PIA (Ant trie lookahead)",
+        color="#8c6d31",
+        custom_mask=True,  # its draft is a multi-branch tree
+        config=PiaSettings,
+        reach=pia_method_reach,
+        tuner_baseline=True,
+        refuse=refuse_pia,
+        # Its trie of output n-grams persists across a cell's requests (the authors keep it across requests).
+        state="cell",
+        new_state=new_pia_trie,
     ),
 )
 
