@@ -20,7 +20,8 @@ from lade_bench.decoding.pia import (
     pia_generate,
 )
 from lade_bench.models.tiny import tiny_model
-from lade_bench.runner import plan_cell, register_configs
+from lade_bench.results import load_rows
+from lade_bench.runner import plan_cell, register_configs, run_cell
 from lade_bench.runner.rows import decode_step_means
 
 from ..runner.conftest import CONF_DIR, TINY
@@ -119,12 +120,16 @@ def test_bad_settings_are_refused_naming_the_setting(key, value, message):
         PiaSettings(**{key: value})
 
 
-def test_the_plan_refuses_a_bad_setting_before_loading_and_a_state_serves_its_own_settings():
+def _cell_config(*overrides: str):
     from hydra import compose, initialize_config_dir
 
     register_configs()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[*TINY, "arms=[ar,pia]", "pia.decoding_length=1"])
+        return compose("config", overrides=[*TINY, "arms=[ar,pia]", *overrides])
+
+
+def test_the_plan_refuses_a_bad_setting_before_loading_and_a_state_serves_its_own_settings():
+    cfg = _cell_config("pia.decoding_length=1")
     with pytest.raises(ValueError, match="pia.decoding_length=1 is not allowed: use an integer >= 2"):
         plan_cell(cfg)
     with pytest.raises(DecodingConfigError, match=r"\(12, 65536, 512, 1024\) cannot run \(6, 65536, 512, 1024\)"):
@@ -164,6 +169,18 @@ def test_a_stop_id_ends_the_generation_and_a_budget_of_one_is_the_prefill(model)
     assert result.tokens == reference[: reference.index(stop) + 1]
     single = pia_generate(model, prompt, 1)
     assert single.tokens == reference[:1] and single.steps == 1
+
+
+def test_a_cell_carries_the_trie_across_its_requests_and_its_section_enters_the_cell_id(tmp_path):
+    outcome = run_cell(_cell_config("warmup=0", f"output_root={tmp_path}"))
+    rows = load_rows(outcome.cell_dir)
+    pia = rows[rows["arm"] == "pia"].sort_values("turn")
+    assert rows["error"].isna().all() and pia["matches_ar"].all()
+    assert pia["state_requests_seen"].tolist() == list(range(len(pia))) and len(pia) >= 2  # MT-Bench: 2 turns
+    assert pia["state_size"].iloc[0] == 0 and pia["state_size"].iloc[-1] > 0
+    assert (pia["mean_draft_width"] >= 1.0).all()
+    default_id = plan_cell(_cell_config(f"output_root={tmp_path}")).cell_id
+    assert plan_cell(_cell_config(f"output_root={tmp_path}", "pia.decoding_length=32")).cell_id != default_id
 
 
 @pytest.mark.slow

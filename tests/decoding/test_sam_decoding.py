@@ -19,6 +19,7 @@ from lade_bench.decoding.sam_decoding import (
     CHAIN_STEPS_STAT,
     SAM_LEN_THRESHOLD,
     SAM_N_PREDICTS,
+    SAM_TOP_K,
     SAM_TREE,
     TREE_STEPS_STAT,
     SamDecodingDrafter,
@@ -133,8 +134,9 @@ def test_bad_settings_are_refused_naming_the_setting(key, value, message):
         SamSettings(**{key: value})
 
 
-def test_the_authors_fallback_tree_is_the_default_and_a_state_of_another_width_is_refused():
+def test_the_authors_defaults_and_fallback_tree_and_a_state_of_another_width_is_refused():
     template = SamSettings().template()
+    assert (SAM_N_PREDICTS, SAM_LEN_THRESHOLD, SAM_TOP_K) == (40, 5, 8)  # samd_config.py, as the docs say
     assert SAM_TREE == "samd" and (template.size, template.depth) == (60, 5)
     # Nodes per depth of samd/config/token_recycle.json.
     assert [len(nodes) for nodes, _, _ in template.layers] == [7, 20, 21, 8, 4]

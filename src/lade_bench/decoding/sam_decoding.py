@@ -119,7 +119,7 @@ class SuffixAutomaton:
         """Append ``token``; sets :attr:`match_length` and :attr:`match_state` for the new sequence.
 
         The walk up the suffix links from the previous last state stops at the longest suffix ``x``
-        of the old sequence that ``x + token`` already continues: ``x + token`` is then the longest
+        of the old sequence such that ``x + token`` occurs in it: ``x + token`` is then the longest
         suffix of the new sequence seen before, so the match falls out of the construction.
         """
         nxt, link, length, first_end = self._next, self._link, self._length, self._first_end
