@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from rich.console import Console
@@ -71,6 +72,17 @@ def _bench_method(name: str) -> str:
     return name
 
 
+def parse_setting(text: str) -> tuple[str, str, Any]:
+    """Parse ``SECTION.KEY=VALUE`` (``--setting``): the value as YAML reads it (numbers, booleans, text)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    section, dot, name = key.partition(".")
+    if not (sep and dot and section and name):
+        raise argparse.ArgumentTypeError(f"--setting {text!r}: use SECTION.KEY=VALUE, e.g. rest.datastore=PATH")
+    return section, name, yaml.safe_load(value)
+
+
 def parse_lookahead(text: str) -> LookaheadParams:
     """Parse ``N,W,G`` or ``N,W,G,<verification>`` into LookaheadParams (validated: a bad value
     names itself)."""
@@ -93,6 +105,7 @@ def build_arms(
     configs: list[LookaheadParams],
     methods: list[str],
     compiled: CompiledForwards | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Arm]:
     """Name -> function(prompt ids) for every arm of the benchmark; "ar" first (the reference).
 
@@ -103,12 +116,14 @@ def build_arms(
         configs: the lookahead configurations (one arm each, named by N, W, G and the layout).
         methods: registered methods, each run with the engine's default settings; "ar" is added first.
         compiled: run every arm in the compiled mode (all arms in one mode, as in a cell); None: eager.
+        settings: section -> key -> value given to the methods that read the section (``--setting``),
+            e.g. REST's datastore; other keys keep the engine's defaults.
     """
     stop_ids = [eos] if eos is not None else []
     arms: dict[str, Arm] = {}
     for method in [REFERENCE, *[m for m in methods if m != REFERENCE]]:
         if method != "lookahead":
-            arms[method] = bind_method(method, model, max_new_tokens, stop_ids, compiled=compiled)
+            arms[method] = bind_method(method, model, max_new_tokens, stop_ids, settings, compiled=compiled)
             continue
         for params in configs:
             name = f"lookahead N={params.ngram} W={params.window} G={params.guesses}"
@@ -204,6 +219,14 @@ def main(argv: list[str] | None = None) -> Path:
         metavar="NAME",
         help="registered methods to run, ar always first (default: ar prompt_lookup lookahead)",
     )
+    parser.add_argument(
+        "--setting",
+        type=parse_setting,
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="a method setting other than the engine default, e.g. rest.datastore=PATH (repeatable)",
+    )
     parser.add_argument("--jacobi", action="store_true", help="also run Jacobi decoding without the pool")
     parser.add_argument("--warmup", type=int, default=1, help="untimed generations per arm first (default 1)")
     parser.add_argument("--device", default="cpu")
@@ -244,7 +267,10 @@ def main(argv: list[str] | None = None) -> Path:
     samples = load_dataset_samples("mt_bench", limit=args.prompts)
     prompts = [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
     compiled = CompiledForwards() if args.compile else None
-    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, methods, compiled)
+    settings: dict[str, dict[str, Any]] = {}
+    for section, key, value in args.setting:
+        settings.setdefault(section, {})[key] = value
+    arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, methods, compiled, settings)
     started = time.time()
     results = run_benchmark(arms, prompts, args.warmup)
     rows = summarise(results)

@@ -22,10 +22,11 @@ inflate that benchmark's acceptance. A scored dataset's reference texts (``Sampl
 payload strings that are not part of the prompt, e.g. GSM8K's worked answer) are cut into lowercase
 word 13-grams, the contamination rule of GPT-3 (Brown et al. 2020, appendix C); a sample leaks when one
 of its 13-grams is in the corpus. References shorter than 13 words cannot be told from common text
-and are not counted. The plan refuses a REST cell whose scored dataset has a leaking sample
-(``methods/rest.py``).
+and are not counted, nor are 13-grams of numbers alone (test tables of any code share them). The
+plan refuses a REST cell whose scored dataset has a leaking sample (``methods/rest.py``).
 
-Command: ``python -m lade_bench.rest_datastore build --model smollm2 --corpus FILE... [--name NAME]``
+Commands: ``python -m lade_bench.rest_datastore build --model smollm2 --corpus FILE... [--name NAME]``;
+``... check --datastore PATH --datasets NAME[=FILE]...`` reports the leak check as JSON
 (docs/rest.md). No torch import at the top: the plan reads manifests and checks leaks before loading.
 """
 
@@ -166,7 +167,9 @@ def text_ngrams(text: str, n: int = LEAK_NGRAM) -> np.ndarray:
     hashes = np.zeros(len(words) - n + 1, dtype=np.uint64)
     for j in range(n):
         hashes = hashes * _NGRAM_BASE + ids[j : j + len(hashes)]
-    return hashes
+    # Runs of numbers alone ("1 2 3 ... 13", "0 0 0 ...") occur in any test table: no evidence of a leak.
+    wordy = np.cumsum(np.concatenate([[0], [not w.isdigit() for w in words]]))
+    return hashes[(wordy[n:] - wordy[:-n]) > 0]
 
 
 def corpus_documents(files: Sequence[str | Path], text_fields: Sequence[str] = (DEFAULT_TEXT_FIELD,)) -> Iterator[str]:
@@ -345,6 +348,40 @@ def leaking_samples(path: str | Path, samples: Sequence[Any]) -> list[str]:
     return leaked
 
 
+def leak_report(path: str | Path, datasets: Sequence[str]) -> dict[str, Any]:
+    """The leak check of the datastore at ``path`` against each of ``datasets`` (``NAME`` or ``NAME=FILE``).
+
+    Returns:
+        The manifest's summary and, per dataset, its samples, those with a checkable reference and the
+        leaking ids, or why it could not be loaded.
+    """
+    from lade_bench.datasets.registry import load_dataset_samples
+
+    manifest = read_manifest(path)
+    report: dict[str, Any] = {
+        "datastore": {k: manifest[k] for k in ("tokenizer", "tokens", "documents", "content_hash")},
+        "corpus_files": len(manifest["corpus"]),
+        "leak_ngram": LEAK_NGRAM,
+        "datasets": {},
+    }
+    for entry in datasets:
+        name, _, file = entry.partition("=")
+        try:
+            samples = load_dataset_samples(name, path=file or None)
+        except (OSError, RuntimeError, ValueError) as err:
+            report["datasets"][name] = {"path": file or None, "unavailable": str(err).splitlines()[0]}
+            continue
+        checkable = sum(any(text_ngrams(t).size for t in reference_texts(s)) for s in samples)
+        leaked = leaking_samples(path, samples)
+        report["datasets"][name] = {
+            "path": file or None,
+            "samples": len(samples),
+            "checkable": checkable,
+            "leaking": leaked,
+        }
+    return report
+
+
 def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None) -> str | None:
     """Why the datastore at ``path`` cannot serve scored ``dataset`` (its reference answers are in it); None: clean.
 
@@ -374,7 +411,7 @@ def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None) -> st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``build`` a datastore for a model's tokenizer from local JSONL or text files."""
+    """Command line: ``build`` a datastore for a model's tokenizer from local JSONL or text files; ``check`` it."""
     parser = argparse.ArgumentParser(prog="python -m lade_bench.rest_datastore", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="tokenize files and write a datastore beside the model cache")
@@ -393,7 +430,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cache-dir", default="~/.cache/lade_bench", help="the model cache (the runner's model_cache_dir)"
     )
     build.add_argument("--out", default=None, help="the datastore folder (default: <cache-dir>/rest_datastores/...)")
+    check = commands.add_parser("check", help="report the leak check of a datastore against datasets (JSON)")
+    check.add_argument("--datastore", required=True, help="the datastore folder")
+    check.add_argument("--datasets", nargs="+", required=True, help="registered datasets, NAME or NAME=FILE")
+    check.add_argument("--output", default=None, help="write the JSON report there (default: print it)")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        text = json.dumps(leak_report(args.datastore, args.datasets), indent=2) + "\n"
+        if args.output:
+            Path(args.output).write_text(text)
+        else:
+            print(text, end="")
+        return 0
     model = _model_config(args.model)
     from lade_bench.models.loading import tokenizer_source
 

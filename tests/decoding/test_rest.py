@@ -182,3 +182,20 @@ def test_sampling_matches_the_exact_distribution(setting, tmp_path):  # noqa: F8
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
     assert multi_token_steps > 100  # drafts were accepted, not only rejected
     assert goodness_of_fit(draws, sequences, exact) > ALPHA
+
+
+def test_bench_names_the_datastore_by_a_setting(model, tmp_path):
+    """``python -m lade_bench.bench --setting rest.datastore=PATH``: the bench's arms read it."""
+    import argparse
+
+    from lade_bench.bench import build_arms, parse_setting
+
+    assert parse_setting("rest.num_draft=8") == ("rest", "num_draft", 8)
+    with pytest.raises(argparse.ArgumentTypeError, match="'rest=3': use SECTION.KEY=VALUE"):
+        parse_setting("rest=3")
+    prompt = [5, 6, 7, 8, 9, 10] * 4
+    reference = autoregressive_generate(model, prompt, 16).tokens
+    store = write_datastore(tmp_path / "ds", [prompt[-4:] + reference], tokenizer="embedded:smollm2", vocab_size=128)
+    arms = build_arms(model, None, 16, [], ["rest"], settings={"rest": {"datastore": str(store)}})
+    result = arms["rest"](prompt)
+    assert result.tokens == reference and result.steps < len(reference)

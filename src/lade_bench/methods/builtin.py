@@ -14,6 +14,7 @@ from typing import Any
 
 from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
 from lade_bench.decoding.pia import PiaSettings
+from lade_bench.decoding.rest import RestSettings
 from lade_bench.decoding.sam_decoding import SamSettings
 from lade_bench.decoding.suffix_decoding import SuffixSettings
 from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
@@ -30,6 +31,7 @@ from lade_bench.methods.registry import (
     Settings,
     register,
 )
+from lade_bench.methods.rest import generate_rest, hashed_rest, new_rest_state, refuse_rest, rest_reach
 from lade_bench.methods.sam_decoding import (
     generate_sam_decoding,
     new_sam_decoding_state,
@@ -519,6 +521,21 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         # Its trie of output n-grams persists across a cell's requests (the authors keep it across requests).
         state="cell",
         new_state=new_pia_trie,
+    ),
+    Method(
+        "rest",
+        generate_rest,
+        label="REST",
+        color="#637939",
+        custom_mask=True,  # its draft is a trie of retrieved continuations
+        config=RestSettings,
+        reach=rest_reach,
+        tuner_baseline=True,
+        refuse=refuse_rest,
+        # The datastore is static: loaded once per cell and carried across its requests, never changed.
+        state="cell",
+        new_state=new_rest_state,
+        hashed=hashed_rest,
     ),
 )
 
