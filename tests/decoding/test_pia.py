@@ -25,6 +25,8 @@ from lade_bench.runner import plan_cell, register_configs, run_cell
 from lade_bench.runner.rows import decode_step_means
 
 from ..runner.conftest import CONF_DIR, TINY
+from .helpers import ForwardCounter
+from .refused_models import POSITION_BIASED
 from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, goodness_of_fit, setting  # noqa: F401 (fixture)
 
 BOS = 99  # the prompt's first token, which the authors leave out of the trie
@@ -134,6 +136,18 @@ def test_the_plan_refuses_a_bad_setting_before_loading_and_a_state_serves_its_ow
         plan_cell(cfg)
     with pytest.raises(DecodingConfigError, match=r"\(12, 65536, 512, 1024\) cannot run \(6, 65536, 512, 1024\)"):
         pia_generate(None, [1, 2], 4, branch_length=6, state=PiaState())
+
+
+def test_a_model_lookahead_refuses_is_refused_before_any_forward():
+    from transformers import AutoModelForCausalLM
+
+    from lade_bench.decoding.checks import UnsupportedModelError
+
+    alibi = AutoModelForCausalLM.from_config(POSITION_BIASED["mpt"](), attn_implementation="eager").eval()
+    counter = ForwardCounter(alibi)
+    with pytest.raises(UnsupportedModelError, match="ALiBi"):
+        pia_generate(alibi, [1, 2, 3, 1, 2, 3], 8)
+    assert counter.calls == 0
 
 
 @pytest.fixture(scope="module")
