@@ -29,7 +29,7 @@ from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import CompiledForwards, LookaheadParams, flex_attention_available
 from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
 from lade_bench.gpu_check.table import summary_records
-from lade_bench.methods import REFERENCE, bind_method, methods_where, runs_on_one_model
+from lade_bench.methods import REFERENCE, CellFacts, Method, bind_method, methods_where, runs_on_one_model
 from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids
 from lade_bench.profiling.device_profile import sweep_profile
 from lade_bench.results.atomic import atomic_write_json
@@ -60,8 +60,22 @@ def prompts_as_chat(model_name: str) -> bool:
 
 def other_methods() -> tuple[str, ...]:
     """The registered methods the speed stage runs besides AR and the lookahead presets: every one that
-    runs on one model (``runs_on_one_model``), in registration order, so a new method needs no edit here."""
-    return methods_where(lambda m: runs_on_one_model(m) and m.name not in (REFERENCE, "lookahead"))
+    runs on one model (``runs_on_one_model``) at its config defaults, in registration order, so a new
+    method needs no edit here."""
+    return methods_where(
+        lambda m: runs_on_one_model(m) and m.name not in (REFERENCE, "lookahead") and runs_at_its_defaults(m)
+    )
+
+
+def runs_at_its_defaults(method: Method) -> bool:
+    """Whether ``method`` runs with its own config section's defaults alone: its ``refuse`` accepts them.
+
+    A method that needs a resource named in its section (REST's datastore) is left out, since the
+    check runs every method with the engine's defaults.
+    """
+    if method.refuse is None or method.config is None:
+        return True
+    return method.refuse({method.name: method.config()}, CellFacts()) is None
 
 
 def build_arms(
