@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lade_bench import stats
 from lade_bench.report.figures import FigureOutput, build_figures, build_tune_figure
 from lade_bench.report.html_report import render_html, write_html
+from lade_bench.report.spec_bench_board import build_board
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
 from lade_bench.results.atomic import atomic_write_text
@@ -59,6 +61,7 @@ def build_report(
     html: bool = True,
     n_boot: int = stats.N_BOOT,
     min_ci_units: int = stats.MIN_CI_UNITS,
+    spec_bench_answers: Sequence[str | os.PathLike[str]] = (),
 ) -> ReportResult:
     """Load the sweep(s), then write figures, tables and (optionally) the HTML report.
 
@@ -71,6 +74,8 @@ def build_report(
         html: also write ``report.html``.
         n_boot: bootstrap resamples of every CI.
         min_ci_units: fewest samples a CI is computed from (fewer: point estimate and the reason).
+        spec_bench_answers: Spec-Bench answer files shown beside the sweep's Spec-Bench leaderboard,
+            labelled external (the baseline's first, then the methods'); never paired with its rows.
     """
     sweep = load_sweep(paths, n_boot=n_boot, min_ci_units=min_ci_units)
     out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
@@ -91,9 +96,15 @@ def build_report(
             continue
         result.tables[name] = written
         html_tables[name] = (spec.caption, table)
+    # Only a sweep with Spec-Bench rows (or given answer files) has a leaderboard; others list nothing skipped.
+    board = build_board(sweep, tables_dir, figures_dir, spec_bench_answers)
+    if board is not None:
+        result.figures.append(board.figure)
+        result.tables.update(board.tables)
+        html_tables.update(board.shown)
     atomic_write_text(tables_dir / SUMMARY_CSV, sweep.summary.to_csv(index=False))
     if html:
-        page = render_html(sweep, figures, skipped, html_tables, summary_display_table(sweep.summary))
+        page = render_html(sweep, result.figures, skipped, html_tables, summary_display_table(sweep.summary))
         result.html = write_html(out / REPORT_HTML, page)
     return result
 

@@ -8,6 +8,8 @@ Examples::
     python -m lade_bench.report runs/ablation_wg runs/sampling --out paper_figures
     # the same from the committed archives of those sweeps (python -m lade_bench.results.archive)
     python -m lade_bench.report paper_figures/rows/ablation_wg paper_figures/rows/sampling --out /tmp/again
+    # a Spec-Bench sweep with answer files published by Spec-Bench users beside it (baseline first)
+    python -m lade_bench.report runs/spec_bench --spec-bench-answers vicuna-vanilla.jsonl vicuna-pld.jsonl
     # also publish a W&B Report (needs a logged-in W&B account and network)
     python -m lade_bench.report runs/ablation_wg --wandb-report --wandb-project lade-bench
 """
@@ -45,6 +47,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="fewest samples a CI is computed from; fewer: the point estimate and the reason (default: %(default)s)",
     )
     parser.add_argument(
+        "--spec-bench-answers",
+        nargs="+",
+        default=(),
+        metavar="FILE",
+        help="Spec-Bench answer files shown beside the Spec-Bench leaderboard, labelled external (Spec-Bench's "
+        "speed.py arithmetic, never paired with the sweep's rows): the baseline's file first, then methods'",
+    )
+    parser.add_argument(
         "--wandb-report", action="store_true", help="also create a W&B Report with the same panels (online)"
     )
     parser.add_argument("--wandb-project", default="lade-bench", help="W&B project (default: %(default)s)")
@@ -57,7 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     result = build_report(
-        args.sweep_dirs, args.out, html=not args.no_html, n_boot=args.n_boot, min_ci_units=args.min_ci_units
+        args.sweep_dirs,
+        args.out,
+        html=not args.no_html,
+        n_boot=args.n_boot,
+        min_ci_units=args.min_ci_units,
+        spec_bench_answers=args.spec_bench_answers,
     )
     print(f"sweep {result.sweep.label}: {len(result.sweep.rows)} rows, {len(result.sweep.cells)} cells")
     for fig in result.figures:

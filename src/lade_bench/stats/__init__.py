@@ -15,6 +15,7 @@ Modules, one job each:
 * ``efficiency``: compression, throughput, tokens per step, accepted-tokens histogram.
 * ``baseline_gain``: one arm against itself in two cells (AR compiled or in bf16 against eager fp32 AR).
 * ``contrast``: one setting's paired effect: two cells that differ in it only, on the samples both ran.
+* ``pooled``: several cells' paired units in one comparison, each unit paired within its own cell.
 * ``drift``: the spread of identical AR work across a sweep's cells (the noise floor between cells).
 * ``summary``: one record per (cell, arm) with every number and its n.
 * ``headline``: the headline cell, chosen without the samples it is reported on.
@@ -51,6 +52,7 @@ from lade_bench.stats.headline import (
     sample_halves,
 )
 from lade_bench.stats.modes import COMPILED, EAGER, mode_label, require_one_mode, row_compiled
+from lade_bench.stats.pooled import pooled_units
 from lade_bench.stats.quality import (
     MEAN_METRICS,
     MISMATCH_SUMMARY,
@@ -163,6 +165,7 @@ __all__ = [
     "per_key_quality",
     "per_sample_mean",
     "per_sample_totals",
+    "pooled_units",
     "plain_value",
     "quality_delta",
     "quality_means",

@@ -1,0 +1,386 @@
+"""The Spec-Bench leaderboard: per category group and overall, each method's paired speedup over AR.
+
+Spec-Bench (Xia et al., ACL 2024 Findings; hemingkx/Spec-Bench ``Leaderboard.md``) reports, per group
+(MT-Bench, translation, summarization, QA, math reasoning, RAG) and overall, each method's speedup
+over AR and its mean accepted tokens. Here each number is this suite's paired statistic: a method's
+rows are paired with the AR rows of its own cell (``stats.pooled_units``: several cells of one method
+pooled, each unit still paired within its cell), the speedup is the ratio of summed wall times with
+a bootstrap interval over samples and its n (``stats.speedup_estimate``), beside tokens accepted per
+decode step, input tokens per decode step (the draft's width: what a step costs), the state's warmth
+for a method that learns across requests, the group's quality metric where the file has references,
+and how many outputs equal AR's. A (model, method) measured under several lookahead settings (the
+``spec_bench`` sweep's two lookahead cells) is one entry per setting.
+
+Answer files published by Spec-Bench users (``--spec-bench-answers BASELINE METHOD ...``) are shown
+beside, labelled external, with Spec-Bench's own arithmetic (``evaluation/speed.py``: the mean over
+questions of tokens per second, method over baseline, and the mean of ``accept_lengths``) and no
+interval; they never enter a paired statistic of this sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from lade_bench import stats
+from lade_bench.datasets.spec_bench import GROUP_OF, GROUPS, SCORED_COLUMNS, UNSCORED, parse_sample_id
+from lade_bench.export.spec_bench_answers import AnswerSet, questions, read_answer_file, split_settings
+from lade_bench.methods import method_color, method_label
+from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
+from lade_bench.report.sweep import Sweep
+from lade_bench.report.table_format import MISSING
+from lade_bench.report.tables import PaperTable, fmt, fmt_speedup, state_cell, write_table
+
+DATASET = "spec_bench"
+OVERALL = "overall"
+COLUMNS = (*GROUPS, OVERALL)
+COLUMN_TITLES = {
+    "mt_bench": "MT-Bench",
+    "translation": "Translation",
+    "summarization": "Summarization",
+    "qa": "QA",
+    "math_reasoning": "Math",
+    "rag": "RAG",
+    OVERALL: "Overall",
+}
+# The group's quality metric as the leaderboard prints it: (column, label, scale, unit); summarization
+# shows ROUGE-L only (every ROUGE column is in summary.json).
+QUALITY_SHOWN = {
+    "translation": (("bleu", "BLEU", 1.0, ""), ("chrf", "chrF", 1.0, "")),
+    "summarization": (("rougeL", "ROUGE-L", 100.0, ""),),
+    "math_reasoning": (("accuracy", "accuracy", 100.0, "%"),),
+    "rag": (("exact_match", "EM", 100.0, "%"), ("token_f1", "F1", 100.0, "")),
+}
+assert set(QUALITY_SHOWN) == set(SCORED_COLUMNS)
+SOURCE_SWEEP = "this sweep (paired)"
+EXTERNAL = "external"
+
+LEADERBOARD = PaperTable(
+    "spec_bench_leaderboard",
+    "Spec-Bench leaderboard (greedy): per category group and overall, each method's speedup over the AR of "
+    "its own cell (ratio of summed wall times on identical outputs, 95% paired bootstrap CI over samples, "
+    "or the reason there is none) and n = samples; Accepted/step = tokens emitted per decode step "
+    "(Spec-Bench's tau without the prefill); Width/step = input tokens per decode step (the draft a step "
+    "verifies: its cost); State = a stateful method's carried state, warm or cold, and the fewest-most "
+    "earlier requests it had seen; Quality = the group's metric where Spec-Bench's file has references "
+    "(translation BLEU/chrF, summarization ROUGE-L x100, math final-number accuracy, RAG exact match/token "
+    "F1 x100), else why not; =AR = outputs token-identical to AR. External rows: Spec-Bench answer files, "
+    "Spec-Bench's speed.py arithmetic (mean tokens/s ratio, mean accept_lengths), no CI, never paired.",
+    lambda sweep: leaderboard_table(board_records(sweep)),
+    "",  # written by build_report, not by a notebook
+)
+SPEEDUPS = PaperTable(
+    "spec_bench_speedups",
+    "Spec-Bench speedups at a glance: the leaderboard's speedup over AR per group and overall "
+    "(n = samples in brackets; see spec_bench_leaderboard for the intervals), tau = tokens per decode step "
+    "overall. External rows: Spec-Bench answer files with Spec-Bench's own arithmetic.",
+    lambda sweep: speedups_table(board_records(sweep)),
+    "",  # written by build_report, not by a notebook
+)
+FIGURE = "spec_bench_leaderboard"
+FIGURE_CAPTION = (
+    "Spec-Bench leaderboard: each method's speedup over the AR of its own cell per category group and "
+    "overall, with its 95% paired bootstrap interval where there are enough samples; hollow markers are "
+    "external answer files (Spec-Bench's arithmetic, no interval)."
+)
+
+
+@dataclass(frozen=True)
+class BoardResult:
+    """What :func:`build_board` wrote: the tables (name -> files), the figure, and the display tables."""
+
+    tables: dict[str, list[Path]]
+    figure: FigureOutput
+    shown: dict[str, tuple[str, pd.DataFrame]]
+
+
+def group_of_sample(sample_id: str) -> str:
+    """The Spec-Bench group (report column) a row's sample belongs to."""
+    return GROUP_OF[parse_sample_id(sample_id)[0]]
+
+
+def _entries(rows: pd.DataFrame) -> pd.DataFrame:
+    """The greedy spec_bench rows with their entry (setting) and group columns."""
+    rows = rows[(rows["dataset"] == DATASET) & ~rows["do_sample"].astype(bool)]
+    if rows.empty:
+        return rows.assign(setting=pd.Series(dtype=object), group=pd.Series(dtype=object))
+    return rows.assign(setting=split_settings(rows).fillna(""), group=rows["sample_id"].map(group_of_sample))
+
+
+def _state_modes(sweep: Sweep) -> dict[tuple[str, str], str]:
+    """``method_state.mode`` (warm or cold) of each cell, from its recorded config."""
+    modes = {}
+    for cell in sweep.cells:
+        config = (yaml.safe_load(cell.config_text) or {}) if cell.config_text else {}
+        mode = (config.get("method_state") or {}).get("mode")
+        if mode is not None:
+            modes[(cell.sweep, cell.cell_id)] = str(mode)
+    return modes
+
+
+def board_records(sweep: Sweep, external: Sequence[AnswerSet] = ()) -> pd.DataFrame:
+    """One record per (model, mode, method, setting, column) of the sweep's spec_bench cells, then the
+    external answer sets (the first is their baseline), each with every number the leaderboard shows.
+
+    Empty when the sweep has no greedy spec_bench rows and nothing external is given.
+    """
+    rows = _entries(sweep.rows)
+    modes = _state_modes(sweep)
+    records: list[dict[str, Any]] = []
+    cell_key = ["sweep", "cell_id"]
+    for (model, arm, setting), entry_rows in rows[rows["arm"] != stats.BASELINE_ARM].groupby(
+        ["model", "arm", "setting"], sort=True
+    ):
+        cells = {key: rows.set_index(cell_key).loc[key].reset_index() for key in entry_rows.groupby(cell_key).groups}
+        for column in COLUMNS:
+            chosen = [c if column == OVERALL else c[c["group"] == column] for c in cells.values()]
+            chosen = [c for c in chosen if len(c)]
+            if not chosen:
+                continue
+            record = _paired_record(stats.pooled_units(chosen), arm, column, sweep.intervals)
+            warmth = sorted({modes.get(key, "") for key in cells if modes.get(key)})
+            records.append(
+                {
+                    "source": SOURCE_SWEEP,
+                    "model": model,
+                    "arm": arm,
+                    "setting": setting,
+                    "column": column,
+                    "state_mode": "/".join(warmth),
+                    **record,
+                }
+            )
+    if external:
+        records += external_records(external[0], external[1:])
+    return pd.DataFrame.from_records(records)
+
+
+def _paired_record(paired: pd.DataFrame, arm: str, column: str, intervals: stats.IntervalSettings) -> dict[str, Any]:
+    estimate = stats.speedup_estimate(paired, arm, sampled=False, intervals=intervals)
+    arm_rows = paired[paired["arm"] == arm]
+    efficiency = stats.arm_efficiency(arm_rows)
+    quality = stats.quality_means(arm_rows)
+    return {
+        "speedup": estimate.value,
+        "speedup_ci_low": estimate.low,
+        "speedup_ci_high": estimate.high,
+        "speedup_ci_note": estimate.note,
+        "n_units": estimate.n_units,
+        "n_pairs": estimate.n_pairs,
+        "mean_accepted": efficiency["mean_accepted"],
+        "step_tokens_mean": efficiency["step_tokens_mean"],
+        "state_requests_min": efficiency["state_requests_min"],
+        "state_requests_max": efficiency["state_requests_max"],
+        "matches_ar": quality["matches_ar"],
+        "quality": _quality_text(column, quality),
+    }
+
+
+def _quality_text(column: str, quality: dict[str, float]) -> str:
+    if column == OVERALL:
+        return ""
+    if column in QUALITY_SHOWN:
+        return ", ".join(
+            f"{label} {fmt(quality[name], 1, scale)}{unit}" for name, label, scale, unit in QUALITY_SHOWN[column]
+        )
+    return f"unscored: {UNSCORED[GROUPS[column][0]].reason}"
+
+
+def external_records(baseline: AnswerSet, methods: Sequence[AnswerSet]) -> list[dict[str, Any]]:
+    """Records of Spec-Bench answer files, with Spec-Bench's ``speed.py`` arithmetic and no interval.
+
+    Per column: the mean over the method's questions of ``sum(new_tokens) / sum(wall_time)`` of its first
+    choice, over the same mean of the baseline's questions (the baseline's own ``new_tokens``: speed.py
+    re-tokenises the baseline's text with the model's tokenizer, which this report does not load), and
+    the mean of ``accept_lengths`` (Spec-Bench's tau, prefill step included).
+    """
+    records = []
+    for answers in methods:
+        for column in COLUMNS:
+            categories = [c for members in GROUPS.values() for c in members] if column == OVERALL else GROUPS[column]
+            ours, base = questions(answers, categories), questions(baseline, categories)
+            if not ours or not base:
+                continue
+            accepted = [a for record in ours for a in record["choices"][0]["accept_lengths"]]
+            records.append(
+                {
+                    "source": EXTERNAL,
+                    "model": answers.model_id,
+                    "arm": EXTERNAL,
+                    "setting": f"vs {baseline.model_id}",
+                    "column": column,
+                    "state_mode": "",
+                    "speedup": _mean_speed(ours) / _mean_speed(base),
+                    "speedup_ci_low": math.nan,
+                    "speedup_ci_high": math.nan,
+                    "speedup_ci_note": "external: no interval",
+                    "n_units": len(ours),
+                    "n_pairs": len(ours),
+                    "mean_accepted": float(np.mean(accepted)) if accepted else math.nan,
+                    "step_tokens_mean": math.nan,
+                    "state_requests_min": math.nan,
+                    "state_requests_max": math.nan,
+                    "matches_ar": math.nan,
+                    "quality": "",
+                }
+            )
+    return records
+
+
+def _mean_speed(records: Sequence[dict[str, Any]]) -> float:
+    return float(np.mean([sum(r["choices"][0]["new_tokens"]) / sum(r["choices"][0]["wall_time"]) for r in records]))
+
+
+def entry_label(rec: dict[str, Any]) -> str:
+    """``"Lookahead (n5-w7-g7)"``, ``"Prompt lookup"``, or ``"external: <model_id>"``."""
+    if rec["source"] == EXTERNAL:
+        return f"external: {rec['model']}"
+    label = method_label(str(rec["arm"]))
+    return f"{label} ({rec['setting']})" if rec["setting"] else label
+
+
+def _state_text(rec: dict[str, Any]) -> str:
+    span = state_cell(rec)
+    return f"{rec['state_mode']} {span}".strip() if span else ""
+
+
+def leaderboard_table(records: pd.DataFrame) -> pd.DataFrame:
+    """The long leaderboard: one row per (model, method, column) as display strings."""
+    if records.empty:
+        return pd.DataFrame()
+    rows = []
+    for rec in records.to_dict("records"):
+        rows.append(
+            {
+                "Model": rec["model"] if rec["source"] != EXTERNAL else EXTERNAL,
+                "Method": entry_label(rec),
+                "Group": COLUMN_TITLES[rec["column"]],
+                "Speedup (95% CI)": fmt_speedup(
+                    rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"], rec["speedup_ci_note"]
+                ),
+                "n": str(int(rec["n_units"])),
+                "Accepted/step": fmt(rec["mean_accepted"]),
+                "Width/step": fmt(rec["step_tokens_mean"], 1),
+                "State": _state_text(rec),
+                "Quality": rec["quality"],
+                "=AR (%)": fmt(rec["matches_ar"], 1, 100.0) if rec["source"] != EXTERNAL else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def speedups_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Spec-Bench's layout: one row per (model, method), one speedup column per group, overall and tau."""
+    if records.empty:
+        return pd.DataFrame()
+    rows = []
+    for (_, model, _, _), entry in records.groupby(["source", "model", "arm", "setting"], sort=False):
+        by_column = {rec["column"]: rec for rec in entry.to_dict("records")}
+        first = next(iter(by_column.values()))
+        row = {"Model": model if first["source"] != EXTERNAL else EXTERNAL, "Method": entry_label(first)}
+        for column in COLUMNS:
+            rec = by_column.get(column)
+            row[COLUMN_TITLES[column]] = MISSING if rec is None else f"{fmt(rec['speedup'])}x ({int(rec['n_units'])})"
+        overall = by_column.get(OVERALL)
+        row["tau"] = fmt(overall["mean_accepted"]) if overall is not None else MISSING
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def draw_board(records: pd.DataFrame, context: str) -> Figure:
+    """One row of panels per model (external answer files in a row of their own), one panel per group and
+    overall: each method's speedup with its interval, the panel's n in its title, parity marked."""
+    models = list(dict.fromkeys(records["model"].where(records["source"] != EXTERNAL, EXTERNAL)))
+    counts = [
+        len({entry_label(rec) for rec in records.to_dict("records") if _row_of(rec) == model}) for model in models
+    ]
+    # The groups the records have (a sweep of some categories draws no empty panels).
+    columns = [column for column in COLUMNS if column in set(records["column"])]
+    n_cols = len(columns)
+    height = 1.0 + sum(0.85 + 0.34 * count for count in counts)
+    fig = Figure(figsize=(2.1 * n_cols + 1.8, height), layout="constrained")
+    # Each model's row as tall as its methods need, so an external row of one file is not stretched.
+    axes = fig.subplots(len(models), n_cols, sharex=True, squeeze=False, gridspec_kw={"height_ratios": counts})
+    highs = pd.concat([records["speedup"], records["speedup_ci_high"]]).astype(float)
+    right = 1.15 * max(1.0, float(np.nanmax(highs.to_numpy())))  # parity always in view
+    for row, model in enumerate(models):
+        shown = records[(records["source"] == EXTERNAL) if model == EXTERNAL else (records["model"] == model)]
+        entry_labels = list(dict.fromkeys(entry_label(rec) for rec in shown.to_dict("records")))
+        for col, column in enumerate(columns):
+            ax = axes[row][col]
+            part = shown[shown["column"] == column]
+            for rec in part.to_dict("records"):
+                y = entry_labels.index(entry_label(rec))
+                external = rec["source"] == EXTERNAL
+                colour = "0.35" if external else (method_color(str(rec["arm"])) or "C0")
+                low, high = rec["speedup_ci_low"], rec["speedup_ci_high"]
+                if not external and np.isfinite(low) and np.isfinite(high):
+                    ax.errorbar(
+                        rec["speedup"], y, xerr=[[rec["speedup"] - low], [high - rec["speedup"]]],
+                        fmt="none", ecolor=colour, capsize=3, lw=1.2,
+                    )  # fmt: skip
+                ax.plot(rec["speedup"], y, "o", color=colour, mfc="none" if external else colour, ms=6)
+            ax.axvline(1.0, color="0.5", lw=0.8, ls="--")
+            ax.set_xlim(0.0, right)
+            ax.set_ylim(len(entry_labels) - 0.5, -0.5)
+            ax.set_yticks(range(len(entry_labels)))
+            ax.set_yticklabels(entry_labels if col == 0 else [""] * len(entry_labels), fontsize=8)
+            n = _n_text(part["n_units"]) if len(part) else "n=0 (no rows)"
+            title = COLUMN_TITLES[column] + (f"\n{model}" if col == 0 else "\n") + f"\n{n}"
+            ax.set_title(title, fontsize=8)
+            ax.tick_params(axis="x", labelsize=8)
+            # Few ticks, none at the right edge: side by side, one panel's last label would meet the next one's first.
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4, prune="upper"))
+            ax.grid(axis="x", color="0.9")
+            if row == len(models) - 1:
+                ax.set_xlabel("speedup over AR (×)", fontsize=8)
+    return _titled(fig, "Spec-Bench leaderboard: speedup over AR per category group (greedy)", context)
+
+
+def _row_of(rec: dict[str, Any]) -> str:
+    return EXTERNAL if rec["source"] == EXTERNAL else str(rec["model"])
+
+
+def build_board(
+    sweep: Sweep,
+    tables_dir: str | os.PathLike[str],
+    figures_dir: str | os.PathLike[str],
+    external_files: Sequence[str | os.PathLike[str]] = (),
+) -> BoardResult | None:
+    """Write the leaderboard tables and figure when the sweep has spec_bench rows (or answer files are
+    given: the first is their baseline, the others methods); None otherwise (nothing is listed as skipped:
+    a report of other benchmarks has no leaderboard to miss).
+
+    Raises:
+        ValueError: a single external file (a method file needs its baseline's).
+        AnswerFileError: an external file that is not a Spec-Bench answer file (file and line named).
+    """
+    if len(external_files) == 1:
+        raise ValueError("--spec-bench-answers takes the baseline's answer file first, then one or more methods'")
+    external = [read_answer_file(path) for path in external_files]
+    records = board_records(sweep, external)
+    if records.empty:
+        return None
+    provenance = f"Computed from {len(sweep.rows)} rows of sweep {sweep.label}" + (
+        f" and {len(external)} Spec-Bench answer files" if external else ""
+    )
+    tables, shown = {}, {}
+    for spec, table in ((LEADERBOARD, leaderboard_table(records)), (SPEEDUPS, speedups_table(records))):
+        written = write_table(table, tables_dir, spec, provenance)
+        if written is not None:
+            tables[spec.name] = written
+            shown[spec.name] = (spec.caption, table)
+    ours = _entries(sweep.rows)
+    context = sweep.context_line(ours) if len(ours) else "Spec-Bench answer files only"
+    png, pdf = save_figure(draw_board(records, context), figures_dir, FIGURE)
+    return BoardResult(tables, FigureOutput(FIGURE, FIGURE_CAPTION, png, pdf), shown)
