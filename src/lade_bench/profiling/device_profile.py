@@ -36,18 +36,21 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from transformers import Cache, DynamicCache
 
-from lade_bench.decoding.compiled import CompiledForwards, recompiles_allowed
-from lade_bench.decoding.static_step import full_static_cache
-from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
 from lade_bench.profiling.processor import processor_identity, processor_label
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
+
+# torch, transformers and the decoding engine are imported only by the functions that measure: the
+# report, its notebooks and the statistics read stored profiles, and a process that only reads them
+# should not spend seconds importing torch (each report CLI run and notebook kernel did).
+if TYPE_CHECKING:
+    import torch
+
+    from lade_bench.decoding.compiled import CompiledForwards
 
 # 2: keyed by (device kind, model, dtype, attention implementation); 1: per device kind.
 PROFILE_VERSION = 2
@@ -211,6 +214,13 @@ def measure_forward_curve(
     Raises:
         ValueError: a k < 1, ``repeats < 1``, or a context that does not fit the model.
     """
+    import torch
+    from transformers import Cache, DynamicCache
+
+    from lade_bench.decoding.compiled import recompiles_allowed
+    from lade_bench.decoding.static_step import full_static_cache
+    from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
+
     counts = sorted({int(k) for k in token_counts})
     if not counts or counts[0] < 1:
         raise ValueError(f"token_counts must be integers >= 1, got {list(token_counts)!r}")
@@ -277,6 +287,8 @@ def measure_forward_curve(
 
 def describe_device(device: torch.device) -> str:
     """Human-readable device, e.g. ``"cuda:0 NVIDIA H200"`` or ``"cpu x86_64 (16 threads)"``."""
+    import torch
+
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         return f"cuda:{index} {torch.cuda.get_device_name(index)}"
