@@ -10,18 +10,19 @@ import torch
 from lade_bench.decoding import LookaheadParams, UnsupportedModelError
 from lade_bench.models.tiny import tiny_model
 from lade_bench.models.tiny_position_scaled import longrope_phi3_config, tiny_position_scaled_model
+from lade_bench.runner.plan_parts import RunCounts
 from lade_bench.runner.samples import prompt_budget
 
 
 def _plan(arms: list[str], max_new_tokens: int, max_prompt_tokens: int | None = None) -> SimpleNamespace:
-    cfg = SimpleNamespace(dataset=SimpleNamespace(max_prompt_tokens=max_prompt_tokens), max_new_tokens=max_new_tokens)
     # The plan's parsed sections (CellPlan.settings), as the runner hands them to each method.
     settings = {
         "lookahead": LookaheadParams(4, 5, 5),
         "jacobi": SimpleNamespace(block_size=5),
         "prompt_lookup": SimpleNamespace(num_tokens=10),
     }
-    return SimpleNamespace(cfg=cfg, arms=arms, settings=settings)
+    dataset = SimpleNamespace(max_prompt_tokens=max_prompt_tokens)
+    return SimpleNamespace(dataset=dataset, counts=RunCounts(max_new_tokens), arms=arms, settings=settings)
 
 
 @pytest.fixture(scope="module")

@@ -139,7 +139,7 @@ def test_code_cell_without_sandbox_refuses_before_loading(compose_cfg, monkeypat
     plan_cell(compose_cfg([*TINY, "dataset=mt_bench"]))  # nothing executed: no sandbox needed
     # The explicit opt-out plans the cell, and the scorer then runs the code unsandboxed.
     plan = plan_cell(compose_cfg([*TINY, "dataset=mbpp", f"dataset.path={MBPP}", "sandbox.allow_unsandboxed=true"]))
-    assert plan.cfg.sandbox.allow_unsandboxed is True
+    assert plan.allow_unsandboxed is True
 
 
 def test_score_output_passes_the_opt_out_on(mbpp_sample, monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.methods import REPLICA, Method, get_method, method_names, register, unregister
+from lade_bench.methods import REPLICA, CellFacts, Method, get_method, method_names, register, unregister
 from lade_bench.report.figures import draw_accept_histogram
 from lade_bench.runner.cell import load_cell_model
 from lade_bench.runner.legacy_ids import legacy_cell
@@ -181,3 +181,70 @@ def test_the_plan_names_no_method():
         strings = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in names}
         attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr in names}
         assert not strings | attributes, f"runner/{module} names the methods {sorted(strings | attributes)}"
+
+
+def test_a_refusal_gets_the_settings_its_generate_gets_and_the_cell_facts(compose_cfg, tmp_path):
+    """``Method.refuse(settings, cell)``: its own sections (parsed) and ``CellFacts``, never the config."""
+    asked = []
+
+    def refuse(settings, cell):
+        asked.append((dict(settings), cell))
+        return "toy refusal: num_tokens=3 is too few" if settings["prompt_lookup"].num_tokens == 3 else None
+
+    toy = Method(
+        "toy_refuser",
+        get_method("ar").generate,
+        label="Toy refuser",
+        color="#000002",
+        sections=("prompt_lookup", "lookahead"),
+        refuse=refuse,
+    )
+    register(toy)
+    try:
+        cfg = compose_cfg([*TINY, f"output_root={tmp_path}", "arms=[ar,toy_refuser]", "attn_implementation=eager"])
+        plan = plan_cell(cfg)
+        ((settings, cell),) = asked
+        assert set(settings) == {"prompt_lookup", "lookahead"}  # its sections, nothing else
+        assert settings["lookahead"] is plan.settings["lookahead"]  # parsed once, by lookahead's entry
+        assert settings["prompt_lookup"].num_tokens == cfg.prompt_lookup.num_tokens
+        assert cell == CellFacts(
+            devices=1,
+            device=cfg.device.value,
+            attn_implementation="eager",
+            model_source="tiny",
+            model_name=cfg.model.name,
+            compiled=False,
+            dataset=cfg.dataset.name,
+            dataset_path=cfg.dataset.path,
+            tokenizer="embedded:smollm2",
+        )
+        assert plan.facts == cell
+        with pytest.raises(CellConfigError, match="toy refusal: num_tokens=3"):
+            plan_cell(
+                compose_cfg([*TINY, f"output_root={tmp_path}", "arms=[ar,toy_refuser]", "prompt_lookup.num_tokens=3"])
+            )
+    finally:
+        unregister(toy.name)
+
+
+# Where the runner still reads the composed config, and why: a multi-device job's leader builds the sinks from it;
+# the cell records it as composed (config.yaml, the sinks' config); the rows' lookahead-shape columns
+# (the schema's "always") of a cell without a lookahead arm come from a section no arm reads.
+CONFIG_READERS = {"_lead", "_run_owned_cell", "sink_config", "shape_columns"}
+
+
+def test_the_runner_reads_the_plan_not_the_composed_config():
+    """Outside ``plan.py`` (which builds the typed plan from it), ``.cfg`` is read only to record it."""
+    readers = set()
+    for path in sorted(RUNNER.glob("*.py")):
+        if path.name in ("plan.py", "config_schema.py"):
+            continue
+        for function in ast.walk(ast.parse(path.read_text())):
+            if isinstance(function, ast.FunctionDef) and any(
+                isinstance(node, ast.Attribute) and node.attr == "cfg" for node in ast.walk(function)
+            ):
+                readers.add(function.name)
+    assert "sink_config" in readers  # the walk sees the reads
+    assert readers <= CONFIG_READERS, (
+        f"runner functions reading the composed config: {sorted(readers - CONFIG_READERS)}"
+    )

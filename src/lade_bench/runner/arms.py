@@ -32,12 +32,12 @@ def generate(
         prompt_ids: the rendered prompt.
         plan: supplies N/W/G, sampling and the config sections the method reads.
         seed: the (sample, turn) seed, identical for every arm.
-        max_new_tokens: defaults to the config's; warm-up passes a shorter budget.
+        max_new_tokens: defaults to the cell's; warm-up passes a shorter budget.
         state: the arm's carried state (``runner.method_state``, arms with ``Method.state == "cell"``);
             None: the method builds a fresh one.
     """
     method = get_method(arm)
-    budget = max_new_tokens or plan.cfg.max_new_tokens
+    budget = max_new_tokens or plan.counts.max_new_tokens
     ranks = cell_model.ranks
     if ranks is None or not method.every_rank:
         return _generate_here(method, cell_model, prompt_ids, plan, seed, budget, state)
@@ -53,7 +53,7 @@ def method_settings(plan: CellPlan, method: Method) -> dict[str, Any]:
     """The config sections ``method`` reads, as its generate function gets them (``CellPlan.settings``).
 
     A section its entry parses (``Method.parse``) is the parsed value (lookahead's ``LookaheadParams``);
-    every other section is ``cfg.<section>`` as composed (read by attribute, e.g.
+    every other section is the section as composed (read by attribute, e.g.
     ``settings["jacobi"].block_size``).
     """
     return {section: plan.settings[section] for section in method.sections}

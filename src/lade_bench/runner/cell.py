@@ -416,9 +416,9 @@ def compiled_forwards(plan: CellPlan) -> CompiledForwards | None:
     It lives as long as the cell's models (a ``CellModel`` field), through the warm-up and every
     timed generation, so each shape compiles once per cell and every arm shares the compiled steps.
     """
-    if not plan.compiled:
+    options = plan.compile_options
+    if options is None:
         return None
-    options = plan.cfg.compile_options
     return CompiledForwards(mode=options.mode, cache_block=options.cache_block, backend=options.backend)
 
 
@@ -428,9 +428,9 @@ def profile_key(plan: CellPlan) -> ProfileKey:
     processor it runs on (a resumed sweep's later cells may run on another machine's CPU)."""
     return ProfileKey(
         device_kind=device_kind(plan.device),
-        model=str(plan.cfg.model.name),
+        model=plan.model.name,
         dtype=str(plan.semantic["dtype"]),
-        attn_implementation=str(plan.semantic["attn_implementation"]),
+        attn_implementation=plan.facts.attn_implementation,
         compile_mode=plan.compile_mode or EAGER,
         processor=device_processor(plan.device),
     )
@@ -443,7 +443,7 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity)
     the device, model, dtype and attention behind the cell's speedups. Of several jobs needing one
     key, the one holding the key's lock measures; the others go on with their cells (never waiting).
     """
-    settings = plan.cfg.device_profile
+    settings = plan.profile
     key = profile_key(plan)
     if not settings.enabled or has_profile(plan.sweep_root, key):
         return
@@ -484,7 +484,7 @@ def _generate(plan: CellPlan, cell_model: CellModel, sample_set: SampleSet, writ
     todo = count_pending_rows(plan, samples, writer.done_keys())
     if todo == 0:
         return 0
-    total = count_units(samples, plan.cfg.repeats)
+    total = count_units(samples, plan.counts.repeats)
     log.info("%d sample(s), %d row(s) to generate (arms: %s)", len(samples), todo, ", ".join(plan.arms))
     with progress_bar(total, plan.cell_name) as advance:
         return run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
@@ -498,18 +498,17 @@ def _manifest(
     ranks: Ranks | None = None,
     conditions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    cfg = plan.cfg
     previous = earlier_runs(plan.cell_dir / MANIFEST_JSON)
-    seeds = {"global": cfg.seed, "per_sample": "SeedSequence([seed, sample_index, turn])", "bootstrap": 0}
-    if cfg.dataset.shuffle_seed is not None:
-        seeds["dataset_shuffle"] = cfg.dataset.shuffle_seed
+    seeds = {"global": plan.counts.seed, "per_sample": "SeedSequence([seed, sample_index, turn])", "bootstrap": 0}
+    if plan.dataset.shuffle_seed is not None:
+        seeds["dataset_shuffle"] = plan.dataset.shuffle_seed
     return build_manifest(
         seeds=seeds,
         device=describe_device(plan.device),
         extra={
             "cell_id": plan.cell_id,
             "run": me.as_record(),
-            "rows_expected": count_units(sample_set.samples, cfg.repeats) * len(plan.arms),
+            "rows_expected": count_units(sample_set.samples, plan.counts.repeats) * len(plan.arms),
             "command": launch_command(),  # the user's, also when a scheduler's job runner started this process
             "overrides": _hydra_overrides(),
             "dtype": plan.semantic["dtype"],
@@ -536,19 +535,18 @@ def _manifest(
 
 
 def _cell_summary(plan: CellPlan, sample_set: SampleSet, rows) -> dict[str, Any]:
-    cfg = plan.cfg
     return {
         "status": "done",
         "cell_id": plan.cell_id,
         "cell_name": plan.cell_name,
-        "sweep": cfg.sweep_name,
-        "model": cfg.model.name,
+        "sweep": plan.sweep_name,
+        "model": plan.model.name,
         "dataset": plan.dataset_spec.name,
         **shape_columns(plan),
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
         "mode": mode_label(plan.compiled, plan.compile_mode),
-        "sampling": cfg.sampling.name,
+        "sampling": plan.sampling_name,
         "skipped_samples": len(sample_set.skipped_ids),
         "skipped_ids": sample_set.skipped_ids,
         "max_prompt_tokens": sample_set.max_prompt_tokens,

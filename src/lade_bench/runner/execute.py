@@ -32,7 +32,7 @@ from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
 from lade_bench.runner.ranks import RanksError
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
-from lade_bench.runner.scoring import allow_unsandboxed, score_output
+from lade_bench.runner.scoring import score_output
 from lade_bench.runner.timing import arm_order
 from lade_bench.runner.timing import warm_up as warm_up_arms
 
@@ -54,18 +54,20 @@ def count_pending_rows(plan: CellPlan, samples: Sequence[Sample], done: set) -> 
     total = 0
     for sample in samples:
         for turn in range(len(sample.turns)):
-            for repeat in range(plan.cfg.repeats):
+            for repeat in range(plan.counts.repeats):
                 total += sum((sample.sample_id, turn, arm, repeat) not in done for arm in plan.arms)
     return total
 
 
 def warm_up(plan: CellPlan, cell_model: CellModel, sample: Sample) -> None:
     """Untimed generations of every arm on ``sample``'s first turn, so no arm pays one-off costs."""
-    cfg = plan.cfg
+    counts = plan.counts
     prompt = _prompt(plan, cell_model, sample, 0, [])
-    budget = min(cfg.warmup_new_tokens, cfg.max_new_tokens)
+    budget = min(counts.warmup_new_tokens, counts.max_new_tokens)
     warm_up_arms(
-        plan.arms, lambda arm: generate(arm, cell_model, prompt, plan, seed=cfg.seed, max_new_tokens=budget), cfg.warmup
+        plan.arms,
+        lambda arm: generate(arm, cell_model, prompt, plan, seed=counts.seed, max_new_tokens=budget),
+        counts.warmup,
     )
 
 
@@ -104,7 +106,7 @@ class _SampleLoop:
         self.cell_model = cell_model
         self.writer = writer
         self.stored = {row_key(row): row for row in writer.read_rows()}
-        self.warmed = plan.cfg.warmup == 0
+        self.warmed = plan.counts.warmup == 0
         self.appended = 0
         # Stateful arms' states, carried across samples in this loop's order (runner.method_state).
         self.states = CellStates(plan)
@@ -116,13 +118,13 @@ class _SampleLoop:
         history: dict[str, list[tuple[str, str]]] = {arm: [] for arm in arms}
         failed_turn: dict[str, int] = {}
         for turn in range(len(sample.turns)):
-            seed = derive_seed(self.plan.cfg.seed, index, turn)
+            seed = derive_seed(self.plan.counts.seed, index, turn)
             first: dict[str, dict[str, Any]] = {}
-            for repeat in range(self.plan.cfg.repeats):
+            for repeat in range(self.plan.counts.repeats):
                 position = index + repeat
                 rows = self._group(sample, turn, repeat, seed, arm_order(arms, position), history, failed_turn)
                 first = first or rows
-                suffix = f" repeat {repeat}" if self.plan.cfg.repeats > 1 else ""
+                suffix = f" repeat {repeat}" if self.plan.counts.repeats > 1 else ""
                 advance(f"sample {sample.sample_id} turn {turn}{suffix}")
             for arm in arms:
                 if first[arm]["error"] is not None:
@@ -215,7 +217,7 @@ def _prompt(
     plan: CellPlan, cell_model: CellModel, sample: Sample, turn: int, history: list[tuple[str, str]]
 ) -> list[int]:
     """The turn's prompt ids, rendered with the model's chat template and system prompt."""
-    model = plan.cfg.model
+    model = plan.model
     tokenizer = cell_model.tokenizer
     return render_prompt(tokenizer, sample, turn, history, chat=model.chat, system_prompt=model.system_prompt)
 
@@ -231,8 +233,8 @@ def _score_new(plan: CellPlan, sample: Sample, rows: dict[str, dict[str, Any]], 
                 plan.dataset_spec.name,
                 row["output_text"],
                 sample,
-                chat=plan.cfg.model.chat,
-                allow_unsandboxed=allow_unsandboxed(plan.cfg),
+                chat=plan.model.chat,
+                allow_unsandboxed=plan.allow_unsandboxed,
             )
         )
         if arm != "ar" and plan.greedy and ar["error"] is None:

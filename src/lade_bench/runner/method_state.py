@@ -29,8 +29,15 @@ def stateful_arms(arms: Sequence[str]) -> tuple[str, ...]:
 
 
 def state_mode(plan: CellPlan) -> str:
-    """``warm`` or ``cold`` (``method_state.mode``; an Enum in a structured config, a str in a plain one)."""
-    mode = plan.cfg[STATE_SECTION].mode
+    """``warm`` or ``cold`` (``method_state.mode``; an Enum in a structured config, a str in a plain one).
+
+    Only a cell with a stateful arm has the section among its settings (``Method.sections``); any
+    other cell has no state to keep, and is ``warm`` by the section's meaning (nothing is reset).
+    """
+    section = plan.settings.get(STATE_SECTION)
+    if section is None:
+        return "warm"
+    mode = section.mode
     return str(getattr(mode, "value", mode))
 
 

@@ -58,14 +58,14 @@ def record_mismatches(
     ar = rows["ar"]
     if not plan.greedy or ar["error"] is not None:
         return
-    tolerance = plan.cfg.mismatch.margin_tolerance
+    tolerance = plan.counts.margin_tolerance
     prompts: dict[str, list[int]] = {}
 
     def prompt_of(arm: str) -> list[int]:
         if arm not in prompts:
-            model_cfg = plan.cfg.model
+            model = plan.model
             prompts[arm] = render_prompt(
-                tokenizer, sample, turn, history[arm], chat=model_cfg.chat, system_prompt=model_cfg.system_prompt
+                tokenizer, sample, turn, history[arm], chat=model.chat, system_prompt=model.system_prompt
             )
         return prompts[arm]
 

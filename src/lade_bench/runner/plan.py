@@ -40,10 +40,17 @@ from lade_bench.methods import (
     unknown_method_message,
 )
 from lade_bench.methods.registry import DEVICES_SETTING, CellFacts, cell_devices
-from lade_bench.models.loading import embedded_name, model_config_problem, resolve_device, resolve_dtype
+from lade_bench.models.loading import (
+    embedded_name,
+    model_config_problem,
+    resolve_device,
+    resolve_dtype,
+    tokenizer_source,
+)
 from lade_bench.results import cell_id
 from lade_bench.runner.legacy_ids import find_legacy_cell
 from lade_bench.runner.locks import LockSettings, LockSettingsError
+from lade_bench.runner.plan_parts import CompileOptions, ModelChoice, ProfileSettings, RunCounts
 from lade_bench.runner.ranks import rank_device
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
@@ -58,10 +65,13 @@ class CellConfigError(ValueError):
 
 @dataclass(frozen=True)
 class CellPlan:
-    """Everything a cell needs that is decided by the config alone.
+    """Everything a cell needs that is decided by the config alone, typed and checked once.
+
+    The runner reads the plan, never the composed config: ``cfg`` is kept only to be recorded as it
+    was composed (``config.yaml``, the sinks' config).
 
     Attributes:
-        cfg: the composed job config (read-only use).
+        cfg: the composed job config, for the record only.
         arms: decoding methods in config order, ``"ar"`` first.
         settings: config section -> its value as the arms' generate functions get it, for every section
             an arm of the cell reads (``Method.sections``), parsed once (``Method.parse``: e.g.
@@ -74,7 +84,15 @@ class CellPlan:
         sweep_root: ``<output_root>/<sweep_name>`` as an absolute path.
         cell_dir: this cell's folder inside ``sweep_root``.
         dataset_spec: the dataset's registry entry.
-        compile_mode: the torch.compile mode of a compiled cell (``compile=true``), resolved for
+        dataset: the ``dataset`` section as composed (checked): what to read of the dataset.
+        model: the cell's model (``model`` section and ``model_cache_dir``).
+        counts: tokens, repeats, warm-up, seed and the mismatch tolerance.
+        facts: the cell's facts each arm's ``Method.refuse`` was asked with.
+        sweep_name: the sweep's folder name (``sweep_name``).
+        sampling_name: the sampling preset's name (``sampling.name``).
+        profile: the device profile's measurement settings (``device_profile``).
+        allow_unsandboxed: score code answers even without a sandbox (``sandbox.allow_unsandboxed``).
+        compile_options: how a compiled cell (``compile=true``) compiles, its mode resolved for
             ``device`` (``auto`` decided); None: an eager cell.
         devices: the cell's ranks (``DEVICES_SETTING``; 1: one device).
         lock: the cell lock's settings (``cell_lock``).
@@ -93,7 +111,15 @@ class CellPlan:
     sweep_root: Path
     cell_dir: Path
     dataset_spec: DatasetSpec
-    compile_mode: str | None = None
+    dataset: Any
+    model: ModelChoice
+    counts: RunCounts
+    facts: CellFacts
+    sweep_name: str
+    sampling_name: str
+    profile: ProfileSettings
+    allow_unsandboxed: bool = False
+    compile_options: CompileOptions | None = None
     devices: int = 1
     lock: LockSettings = LockSettings()
     legacy_id: str | None = None
@@ -111,7 +137,12 @@ class CellPlan:
     @property
     def compiled(self) -> bool:
         """True for a compiled cell: every arm runs on a static KV cache with compiled forwards."""
-        return self.compile_mode is not None
+        return self.compile_options is not None
+
+    @property
+    def compile_mode(self) -> str | None:
+        """The torch.compile mode of a compiled cell, resolved for ``device``; None: an eager cell."""
+        return self.compile_options.mode if self.compile_options is not None else None
 
 
 def plan_cell(cfg: DictConfig) -> CellPlan:
@@ -150,13 +181,16 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         compiled=bool(cfg.compile),
         dataset=cfg.dataset.name,
         dataset_path=cfg.dataset.path,
+        tokenizer=tokenizer_source(cfg.model),
     )
     settings = _arm_settings(cfg, arms, facts)
-    _validate_counts(cfg)
-    _validate_model(cfg.model)
+    counts = _run_counts(cfg)
+    _validate_dataset(cfg.dataset)
+    model = _model_choice(cfg)
     lock = _lock_settings(cfg.cell_lock)
     spec = get_spec(cfg.dataset.name)
-    _check_sandbox(cfg, spec)
+    allow_unsandboxed = _allow_unsandboxed(cfg)
+    _check_sandbox(spec, allow_unsandboxed)
     try:
         device = resolve_device(_enum_value(cfg.device))
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
@@ -164,6 +198,10 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         raise CellConfigError(str(err)) from err
     device = rank_device(device, devices)
     compile_mode = _compile_mode(cfg.compile, cfg.compile_options.mode, device)
+    options = cfg.compile_options
+    compile_options = (
+        None if compile_mode is None else CompileOptions(compile_mode, options.cache_block, options.backend)
+    )
     semantic = semantic_config(cfg, arms, spec, device, dtype, compile_mode)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
@@ -171,22 +209,31 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     legacy = find_legacy_cell(cfg, semantic, sweep_root, identity, lambda extra: readable_cell_name(cfg, arms, extra))
     if legacy is not None:
         semantic, identity, cell_dir = legacy.semantic, legacy.cell_id, legacy.cell_dir
+    profile = cfg.device_profile
     return CellPlan(
-        cfg,
-        arms,
-        settings,
-        sampling,
-        device,
-        dtype,
-        semantic,
-        identity,
-        sweep_root,
-        cell_dir,
-        spec,
-        compile_mode,
-        devices,
-        lock,
-        legacy.cell_id if legacy is not None else None,
+        cfg=cfg,
+        arms=arms,
+        settings=settings,
+        sampling=sampling,
+        device=device,
+        dtype=dtype,
+        semantic=semantic,
+        cell_id=identity,
+        sweep_root=sweep_root,
+        cell_dir=cell_dir,
+        dataset_spec=spec,
+        dataset=cfg.dataset,
+        model=model,
+        counts=counts,
+        facts=facts,
+        sweep_name=cfg.sweep_name,
+        sampling_name=cfg.sampling.name,
+        profile=ProfileSettings(profile.enabled, profile.context_tokens, profile.warmup, profile.repeats),
+        allow_unsandboxed=allow_unsandboxed,
+        compile_options=compile_options,
+        devices=devices,
+        lock=lock,
+        legacy_id=legacy.cell_id if legacy is not None else None,
     )
 
 
@@ -329,7 +376,9 @@ def _arm_settings(cfg: DictConfig, arms: tuple[str, ...], facts: CellFacts) -> d
             if section not in settings:
                 value = cfg[section]
                 settings[section] = method.parse(section, value) if method.parse is not None else value
-        why = method.refuse(settings, facts) if method.refuse is not None else None
+        # Exactly what its generate gets (``runner.arms.method_settings``): its own sections.
+        own = {section: settings[section] for section in method.sections}
+        why = method.refuse(own, facts) if method.refuse is not None else None
         if why:
             raise CellConfigError(why)
     return settings
@@ -420,27 +469,45 @@ def _lock_settings(section: DictConfig) -> LockSettings:
         raise CellConfigError(str(err)) from err
 
 
-def _check_sandbox(cfg: DictConfig, spec: DatasetSpec) -> None:
+def _allow_unsandboxed(cfg: DictConfig) -> bool:
+    """``sandbox.allow_unsandboxed`` (False where a plain config has no ``sandbox`` section)."""
+    return bool(OmegaConf.select(cfg, "sandbox.allow_unsandboxed", default=False))
+
+
+def _check_sandbox(spec: DatasetSpec, allow_unsandboxed: bool) -> None:
     # A code dataset's answers are executed: without bubblewrap, stop now rather than after generating.
-    from lade_bench.runner.scoring import allow_unsandboxed, check_code_sandbox
+    from lade_bench.runner.scoring import check_code_sandbox
     from lade_bench.sandbox import SandboxUnavailableError
 
     try:
-        check_code_sandbox(spec, allow_unsandboxed(cfg))
+        check_code_sandbox(spec, allow_unsandboxed)
     except SandboxUnavailableError as exc:
         raise CellConfigError(f"dataset {spec.name!r} runs the generated code: {exc}") from exc
 
 
-def _validate_counts(cfg: DictConfig) -> None:
+def _run_counts(cfg: DictConfig) -> RunCounts:
+    """The counts of ``cfg``, each checked (``max_new_tokens`` is checked first, by the engine's rule)."""
+    counts = RunCounts(
+        max_new_tokens=cfg.max_new_tokens,
+        repeats=cfg.repeats,
+        warmup=cfg.warmup,
+        warmup_new_tokens=cfg.warmup_new_tokens,
+        seed=cfg.seed,
+        margin_tolerance=cfg.mismatch.margin_tolerance,
+    )
     minimums = {"repeats": 1, "warmup": 0, "warmup_new_tokens": 1}
     for name, minimum in minimums.items():
-        if cfg[name] < minimum:
-            raise CellConfigError(f"{name}={cfg[name]!r} is not allowed: use an integer >= {minimum}")
-    if not cfg.mismatch.margin_tolerance >= 0:  # also rejects NaN
+        value = getattr(counts, name)
+        if value < minimum:
+            raise CellConfigError(f"{name}={value!r} is not allowed: use an integer >= {minimum}")
+    if not counts.margin_tolerance >= 0:  # also rejects NaN
         raise CellConfigError(
-            f"mismatch.margin_tolerance={cfg.mismatch.margin_tolerance!r} is not allowed: use a number of logits >= 0"
+            f"mismatch.margin_tolerance={counts.margin_tolerance!r} is not allowed: use a number of logits >= 0"
         )
-    data = cfg.dataset
+    return counts
+
+
+def _validate_dataset(data: DictConfig) -> None:
     if data.limit is not None and data.limit < 1:
         raise CellConfigError(f"dataset.limit={data.limit!r} is not allowed: use an integer >= 1, or null for all")
     if data.offset < 0:
@@ -449,10 +516,13 @@ def _validate_counts(cfg: DictConfig) -> None:
         raise CellConfigError(f"dataset.max_prompt_tokens={data.max_prompt_tokens!r}: use an integer >= 1 or null")
 
 
-def _validate_model(model: DictConfig) -> None:
+def _model_choice(cfg: DictConfig) -> ModelChoice:
+    """The cell's model, checked (``model_config_problem``) before anything loads."""
+    model = cfg.model
     problem = model_config_problem(model, "model")
     if problem:
         raise CellConfigError(problem)
+    return ModelChoice(model, model.name, model.chat, model.system_prompt, cfg.model_cache_dir)
 
 
 def _plain_name(key: str, value: str) -> str:

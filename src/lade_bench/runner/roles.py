@@ -106,14 +106,14 @@ def load_roles(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None, roles
 
 def _load_replica(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) -> Any:
     """The full model on this rank's device; sets the cell's tokenizer and stop ids."""
-    cfg = plan.cfg
-    log.info("loading model %s (%s, %s)", cfg.model.name, plan.device, str(plan.dtype).removeprefix("torch."))
-    attention = plan.semantic["attn_implementation"]
+    choice = plan.model
+    log.info("loading model %s (%s, %s)", choice.name, plan.device, str(plan.dtype).removeprefix("torch."))
+    attention = plan.facts.attn_implementation
     try:
-        model, tokenizer = load_model(cfg.model, plan.device, plan.dtype, attention, cache_dir=cfg.model_cache_dir)
+        model, tokenizer = load_model(choice.section, plan.device, plan.dtype, attention, cache_dir=choice.cache_dir)
     except OSError as err:  # hub unreachable, gated repo, missing folder
         raise CellConfigError(
-            f"cannot load model {cfg.model.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
+            f"cannot load model {choice.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
             "local copy, or use the embedded model: model=smollm2"
         ) from err
     checked = [method for method in map(get_method, plan.arms) if method.model_checks]
@@ -121,9 +121,9 @@ def _load_replica(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) ->
         # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention, a failed probe) now,
         # not after the device profile and the first AR generations.
         check_model_support(model, custom_mask=any(method.custom_mask for method in checked))
-    if cfg.model.chat and getattr(tokenizer, "chat_template", None) is None:
+    if choice.chat and getattr(tokenizer, "chat_template", None) is None:
         raise CellConfigError(
-            f"model {cfg.model.name!r} has no chat template: set model.chat_template, or model.chat=false "
+            f"model {choice.name!r} has no chat template: set model.chat_template, or model.chat=false "
             "for plain completion prompts"
         )
     cell_model.tokenizer = tokenizer
@@ -133,26 +133,25 @@ def _load_replica(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) ->
 
 def _load_tensor_parallel(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) -> Any:
     """This rank's tensor-parallel shard (transformers' ``tp_plan``) over every rank."""
-    cfg = plan.cfg
+    choice = plan.model
     if ranks is None:
         raise CellConfigError("the tensor-parallel role needs ranks under torchrun (lookahead.devices >= 2)")
-    log.info("loading the tensor-parallel shard of %s (rank %d of %d)", cfg.model.name, ranks.rank, ranks.world_size)
-    attention = plan.semantic["attn_implementation"]
+    log.info("loading the tensor-parallel shard of %s (rank %d of %d)", choice.name, ranks.rank, ranks.world_size)
+    attention = plan.facts.attn_implementation
     try:
-        return load_tensor_parallel(cfg.model, plan.dtype, attention, ranks.world_size, cache_dir=cfg.model_cache_dir)
+        return load_tensor_parallel(choice.section, plan.dtype, attention, ranks.world_size, cache_dir=choice.cache_dir)
     except TensorParallelError as err:
         raise CellConfigError(f"the ar_tp arm cannot run: {err}") from err
 
 
 def _load_draft(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) -> Any:
     """The assisted arm's draft on the replica's device, in its dtype, paired with the target."""
-    cfg = plan.cfg
     draft_cfg = plan.settings["assistant"].model
     log.info("loading the draft model %s (%s)", draft_cfg.name, plan.device)
-    attention = plan.semantic["attn_implementation"]
+    attention = plan.facts.attn_implementation
     try:
         draft, draft_tokenizer = load_model(
-            draft_cfg, plan.device, plan.dtype, attention, cache_dir=cfg.model_cache_dir
+            draft_cfg, plan.device, plan.dtype, attention, cache_dir=plan.model.cache_dir
         )
     except OSError as err:  # hub unreachable, gated repo, missing folder
         raise CellConfigError(
@@ -176,11 +175,11 @@ def _load_draft(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) -> A
 
 def _load_pipeline(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) -> Any:
     """The full model with its layers split over cuda:0..K-1 (K: the cell's devices), in rank 0's process."""
-    cfg = plan.cfg
-    log.info("loading %s split over %d devices (pipeline-parallel AR)", cfg.model.name, plan.devices)
-    attention = plan.semantic["attn_implementation"]
+    choice = plan.model
+    log.info("loading %s split over %d devices (pipeline-parallel AR)", choice.name, plan.devices)
+    attention = plan.facts.attn_implementation
     try:
-        return load_pipeline_parallel(cfg.model, plan.devices, plan.dtype, attention, cache_dir=cfg.model_cache_dir)
+        return load_pipeline_parallel(choice.section, plan.devices, plan.dtype, attention, cache_dir=choice.cache_dir)
     except PipelineParallelError as err:
         raise CellConfigError(f"the ar_pp arm cannot run: {err}") from err
 

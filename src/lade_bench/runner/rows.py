@@ -43,8 +43,8 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
     sampling = plan.sampling
     return {
         "cell_id": plan.cell_id,
-        "sweep": plan.cfg.sweep_name,
-        "model": plan.cfg.model.name,
+        "sweep": plan.sweep_name,
+        "model": plan.model.name,
         "dataset": plan.dataset_spec.name,
         "sample_id": sample_id,
         "turn": turn,
@@ -53,7 +53,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         **shape_columns(plan),
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
-        "max_new_tokens": plan.cfg.max_new_tokens,
+        "max_new_tokens": plan.counts.max_new_tokens,
         "do_sample": sampling.do_sample,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,

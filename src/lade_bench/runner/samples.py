@@ -37,7 +37,7 @@ def load_samples(plan: CellPlan) -> list[Sample]:
         DatasetUnavailableError: the default source cannot be read here (the message names
             ``dataset.path=`` as the way out).
     """
-    data = plan.cfg.dataset
+    data = plan.dataset
     return load_dataset_samples(
         plan.dataset_spec.name,
         path=data.path,
@@ -59,7 +59,7 @@ def prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> int
     set, replaces the context-based limit; the exactness limit (:func:`exact_prompt_budget`) applies
     either way.
     """
-    explicit = plan.cfg.dataset.max_prompt_tokens
+    explicit = plan.dataset.max_prompt_tokens
     limits = [explicit if explicit is not None else _context_budget(plan, model, max_turns)]
     limits.append(exact_prompt_budget(plan, model, max_turns))
     known = [limit for limit in limits if limit is not None]
@@ -77,7 +77,7 @@ def exact_prompt_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) 
         UnsupportedModelError: not even a one-token prompt fits (the message names the feature, the
             numbers and what to change).
     """
-    new_tokens = max_turns * plan.cfg.max_new_tokens
+    new_tokens = max_turns * plan.counts.max_new_tokens
     budget = None
     for arm in plan.arms:
         method = get_method(arm)
@@ -97,13 +97,13 @@ def _context_budget(plan: CellPlan, model: torch.nn.Module, max_turns: int) -> i
     context = model_context_length(model)
     if context is None:
         return None
-    cfg = plan.cfg
+    max_new_tokens = plan.counts.max_new_tokens
     methods = [get_method(arm) for arm in plan.arms]
     headroom = max(m.context_headroom(method_settings(plan, m)) for m in methods)
-    budget = context - max_turns * cfg.max_new_tokens - headroom
+    budget = context - max_turns * max_new_tokens - headroom
     if budget < 1:
         raise CellConfigError(
-            f"max_new_tokens={cfg.max_new_tokens} x {max_turns} turn(s) leaves no room for a prompt in the "
+            f"max_new_tokens={max_new_tokens} x {max_turns} turn(s) leaves no room for a prompt in the "
             f"model's {context}-token context; lower max_new_tokens"
         )
     return budget
@@ -120,10 +120,8 @@ def fit_samples(plan: CellPlan, samples: list[Sample], model: torch.nn.Module, t
     limit = prompt_budget(plan, model, max(len(s.turns) for s in samples))
     if limit is None:
         return SampleSet(list(samples), [], None)
-    model_cfg = plan.cfg.model
-    kept, skipped = filter_by_prompt_length(
-        samples, tokenizer, limit, model_cfg.chat, system_prompt=model_cfg.system_prompt
-    )
+    choice = plan.model
+    kept, skipped = filter_by_prompt_length(samples, tokenizer, limit, choice.chat, system_prompt=choice.system_prompt)
     if not kept:
         raise CellConfigError(
             f"all {len(samples)} sample(s) have prompts longer than {limit} tokens; raise "

@@ -13,13 +13,6 @@ from typing import Any
 from lade_bench.datasets import DatasetSpec, Sample, Unscored, get_spec
 
 
-def allow_unsandboxed(cfg: Any) -> bool:
-    """The config's ``sandbox.allow_unsandboxed`` (False where the key is absent)."""
-    from omegaconf import OmegaConf
-
-    return bool(OmegaConf.select(cfg, "sandbox.allow_unsandboxed", default=False))
-
-
 def check_code_sandbox(spec: DatasetSpec, allow_unsandboxed: bool) -> None:
     """Refuse, before any model loads, a dataset whose answers would run where no sandbox can hold them.
 

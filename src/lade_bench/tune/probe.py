@@ -119,15 +119,13 @@ def build_units(
         sample_indices: each sample's index in the tune's sample list (its seeds derive from it, as
             in the runner).
     """
-    cfg, tokenizer = plan.cfg, cell_model.tokenizer
+    model, tokenizer = plan.model, cell_model.tokenizer
     units = []
     for sample, index in zip(samples, sample_indices, strict=True):
         history: list[tuple[str, str]] = []
         for turn in range(len(sample.turns)):
-            prompt = render_prompt(
-                tokenizer, sample, turn, history, chat=cfg.model.chat, system_prompt=cfg.model.system_prompt
-            )
-            seed = derive_seed(cfg.seed, index, turn)
+            prompt = render_prompt(tokenizer, sample, turn, history, chat=model.chat, system_prompt=model.system_prompt)
+            seed = derive_seed(plan.counts.seed, index, turn)
             units.append(ProbeUnit(sample.sample_id, turn, tuple(prompt), seed))
             if turn + 1 < len(sample.turns):
                 answer = generate("ar", cell_model, prompt, plan, seed)
@@ -137,8 +135,8 @@ def build_units(
 
 def warm_up_arm(plan: CellPlan, cell_model: CellModel, unit: ProbeUnit, arm: str) -> None:
     """Untimed generations of ``arm`` on ``unit`` (``warmup`` of them, ``warmup_new_tokens`` long)."""
-    budget = min(plan.cfg.warmup_new_tokens, plan.cfg.max_new_tokens)
-    for _ in range(plan.cfg.warmup):
+    budget = min(plan.counts.warmup_new_tokens, plan.counts.max_new_tokens)
+    for _ in range(plan.counts.warmup):
         generate(arm, cell_model, list(unit.prompt_ids), plan, unit.seed, budget)
 
 

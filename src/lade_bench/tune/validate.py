@@ -278,7 +278,7 @@ def _versus(rows: pd.DataFrame, arm: str, baseline: str, *, sampled: bool) -> di
 
 
 def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dict[str, Any]:
-    seeds = {"global": plan.cfg.seed, "per_sample": "SeedSequence([seed, heldout_index, turn])", "bootstrap": 0}
+    seeds = {"global": plan.counts.seed, "per_sample": "SeedSequence([seed, heldout_index, turn])", "bootstrap": 0}
     return build_manifest(
         seeds=seeds,
         device=describe_device(plan.device),
