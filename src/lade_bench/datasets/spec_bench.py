@@ -106,8 +106,8 @@ def _reference(row: Mapping[str, Any]) -> tuple[str | None, tuple[str, ...]]:
     if category not in SCORED_COLUMNS:
         return None, ()
     if category == "rag":
-        ok = isinstance(reference, list) and len(reference) == 1 and isinstance(reference[0], list)
-        golds = tuple(reference[0]) if ok else ()
+        inner = reference[0] if isinstance(reference, list) and len(reference) == 1 else None
+        golds = tuple(inner) if isinstance(inner, list) else ()
         if not golds or not all(isinstance(g, str) and g.strip() for g in golds):
             raise ValueError(f"rag needs reference [[answer, ...]] of non-blank strings, got {reference!r:.80}")
         return None, golds

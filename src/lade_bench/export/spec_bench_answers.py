@@ -60,9 +60,10 @@ class AnswerSet:
 def lookahead_setting(attributes: dict[str, Any]) -> str | None:
     """``n5-w7-g7`` (``-pool`` with the prompt as reference) of a cell; None: no lookahead shape."""
     shape = [attributes.get(k) for k in ("ngram", "window", "guesses")]
-    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in shape):
+    known = [v for v in shape if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if len(known) != len(shape):
         return None
-    ngram, window, guesses = (int(v) for v in shape)
+    ngram, window, guesses = (int(v) for v in known)
     return f"n{ngram}-w{window}-g{guesses}" + ("-pool" if attributes.get("prompt_as_reference") else "")
 
 
