@@ -282,8 +282,9 @@ def semantic_config(
             "max_prompt_tokens": data.max_prompt_tokens,
             # Only when set, so cells recorded before the option keep their ids.
             **({"offset": data.offset} if data.offset else {}),
-            **({"categories": list(data.categories)} if data.categories is not None else {}),
-            **({"per_category_limit": data.per_category_limit} if data.per_category_limit is not None else {}),
+            # Only when set, likewise; read with get: configs recorded before these keys lack them.
+            **({"categories": list(data.get("categories"))} if data.get("categories") is not None else {}),
+            **({"per_category_limit": data.get("per_category_limit")} if data.get("per_category_limit") else {}),
         },
         "arms": list(arms),
         "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},

@@ -45,8 +45,9 @@ def load_samples(plan: CellPlan) -> list[Sample]:
         split=data.split,
         seed=data.shuffle_seed,
         offset=data.offset,
-        categories=list(data.categories) if data.categories is not None else None,
-        per_category_limit=data.per_category_limit,
+        # get: a config recorded before these keys existed lacks them (a resumed old cell).
+        categories=list(data.get("categories")) if data.get("categories") is not None else None,
+        per_category_limit=data.get("per_category_limit"),
     )
 
 
