@@ -6,15 +6,27 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from lade_bench.datasets.spec_bench import GROUPS
 from lade_bench.methods import get_method
 from lade_bench.methods.registry import REPLICA
 from lade_bench.runner import plan_cell
+from lade_bench.runner.plan import CellConfigError
 
-# Declared before running (conf/spec_bench/every_method.yaml); SAM-Decoding, PIA and REST join when registered.
-EVERY_METHOD = ("ar", "lookahead", "prompt_lookup", "jacobi", "token_recycling", "suffix_decoding")
+# Declared before running (conf/spec_bench/every_method.yaml); REST, which needs a datastore, has its own cell.
+EVERY_METHOD = (
+    "ar",
+    "lookahead",
+    "prompt_lookup",
+    "jacobi",
+    "token_recycling",
+    "suffix_decoding",
+    "sam_decoding",
+    "pia",
+)
 
 
 def _grid(compose_cfg) -> list[list[str]]:
@@ -61,3 +73,15 @@ def test_the_cpu_recipe_overrides_the_sweep(compose_cfg):
     assert plan.semantic["model"]["source"] == "embedded" and plan.semantic["max_new_tokens"] == 128
     thirteen = plan_cell(compose_cfg(["+sweep=spec_bench", "spec_bench=paper_lookahead", "lookahead=paper_13b"]))
     assert (thirteen.settings["lookahead"].window, thirteen.settings["lookahead"].guesses) == (10, 10)
+
+
+def test_rest_is_a_cell_of_its_own_that_names_its_datastore(compose_cfg):
+    cfg = compose_cfg(["+sweep=spec_bench", "spec_bench=rest"], hydra=True)
+    params = [f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()]
+    # Hydra's sweeper lets the command line's spec_bench=rest replace the variant axis: six REST cells.
+    overrides = OverridesParser.create().parse_overrides([*params, "spec_bench=rest"])
+    (batch,) = BasicSweeper.split_arguments(overrides, None)
+    assert len(batch) == len(GROUPS) and all("spec_bench=rest" in cell for cell in batch)
+    assert tuple(cfg.arms) == ("ar", "rest")
+    with pytest.raises(CellConfigError, match="rest.datastore is not set"):
+        plan_cell(compose_cfg(["+sweep=spec_bench", "spec_bench=rest", "dataset.categories=[qa]"]))
