@@ -70,6 +70,10 @@ def test_a_cell_matches_ar_and_its_datastore_is_named_by_content_in_the_cell_id(
         ),
         (["rest.datastore=/nonexistent/ds"], "no REST datastore at /nonexistent/ds; build one with"),
         (["rest.num_draft=0"], "rest.num_draft=0 is not allowed: use an integer >= 1"),
+        (
+            ["attn_implementation=flash_attention_2", "rest.datastore=/nonexistent/ds"],
+            r"'flash_attention_2' cannot take the custom attention mask the \['rest'\] arm\(s\) need",
+        ),
     ],
 )
 def test_bad_settings_are_refused_in_the_plan_naming_them(compose_cfg, overrides, message):
