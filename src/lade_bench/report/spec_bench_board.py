@@ -87,6 +87,8 @@ SPEEDUPS = PaperTable(
     lambda sweep: speedups_table(board_records(sweep)),
     "",  # written by build_report, not by a notebook
 )
+# The leaderboard's tables by name, as PAPER_TABLES holds the others (the W&B report rebuilds them by name).
+BOARD_TABLES: dict[str, PaperTable] = {LEADERBOARD.name: LEADERBOARD, SPEEDUPS.name: SPEEDUPS}
 FIGURE = "spec_bench_leaderboard"
 FIGURE_CAPTION = (
     "Spec-Bench leaderboard: each method's speedup over the AR of its own cell per category group and "

@@ -21,6 +21,7 @@ import wandb
 import wandb_workspaces.reports.v2 as wr
 
 from lade_bench.report.build import ReportResult
+from lade_bench.report.spec_bench_board import BOARD_TABLES
 from lade_bench.report.tables import PAPER_TABLES
 from lade_bench.report.wandb_sink import FIGURE_KEY_PREFIX, WandbSettings
 
@@ -106,7 +107,7 @@ def publish_wandb_report(result: ReportResult, settings: WandbSettings) -> str:
     try:
         payload: dict[str, Any] = {f"{FIGURE_KEY_PREFIX}{f.name}": wandb.Image(str(f.png)) for f in result.figures}
         for name in result.tables:
-            table = PAPER_TABLES[name].build(sweep)
+            table = {**PAPER_TABLES, **BOARD_TABLES}[name].build(sweep)
             payload[f"{TABLE_KEY_PREFIX}{name}"] = wandb.Table(dataframe=table)
         run.log(payload)
         exit_code = 0
