@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 import torch
 import yaml
+from omegaconf import OmegaConf
 
 from lade_bench.decoding import (
     DecodeResult,
@@ -25,6 +26,7 @@ from lade_bench.decoding import (
     lookahead_generate,
     prompt_lookup_generate,
 )
+from lade_bench.decoding.params import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
 from lade_bench.decoding.timing import model_dtype
 from lade_bench.metrics.rouge import rouge_scores
 from lade_bench.profiling.device_profile import (
@@ -37,6 +39,7 @@ from lade_bench.profiling.device_profile import (
 )
 from lade_bench.report import aggregate
 from lade_bench.results import COLUMN_NAMES, CellWriter, build_manifest, cell_id, update_index
+from lade_bench.runner.plan import arm_sections, readable_cell_name
 
 SWEEP_NAME = "unit_report"
 MODEL_NAME = "tiny-llama"
@@ -88,45 +91,53 @@ CELLS: tuple[CellSpec, ...] = (
 )
 
 
-def semantic_config(spec: CellSpec) -> dict[str, Any]:
-    """The semantic config hashed into the cell id (as the runner would)."""
+def resolved_config(spec: CellSpec) -> dict[str, Any]:
+    """A resolved Hydra-like config of the cell (what the runner writes as config.yaml): every section,
+    whether or not an arm of the cell reads it, as composition gives them."""
     return {
-        "model": MODEL_NAME,
-        "dataset": spec.dataset,
-        "max_new_tokens": MAX_NEW_TOKENS,
-        "arms": list(spec.arms),
-        "repeats": spec.repeats,
+        "model": {"name": MODEL_NAME, "source": "tiny", "architecture": "llama"},
+        "dataset": {"name": spec.dataset, "limit": None},
         "lookahead": {
             "ngram": spec.ngram,
             "window": spec.window,
             "guesses": spec.guesses,
             "prompt_as_reference": spec.prompt_as_reference,
+            "devices": 1,
         },
+        # The engine's defaults: the builder calls prompt_lookup_generate with them.
+        "prompt_lookup": {"num_tokens": PROMPT_LOOKUP_NUM_TOKENS, "max_ngram_size": PROMPT_LOOKUP_MAX_NGRAM},
         "sampling": {
+            "name": "sampled" if spec.sampling.do_sample else "greedy",
             "do_sample": spec.sampling.do_sample,
             "temperature": spec.sampling.temperature,
             "top_p": spec.sampling.top_p,
             "top_k": spec.sampling.top_k,
         },
-        "seed": 0,
-    }
-
-
-def resolved_config(spec: CellSpec) -> dict[str, Any]:
-    """A resolved Hydra-like config of the cell (what the runner writes as config.yaml)."""
-    semantic = semantic_config(spec)
-    return {
-        "model": {"name": MODEL_NAME, "source": "tiny", "architecture": "llama"},
-        "dataset": {"name": spec.dataset, "limit": None},
-        "lookahead": semantic["lookahead"],
-        "sampling": {"name": "sampled" if spec.sampling.do_sample else "greedy", **semantic["sampling"]},
         "arms": list(spec.arms),
         "seed": 0,
         "max_new_tokens": MAX_NEW_TOKENS,
         "repeats": spec.repeats,
         "device": "cpu",
+        "compile": False,
         "sweep_name": SWEEP_NAME,
     }
+
+
+def semantic_config(spec: CellSpec) -> dict[str, Any]:
+    """The semantic config hashed into the cell id, by the runner's rule: a method's sections enter
+    only when the method is among the cell's arms (``runner.plan.arm_sections``), so a cell without a
+    lookahead arm hashes no lookahead shape."""
+    config = resolved_config(spec)
+    semantic = {"model": MODEL_NAME, "dataset": spec.dataset}
+    semantic |= {key: config[key] for key in ("max_new_tokens", "arms", "repeats")}
+    semantic |= arm_sections(OmegaConf.create(config), spec.arms)
+    return semantic | {"sampling": {k: v for k, v in config["sampling"].items() if k != "name"}, "seed": 0}
+
+
+def cell_folder_name(spec: CellSpec) -> str:
+    """The cell folder's readable part, by the runner's rule (``runner.plan.readable_cell_name``): a
+    method's part (lookahead's ``N3W3G3ref``) only when the method is among the cell's arms."""
+    return readable_cell_name(OmegaConf.create(resolved_config(spec)), spec.arms)
 
 
 def _text(ids: list[int]) -> str:
@@ -174,7 +185,7 @@ def run_cell(model: torch.nn.Module, spec: CellSpec, sweep_root: Path) -> Path:
     """Run one cell with the real engine and write rows, side files and the index entry."""
     semantic = semantic_config(spec)
     cid = cell_id(semantic)
-    cell_dir = sweep_root / f"{spec.dataset}-N{spec.ngram}W{spec.window}G{spec.guesses}-{cid}"
+    cell_dir = sweep_root / f"{cell_folder_name(spec)}-{cid}"
     writer = CellWriter(cell_dir)
     update_index(sweep_root, cid, cell_dir=cell_dir, status="running", config=semantic)
     for index, (sample_id, prompt) in enumerate(PROMPTS[spec.dataset].items()):
