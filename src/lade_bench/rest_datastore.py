@@ -54,6 +54,8 @@ MANIFEST_FILE = "manifest.json"
 DATASTORES_DIR = "rest_datastores"
 # GPT-3's contamination n-gram (Brown et al. 2020, appendix C): 13 words rarely repeat by chance.
 LEAK_NGRAM = 13
+# The setting that names a datastore in messages, unless a caller names its own (SAM-Decoding's static corpus).
+SETTING = "rest.datastore"
 # JSONL records: the field read as a document's text unless --text-field says otherwise.
 DEFAULT_TEXT_FIELD = "text"
 _WORD = re.compile(r"\w+")
@@ -96,8 +98,8 @@ class Datastore:
         return int(self.tokens.shape[0])
 
 
-def read_manifest(path: str | Path) -> dict[str, Any]:
-    """The manifest of the datastore at ``path``.
+def read_manifest(path: str | Path, setting: str = SETTING) -> dict[str, Any]:
+    """The manifest of the datastore at ``path`` (``setting``: the config key named in messages).
 
     Raises:
         DatastoreError: no datastore there (the message says how to build one), or a bad manifest.
@@ -106,44 +108,44 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     manifest_file = folder / MANIFEST_FILE
     if not manifest_file.is_file():
         raise DatastoreError(
-            f"rest.datastore={str(path)!r}: no REST datastore at {folder}; build one with {build_command()}"
+            f"{setting}={str(path)!r}: no REST datastore at {folder}; build one with {build_command()}"
         )
     try:
         manifest = json.loads(manifest_file.read_text())
     except json.JSONDecodeError as err:
-        raise DatastoreError(f"rest.datastore={str(path)!r}: {manifest_file} is not JSON ({err}); rebuild it") from err
+        raise DatastoreError(f"{setting}={str(path)!r}: {manifest_file} is not JSON ({err}); rebuild it") from err
     if manifest.get("format_version") != FORMAT_VERSION:
         raise DatastoreError(
-            f"rest.datastore={str(path)!r}: format_version {manifest.get('format_version')!r} is not "
+            f"{setting}={str(path)!r}: format_version {manifest.get('format_version')!r} is not "
             f"{FORMAT_VERSION}; rebuild it with {build_command()}"
         )
     return dict(manifest)
 
 
-def check_tokenizer(path: str | Path, tokenizer: str) -> dict[str, Any]:
-    """The manifest at ``path``, after checking that it was built with ``tokenizer``.
+def check_tokenizer(path: str | Path, tokenizer: str, setting: str = SETTING) -> dict[str, Any]:
+    """The manifest at ``path``, after checking that it was built with ``tokenizer`` (``setting``: as in messages).
 
     Raises:
         DatastoreError: missing datastore, or one built with another tokenizer (its token ids would
             mean other words to this model).
     """
-    manifest = read_manifest(path)
+    manifest = read_manifest(path, setting)
     if manifest["tokenizer"] != tokenizer:
         raise DatastoreError(
-            f"rest.datastore={str(path)!r} was built with the tokenizer {manifest['tokenizer']!r}, but this "
+            f"{setting}={str(path)!r} was built with the tokenizer {manifest['tokenizer']!r}, but this "
             f"cell's model uses {tokenizer!r}; build one for it with {build_command(tokenizer)}"
         )
     return manifest
 
 
-def load_datastore(path: str | Path) -> Datastore:
+def load_datastore(path: str | Path, setting: str = SETTING) -> Datastore:
     """Load the datastore at ``path`` (token ids and suffix array memory-mapped: nothing is copied)."""
     folder = Path(path).expanduser()
-    manifest = read_manifest(folder)
+    manifest = read_manifest(folder, setting)
     tokens = np.load(folder / TOKENS_FILE, mmap_mode="r")
     suffix_array = np.load(folder / SUFFIX_ARRAY_FILE, mmap_mode="r")
     if tokens.shape[0] != manifest["tokens"] or suffix_array.shape != tokens.shape:
-        raise DatastoreError(f"rest.datastore={str(path)!r}: its files disagree with its manifest; rebuild it")
+        raise DatastoreError(f"{setting}={str(path)!r}: its files disagree with its manifest; rebuild it")
     return Datastore(folder, tokens, suffix_array, manifest)
 
 
@@ -382,7 +384,7 @@ def leak_report(path: str | Path, datasets: Sequence[str]) -> dict[str, Any]:
     return report
 
 
-def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None) -> str | None:
+def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None, setting: str = SETTING) -> str | None:
     """Why the datastore at ``path`` cannot serve scored ``dataset`` (its reference answers are in it); None: clean.
 
     Unscored datasets (nothing to inflate) pass. The whole split the cell reads is checked (its
@@ -397,17 +399,37 @@ def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None) -> st
         samples = load_dataset_samples(dataset, path=dataset_path)
     except (OSError, RuntimeError, ValueError) as err:
         return (
-            f"rest.datastore={str(path)!r} cannot be checked against {dataset}'s reference answers "
+            f"{setting}={str(path)!r} cannot be checked against {dataset}'s reference answers "
             f"(the dataset does not load: {err}); set dataset.path to its file"
         )
     leaked = leaking_samples(path, samples)
     if not leaked:
         return None
     return (
-        f"rest.datastore={str(path)!r} holds reference answers of {len(leaked)} of {len(samples)} {dataset} "
+        f"{setting}={str(path)!r} holds reference answers of {len(leaked)} of {len(samples)} {dataset} "
         f"samples (a shared {LEAK_NGRAM}-word span; e.g. ids {leaked[:3]}): it would draft the answers it is "
         "scored on. Build the datastore from a corpus without them (docs/rest.md, 'Leak check')"
     )
+
+
+def datastore_refusal(
+    path: str | Path, tokenizer: str, dataset: str, dataset_path: str | None, setting: str = SETTING
+) -> str | None:
+    """Why a cell cannot draft from the datastore at ``path``, before anything loads; None: it can.
+
+    Refused: no datastore there, one built with another ``tokenizer`` than the cell's model's (checked
+    when the cell knows it), or one holding reference answers of the cell's scored ``dataset``.
+    ``setting`` is the config key that named it (REST's ``rest.datastore``, SAM-Decoding's
+    ``sam_decoding.static_datastore``), quoted in the message.
+    """
+    try:
+        if tokenizer:
+            check_tokenizer(path, tokenizer, setting)
+        else:
+            read_manifest(path, setting)
+    except DatastoreError as err:
+        return str(err)
+    return dataset_leak(path, dataset, dataset_path, setting) if dataset else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

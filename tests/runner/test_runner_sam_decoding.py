@@ -1,10 +1,16 @@
 """SAM-Decoding in the plan: bad settings refused before anything loads, naming them; its section
-binds only its own cells; a backend without custom masks refused for its fallback tree."""
+binds only its own cells; a backend without custom masks refused for its fallback tree; the optional
+static corpus (a REST datastore) refused as REST refuses one (missing, another tokenizer, a scored
+dataset's answers in it), named in the cell id by content, and absent from the id when not set."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from lade_bench.rest_datastore import write_datastore
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 
@@ -31,3 +37,61 @@ def test_its_section_binds_only_its_cells_and_a_tree_of_token_recycling_is_allow
     assert "sam_decoding" not in other.arms
     mine = plan_cell(compose_cfg([*TINY, "arms=[ar,sam_decoding]", "sam_decoding.tree=2.2.2"]))
     assert mine.arms == ("ar", "sam_decoding")
+
+
+# ---- The optional static corpus: a REST datastore, refused and named in the cell id by REST's code ----
+
+SAM = [*TINY, "arms=[ar,sam_decoding]"]
+STATIC = "sam_decoding.static_datastore"
+
+
+def _datastore(folder: Path, name: str, tokens: list[int], **kwargs) -> Path:
+    """A tiny datastore for the tiny models' tokenizer (the embedded SmolLM2's)."""
+    kwargs = {"tokenizer": "embedded:smollm2", "vocab_size": 49_152, **kwargs}
+    return write_datastore(folder / name, [tokens], **kwargs)
+
+
+def test_without_a_static_corpus_the_cell_id_is_the_one_before_the_option(compose_cfg):
+    plan = plan_cell(compose_cfg(SAM))
+    # The section hashed as before the option existed, so cells recorded then keep their ids ...
+    assert sorted(plan.semantic["sam_decoding"]) == ["len_threshold", "n_predicts", "top_k", "tree"]
+    # ... and len_bias, which changes nothing without a static corpus, splits no cell.
+    assert plan_cell(compose_cfg([*SAM, "sam_decoding.len_bias=9"])).cell_id == plan.cell_id
+
+
+def test_a_static_corpus_is_named_in_the_cell_id_by_content(compose_cfg, tmp_path):
+    """Exactness and acceptance with a static corpus: tests/decoding/test_sam_decoding.py."""
+    corpus = _datastore(tmp_path, "corpus", list(range(5, 60)))
+    plan = plan_cell(compose_cfg([*SAM, f"{STATIC}={corpus}"]))
+    content = json.loads((corpus / "manifest.json").read_text())["content_hash"]
+    assert plan.semantic["sam_decoding"][STATIC.split(".")[1]] == f"sha256:{content}"
+    assert plan.semantic["sam_decoding"]["len_bias"] == 5
+    assert plan_cell(compose_cfg([*SAM, f"{STATIC}={corpus}", "sam_decoding.len_bias=9"])).cell_id != plan.cell_id
+    moved = corpus.rename(tmp_path / "moved")
+    assert plan_cell(compose_cfg([*SAM, f"{STATIC}={moved}"])).cell_id == plan.cell_id
+    other = _datastore(tmp_path, "other", [5, 6, 7])
+    assert plan_cell(compose_cfg([*SAM, f"{STATIC}={other}"])).cell_id != plan.cell_id
+    assert plan_cell(compose_cfg(SAM)).cell_id != plan.cell_id
+
+
+def test_a_missing_static_corpus_or_one_of_another_tokenizer_is_refused_before_the_model_loads(compose_cfg, tmp_path):
+    with pytest.raises(CellConfigError, match=f"{STATIC}='/nonexistent/ds': no REST datastore at /nonexistent/ds"):
+        plan_cell(compose_cfg([*SAM, f"{STATIC}=/nonexistent/ds"]))
+    gemma = _datastore(tmp_path, "gemma", [70_000, 5], tokenizer="embedded:gemma3_270m", vocab_size=262_144)
+    with pytest.raises(
+        CellConfigError, match=f"{STATIC}='{gemma}' was built with the tokenizer 'embedded:gemma3_270m'"
+    ):
+        plan_cell(compose_cfg([*SAM, f"{STATIC}={gemma}"]))
+    with pytest.raises(CellConfigError, match="sam_decoding.len_bias=-1 is not allowed: use an integer >= 0"):
+        plan_cell(compose_cfg([*SAM, "sam_decoding.len_bias=-1"]))
+
+
+def test_a_static_corpus_holding_gsm8k_answers_is_refused_for_gsm8k(compose_cfg, tmp_path, shared_data_dir):
+    gsm8k = shared_data_dir / "gsm8k" / "test.jsonl"
+    records = [json.loads(line) for line in gsm8k.read_text().splitlines()[:20]]  # real records
+    answers = _datastore(tmp_path, "answers", [5, 6, 7], texts=[r["answer"] for r in records])
+    questions = _datastore(tmp_path, "questions", [5, 6, 7], texts=[r["question"] for r in records])
+    cell = [*SAM, "dataset=gsm8k", f"dataset.path={gsm8k}"]
+    with pytest.raises(CellConfigError, match=rf"{STATIC}='{answers}' holds reference answers of 20 of 1319 gsm8k"):
+        plan_cell(compose_cfg([*cell, f"{STATIC}={answers}"]))
+    assert plan_cell(compose_cfg([*cell, f"{STATIC}={questions}"])).arms == ("ar", "sam_decoding")

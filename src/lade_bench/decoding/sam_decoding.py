@@ -16,6 +16,16 @@ the engine's draft-tree seam (``lade_bench.decoding.draft_tree``):
   occurrence, up to ``n_predicts`` fed with cur (``DynSAM.gen_draft``); when the first occurrence is
   followed by fewer than ``n_predicts`` tokens the match is shortened along its suffix links to an
   earlier occurrence (``DynSAM.to_anc``).
+* **A static corpus, optionally** (``static_datastore``: a REST datastore, ``lade_bench.rest_datastore``,
+  built by the same command for the model's tokenizer; the authors' ``samd/sam/static_sam.py``):
+  :class:`StaticMatch` follows the longest suffix of the context found in the corpus, token by token,
+  on the datastore's suffix array. That is the answer the authors' ``StaticSAM`` gives (the state
+  ``transfer_state`` reaches: the longest suffix of the context that is a substring of the corpus)
+  and the first occurrence its ``min_endpos`` names (the smallest start among the suffix-array rows
+  of the match). The two matches compete as in the authors' ``DraftModel.lookup`` (``samd/draft.py``):
+  the static length less ``len_bias``; when the larger of the two reaches ``len_threshold`` the
+  dynamic one drafts if it is at least the penalised static one, else the static one drafts the
+  tokens after its first occurrence (``StaticSAM.gen_draft``: no move along suffix links there).
 * **Token Recycling's tree otherwise** (``decoding/token_recycling.py``'s adjacency matrix and
   template, composed here, not copied), refreshed after every forward, chain or tree, and after the
   prefill (``DraftModel.update`` hands every forward's tokens and logits to the tree model). The
@@ -25,12 +35,9 @@ the engine's draft-tree seam (``lade_bench.decoding.draft_tree``):
   exactly AR's; sampled output drawn node by node from the target's distribution.
 
 State: the automaton is rebuilt for every request (the authors' ``DraftModel.reset`` empties the
-dynamic automaton per question); the recycling matrix persists across a cell's requests (their
-``TokenRecycle.reset`` keeps it), so :class:`~lade_bench.decoding.token_recycling.RecyclingState` is
-the method's per-cell state, as for Token Recycling.
-
-Not offered: the authors' optional static automaton over a corpus, whose matches compete with the
-dynamic one's after a length penalty (``len_bias``, default 5). docs/sam_decoding.md says why.
+dynamic automaton per question, and resets the static one's match); the recycling matrix persists
+across a cell's requests (their ``TokenRecycle.reset`` keeps it), and so does the static corpus,
+loaded once: :class:`SamState` holds both and is the method's per-cell state.
 
 No torch import at the top: the config schema reads the defaults below without waiting for torch.
 """
@@ -40,6 +47,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from lade_bench.decoding.params import DecodingConfigError, require_int
 from lade_bench.decoding.token_recycling import (
@@ -54,6 +63,7 @@ from lade_bench.decoding.token_recycling import (
 if TYPE_CHECKING:
     from lade_bench.decoding.draft_tree import DraftTree, TreeStep
     from lade_bench.decoding.params import DecodeResult
+    from lade_bench.rest_datastore import Datastore
 
 # The authors' defaults, stated once (the config section and the engine function read them):
 # samd/samd_config.py's SamdConfig and scripts/inference_samd.sh.
@@ -61,6 +71,9 @@ SAM_N_PREDICTS = 40  # n_predicts: tokens a chain step feeds, cur included (seq_
 SAM_LEN_THRESHOLD = 5  # len_threshold: a match at least this long drafts a chain, a shorter one the tree
 SAM_TOP_K = TOKEN_RECYCLING_TOP_K  # samd/draft.py and token_recycle.py: TOPK = 8 successors per token
 SAM_TREE = "samd"  # samd_config.load_token_recycle's default tree_path, config/token_recycle.json
+SAM_LEN_BIAS = 5  # len_bias: subtracted from the static corpus's match before it competes (samd/draft.py)
+# The config key naming the static corpus: quoted in the datastore's refusals and errors.
+STATIC_SETTING = "sam_decoding.static_datastore"
 
 # The authors' fallback tree (samd/config/token_recycle.json, identical in Spec-Bench's model/samd),
 # its adjacency lists turned into rank paths: node = child ranks from the root, as TREE_TEMPLATES.
@@ -82,6 +95,8 @@ SAM_TREE_TEMPLATES: dict[str, tuple[tuple[int, ...], ...]] = {
 # DecodeResult.stats keys: decode steps that verified a suffix-automaton chain / a recycling tree.
 CHAIN_STEPS_STAT = "sam_chain_steps"
 TREE_STEPS_STAT = "sam_tree_steps"
+# ... and, of the chain steps, those drafted from the static corpus.
+STATIC_STEPS_STAT = "sam_static_chain_steps"
 
 
 class SuffixAutomaton:
@@ -178,6 +193,88 @@ class SuffixAutomaton:
         return self.tokens[start : min(start + n_predicts - 1, seen)]
 
 
+class StaticMatch:
+    """The longest suffix of a request's context found in a static corpus, followed token by token.
+
+    The corpus is a REST datastore's token ids and their suffix array (``lade_bench.rest_datastore``).
+    After each :meth:`extend`, :attr:`length` is the longest suffix of the context that occurs in the
+    corpus, the length the authors' ``StaticSAM.transfer_state`` reaches on a suffix automaton of the
+    corpus (``samd/sam/static_sam.py``): a suffix automaton and a suffix array answer "which suffixes
+    of the context occur, and where" alike, and the datastore already holds the array. The match's
+    rows are the suffix-array range of its occurrences; its first occurrence (the authors'
+    ``min_endpos``) is the smallest start among them.
+
+    Attributes:
+        context: the tokens seen so far (the request's context).
+        length: the current match's length (0: the newest token is not in the corpus).
+    """
+
+    def __init__(self, tokens: np.ndarray, suffix_array: np.ndarray) -> None:
+        self.corpus = tokens
+        self.suffix_array = suffix_array
+        self.context: list[int] = []
+        self.length = 0
+        self._rows = (0, int(suffix_array.shape[0]))  # every row begins with the empty match
+
+    def extend(self, token: int) -> None:
+        """Append ``token`` to the context; :attr:`length` becomes the new longest suffix found in the corpus."""
+        from lade_bench.decoding.rest import suffix_range
+
+        self.context.append(token)
+        rows = self._narrow(token)
+        if rows[1] > rows[0]:  # the match grows by the token: the common case inside a copied passage
+            self.length += 1
+            self._rows = rows
+            return
+        # The new match is at most as long as the old one; occurrence is monotone in the length: bisect.
+        best = (0, (0, int(self.suffix_array.shape[0])))
+        low, high = 1, self.length
+        while low <= high:
+            span = (low + high) // 2
+            found = suffix_range(self.corpus, self.suffix_array, self.context[-span:])
+            if found[1] > found[0]:
+                best, low = (span, found), span + 1
+            else:
+                high = span - 1
+        self.length, self._rows = best
+
+    def _narrow(self, token: int) -> tuple[int, int]:
+        """The rows of the current match whose next corpus token is ``token`` (sorted by it: two bisections)."""
+        corpus, suffix_array, offset = self.corpus, self.suffix_array, self.length
+        size = corpus.shape[0]
+
+        def key(row: int) -> int:  # a suffix that ends with the match sorts first: -1
+            at = int(suffix_array[row]) + offset
+            return int(corpus[at]) if at < size else -1
+
+        lo, hi = self._rows
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if key(mid) < token:
+                lo = mid + 1
+            else:
+                hi = mid
+        start, hi = lo, self._rows[1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if key(mid) <= token:
+                lo = mid + 1
+            else:
+                hi = mid
+        return start, lo
+
+    def continuation(self, n_predicts: int) -> list[int]:
+        """At most ``n_predicts - 1`` corpus tokens after the match's first occurrence (``StaticSAM.gen_draft``).
+
+        Empty without a match, or when its first occurrence ends the corpus.
+        """
+        if self.length == 0:
+            return []
+        start, end = self._rows
+        after = int(np.min(self.suffix_array[start:end])) + self.length
+        return [int(t) for t in self.corpus[after : after + n_predicts - 1]]
+
+
 @dataclass
 class SamSettings:
     """SAM-Decoding's settings, checked on construction (a ``DecodingConfigError`` names the bad one).
@@ -188,16 +285,28 @@ class SamSettings:
         top_k: successors the fallback's adjacency matrix keeps per token.
         tree: the fallback's tree template: a name in :data:`SAM_TREE_TEMPLATES` or ``TREE_TEMPLATES``
             (Token Recycling's), or a list of rank paths.
+        len_bias: subtracted from the static corpus's match length before it competes with the
+            dynamic one's (no effect without a static corpus).
+        static_datastore: the static corpus, a REST datastore folder (``python -m
+            lade_bench.rest_datastore build``); None: none (the authors' ``NullStaticSAM``).
     """
 
     n_predicts: int = SAM_N_PREDICTS
     len_threshold: int = SAM_LEN_THRESHOLD
     top_k: int = SAM_TOP_K
     tree: Any = SAM_TREE
+    len_bias: int = SAM_LEN_BIAS
+    static_datastore: str | None = None
 
     def __post_init__(self) -> None:
         require_int("sam_decoding.n_predicts", self.n_predicts, minimum=2)
         require_int("sam_decoding.len_threshold", self.len_threshold, minimum=1)
+        require_int("sam_decoding.len_bias", self.len_bias, minimum=0)
+        path = self.static_datastore
+        if path is not None and not (isinstance(path, str) and path.strip()):
+            raise DecodingConfigError(
+                f"{STATIC_SETTING}={path!r} is not allowed: use a datastore folder (a path) or null"
+            )
         self.template()  # checks top_k and the tree
 
     def template(self) -> TreeTemplate:
@@ -214,32 +323,116 @@ class SamSettings:
         return tree_template(tree, self.top_k, section="sam_decoding")
 
 
-def new_sam_state(settings: SamSettings) -> RecyclingState:
-    """An empty per-cell state: the fallback's adjacency matrix, ``settings.top_k`` wide."""
-    return RecyclingState(settings.top_k)
+class SamState:
+    """SAM-Decoding's per-cell state: the fallback's recycling matrix and the static corpus, if any.
+
+    Attributes:
+        recycling: the fallback's adjacency matrix (learns from every forward).
+        static: the static corpus (a loaded REST datastore, read-only); None: none.
+        requests_seen: requests finished with this state before the current one (warm-state protocol).
+    """
+
+    def __init__(self, top_k: int, static: Datastore | None = None) -> None:
+        self.recycling = RecyclingState(top_k)
+        self.static = static
+        self.requests_seen = 0
+        # Read once: checked against each request's model vocabulary.
+        self._largest_token = -1 if static is None else int(np.max(static.tokens))
+
+    @property
+    def top_k(self) -> int:
+        """Successors the recycling matrix keeps per token."""
+        return self.recycling.top_k
+
+    def size(self) -> int:
+        """Rows of the recycling matrix filled (the static corpus never grows; its manifest gives its size)."""
+        return self.recycling.size()
+
+    def check(self, settings: SamSettings, model: Any) -> None:
+        """Raise DecodingConfigError when this state cannot run ``settings`` on ``model``.
+
+        Another ``top_k``, another static corpus than ``settings`` names (compared by content hash),
+        or a corpus holding token ids beyond the model's vocabulary.
+        """
+        if self.top_k != settings.top_k:
+            raise DecodingConfigError(f"a SAM-Decoding state of top_k={self.top_k} cannot run top_k={settings.top_k}")
+        static, path = self.static, settings.static_datastore
+        if static is None or path is None:
+            if static is not None or path is not None:
+                held = "none" if static is None else repr(str(static.path))
+                raise DecodingConfigError(
+                    f"{STATIC_SETTING}={path!r} is not the static corpus this SAM-Decoding state holds ({held})"
+                )
+            return
+        from lade_bench.rest_datastore import read_manifest
+
+        if read_manifest(path, STATIC_SETTING)["content_hash"] != static.content_hash:
+            raise DecodingConfigError(
+                f"{STATIC_SETTING}={path!r} is not the static corpus this SAM-Decoding state holds "
+                f"({str(static.path)!r}, another content hash)"
+            )
+        vocab = int(model.get_input_embeddings().num_embeddings)
+        largest = self._largest_token
+        if largest >= vocab:
+            raise DecodingConfigError(
+                f"{STATIC_SETTING}={path!r} holds token id {largest}, beyond this model's vocabulary of "
+                f"{vocab}: it was built with another tokenizer ({static.manifest['tokenizer']})"
+            )
+
+
+def new_sam_state(settings: SamSettings) -> SamState:
+    """An empty per-cell state: the fallback's matrix, ``settings.top_k`` wide, and the static corpus loaded.
+
+    Raises:
+        DatastoreError: ``settings.static_datastore`` names no datastore.
+    """
+    static = None
+    if settings.static_datastore is not None:
+        from lade_bench.rest_datastore import load_datastore
+
+        static = load_datastore(settings.static_datastore, STATIC_SETTING)
+    return SamState(settings.top_k, static)
 
 
 class SamDecodingDrafter:
-    """The ``Drafter`` of SAM-Decoding for one request: its own automaton, the cell's recycling matrix."""
+    """The ``Drafter`` of SAM-Decoding for one request: its own automaton and static match, the cell's
+    recycling matrix and static corpus."""
 
-    def __init__(self, state: RecyclingState, settings: SamSettings) -> None:
+    def __init__(self, state: SamState, settings: SamSettings) -> None:
         self.settings = settings
         self.automaton = SuffixAutomaton()
-        self.recycling = TokenRecyclingDrafter(state, settings.template())
+        self.static = None if state.static is None else StaticMatch(state.static.tokens, state.static.suffix_array)
+        self.recycling = TokenRecyclingDrafter(state.recycling, settings.template())
         self.chain_steps = 0
+        self.static_steps = 0
         self.tree_steps = 0
 
     def propose(self, context: Sequence[int]) -> DraftTree:
-        """A chain after the context's longest earlier-seen suffix when it is long enough, else the tree."""
+        """A chain after the better of the two matches when it is long enough, else the tree.
+
+        The authors' ``DraftModel.lookup`` (``samd/draft.py``): the static match competes less
+        ``len_bias`` (without a static corpus its match is 0, as their ``NullStaticSAM``'s); when the
+        larger reaches ``len_threshold`` the dynamic match drafts if it is at least the penalised
+        static one, else the static one does.
+        """
         from lade_bench.decoding.draft_tree import DraftTree
 
-        automaton = self.automaton
+        settings, automaton, static = self.settings, self.automaton, self.static
         for token in context[len(automaton.tokens) :]:
             automaton.extend(int(token))
-        if automaton.match_length >= self.settings.len_threshold:
-            chain = automaton.continuation(self.settings.n_predicts)
+        dynamic = automaton.match_length
+        penalised = -settings.len_bias
+        if static is not None:
+            for token in context[len(static.context) :]:
+                static.extend(int(token))
+            penalised += static.length
+        if max(dynamic, penalised) >= settings.len_threshold:
+            from_static = static is not None and penalised > dynamic
+            source = static if static is not None and from_static else automaton
+            chain = source.continuation(settings.n_predicts)
             if chain:  # the authors pad an empty continuation with zeros; the tree can do better
                 self.chain_steps += 1
+                self.static_steps += from_static
                 return DraftTree.from_chain(int(context[-1]), chain)
         self.tree_steps += 1
         return self.recycling.propose(context)
@@ -270,7 +463,9 @@ def sam_decoding_generate(
     len_threshold: int = SAM_LEN_THRESHOLD,
     top_k: int = SAM_TOP_K,
     tree: Any = SAM_TREE,
-    state: RecyclingState | None = None,
+    len_bias: int = SAM_LEN_BIAS,
+    static_datastore: str | None = None,
+    state: SamState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
     sampling: Any = None,
@@ -281,28 +476,31 @@ def sam_decoding_generate(
         model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
-        n_predicts, len_threshold, top_k, tree: see :class:`SamSettings`.
-        state: the fallback's recycling matrix to use and update (a cell's warm state); None: a fresh
-            one (cold). The suffix automaton is this request's own either way.
+        n_predicts, len_threshold, top_k, tree, len_bias, static_datastore: see :class:`SamSettings`.
+        state: the fallback's recycling matrix to use and update and the static corpus (a cell's warm
+            state, the corpus loaded once); None: a fresh one (cold), the corpus loaded now. The suffix
+            automaton and the static match are this request's own either way.
         eos_token_id: id(s) that end the generation (emitted, then stop).
         seed: seeds every sampling draw.
         sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"sam_decoding"``, with
-        ``stats[CHAIN_STEPS_STAT]`` and ``stats[TREE_STEPS_STAT]`` (decode steps of each draft kind);
-        the warm-state counters are added by the caller (``methods.use_state``).
+        ``stats[CHAIN_STEPS_STAT]`` and ``stats[TREE_STEPS_STAT]`` (decode steps of each draft kind)
+        and ``stats[STATIC_STEPS_STAT]`` (the chains drawn from the static corpus); the warm-state
+        counters are added by the caller (``methods.use_state``).
 
     Raises:
-        DecodingConfigError: a bad setting, or a ``state`` of another ``top_k``.
+        DecodingConfigError: a bad setting, a ``state`` of another ``top_k`` or static corpus, or a
+            static corpus holding ids beyond the model's vocabulary.
+        DatastoreError: ``static_datastore`` names no datastore.
     """
     from lade_bench.decoding.checks import prompt_ids_as_list
     from lade_bench.decoding.draft_tree import draft_tree_generate
 
-    settings = SamSettings(n_predicts, len_threshold, top_k, tree)
+    settings = SamSettings(n_predicts, len_threshold, top_k, tree, len_bias, static_datastore)
     state = new_sam_state(settings) if state is None else state
-    if state.top_k != top_k:
-        raise DecodingConfigError(f"a SAM-Decoding state of top_k={state.top_k} cannot run top_k={top_k}")
+    state.check(settings, model)
     prompt = prompt_ids_as_list(input_ids)
     drafter = SamDecodingDrafter(state, settings)
     result = draft_tree_generate(
@@ -319,4 +517,5 @@ def sam_decoding_generate(
     )
     result.stats[CHAIN_STEPS_STAT] = float(drafter.chain_steps)
     result.stats[TREE_STEPS_STAT] = float(drafter.tree_steps)
+    result.stats[STATIC_STEPS_STAT] = float(drafter.static_steps)
     return result

@@ -34,6 +34,7 @@ from lade_bench.methods.registry import (
 from lade_bench.methods.rest import generate_rest, hashed_rest, new_rest_state, refuse_rest, rest_reach
 from lade_bench.methods.sam_decoding import (
     generate_sam_decoding,
+    hashed_sam_decoding,
     new_sam_decoding_state,
     refuse_sam_decoding,
     sam_decoding_reach,
@@ -504,9 +505,11 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         reach=sam_decoding_reach,
         tuner_baseline=True,
         refuse=refuse_sam_decoding,
-        # The fallback's recycling matrix persists across a cell's requests; the automaton is per request.
+        # The fallback's recycling matrix and the static corpus (loaded once) persist across a cell's
+        # requests; the automaton is per request.
         state="cell",
         new_state=new_sam_decoding_state,
+        hashed=hashed_sam_decoding,  # the static corpus by its content hash; without one, ids as before
     ),
     Method(
         "pia",

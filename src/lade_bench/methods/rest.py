@@ -57,24 +57,18 @@ def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
     """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a datastore of
     another tokenizer, or one holding the cell's scored dataset's reference answers."""
     from lade_bench.decoding.params import DecodingConfigError
-    from lade_bench.rest_datastore import DatastoreError, check_tokenizer, dataset_leak, read_manifest
+    from lade_bench.rest_datastore import build_command, datastore_refusal
 
     try:
         section = rest_settings(settings)
-        if section.datastore is None:
-            from lade_bench.rest_datastore import build_command
-
-            return (
-                f"rest.datastore is not set: REST drafts from a datastore; build one with "
-                f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH"
-            )
-        if cell.tokenizer:
-            check_tokenizer(section.datastore, cell.tokenizer)
-        else:
-            read_manifest(section.datastore)
-    except (DecodingConfigError, DatastoreError) as err:
+    except DecodingConfigError as err:
         return str(err)
-    return dataset_leak(section.datastore, cell.dataset, cell.dataset_path) if cell.dataset else None
+    if section.datastore is None:
+        return (
+            f"rest.datastore is not set: REST drafts from a datastore; build one with "
+            f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH"
+        )
+    return datastore_refusal(section.datastore, cell.tokenizer, cell.dataset, cell.dataset_path)
 
 
 def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
