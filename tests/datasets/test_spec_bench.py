@@ -112,3 +112,31 @@ def test_each_category_is_scored_by_its_metric_or_says_why_not(question_file):
     assert filled("rag", "Acting as a sink") == pytest.approx({"exact_match": 0.0, "token_f1": 6 / 7})
     assert filled("qa", "Ginnifer Goodwin") == {} and filled("writing", "A blog post.") == {}
     assert "no reference answers" in UNSCORED["qa"].reason and "judged by an LLM" in UNSCORED["writing"].reason
+
+
+def test_a_cell_refuses_bad_records_and_categories_before_its_model_loads(question_file, tmp_path):
+    """The cell's model is a folder that does not exist: had it loaded first, that would be the error."""
+    from hydra import compose, initialize_config_dir
+
+    from lade_bench.conf import PACKAGE_CONF_DIR
+    from lade_bench.runner import register_configs, run_cell
+
+    records = [json.loads(line) for line in question_file.read_text(encoding="utf-8").splitlines()]
+    records[100]["turns"] = []  # line 101: a question without a turn
+    copy = tmp_path / "question.jsonl"
+    copy.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    register_configs()
+    base = ["model=vicuna_7b", f"model.name_or_path={tmp_path / 'no-such-model'}", "dataset=spec_bench", "device=cpu"]
+    base += ["wandb.mode=disabled", "device_profile.enabled=false", f"output_root={tmp_path / 'runs'}"]
+    for extra, error, message in (
+        ([f"dataset.path={copy}"], DatasetFormatError, f"{copy}:101: .*turns"),
+        (
+            [f"dataset.path={question_file}", "dataset.categories=[poetry]"],
+            ValueError,
+            r"unknown category \['poetry'\]",
+        ),
+    ):
+        with initialize_config_dir(config_dir=str(PACKAGE_CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[*base, *extra])
+        with pytest.raises(error, match=message):
+            run_cell(cfg)
