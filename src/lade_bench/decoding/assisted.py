@@ -25,6 +25,10 @@ from transformers import GenerationConfig
 
 from lade_bench.decoding.autoregressive import _generate
 from lade_bench.decoding.params import (
+    ASSISTED_CONFIDENCE_THRESHOLD,
+    ASSISTED_LOOKBEHIND,
+    ASSISTED_NUM_TOKENS,
+    ASSISTED_SCHEDULE,
     DecodeResult,
     DecodingConfigError,
     SamplingParams,
@@ -135,11 +139,11 @@ def assisted_generate(
     draft: Draft | torch.nn.Module,
     max_new_tokens: int,
     *,
-    num_assistant_tokens: int = 20,
-    num_assistant_tokens_schedule: str = "constant",
-    assistant_confidence_threshold: float = 0.4,
-    assistant_lookbehind: int = 10,
-    target_lookbehind: int = 10,
+    num_assistant_tokens: int = ASSISTED_NUM_TOKENS,
+    num_assistant_tokens_schedule: str = ASSISTED_SCHEDULE,
+    assistant_confidence_threshold: float = ASSISTED_CONFIDENCE_THRESHOLD,
+    assistant_lookbehind: int = ASSISTED_LOOKBEHIND,
+    target_lookbehind: int = ASSISTED_LOOKBEHIND,
     sampling: SamplingParams | None = None,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,

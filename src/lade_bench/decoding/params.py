@@ -23,6 +23,12 @@ VERIFICATION_LAYOUTS: tuple[str, ...] = ("flat", "trie")
 PROMPT_LOOKUP_NUM_TOKENS = 10
 PROMPT_LOOKUP_MAX_NGRAM = 2  # longest n-gram matched against the prompt (transformers' default)
 JACOBI_BLOCK_SIZE = 7  # guessed tokens per Jacobi step: the default window W=7, for a like-for-like ablation
+# The assisted arm's draft settings: transformers' own defaults, so the arm measures its assisted
+# generation as shipped (docs/assisted.md).
+ASSISTED_NUM_TOKENS = 20  # most draft tokens per target forward
+ASSISTED_SCHEDULE = "constant"  # heuristic_transient carries state across generations (refused)
+ASSISTED_CONFIDENCE_THRESHOLD = 0.4  # the draft stops once its top probability is below this (0: off)
+ASSISTED_LOOKBEHIND = 10  # universal assisted decoding: tokens re-encoded to align the tokenisations
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from lade_bench.decoding.rest import RestSettings
 from lade_bench.decoding.sam_decoding import SamSettings
 from lade_bench.decoding.suffix_decoding import SuffixSettings
 from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
+from lade_bench.methods.assisted import ASSISTED_SECTION, AssistantConfig
 from lade_bench.methods.pia import generate_pia, new_pia_trie, pia_method_reach, refuse_pia
 from lade_bench.methods.registry import (
     DRAFT,
@@ -136,7 +137,7 @@ def generate_assisted(request: GenerationRequest) -> Any:
     """
     from lade_bench.decoding.assisted import assisted_generate
 
-    section = request.section("assistant")
+    section = request.section(ASSISTED_SECTION)
     draft_settings = {key: section[key] for key in ASSISTANT_SETTINGS if key in section}
     return _decode(assisted_generate, request, request.models[DRAFT], sampling=request.sampling, **draft_settings)
 
@@ -247,7 +248,7 @@ def _refuse_assisted(settings: Settings, cell: CellFacts) -> str | None:
     from lade_bench.decoding.params import DecodingConfigError
     from lade_bench.models.loading import model_config_problem
 
-    section = settings["assistant"]
+    section = settings[ASSISTED_SECTION]
     if section.model is None:
         return (
             "the assisted arm needs a draft model: pick one from the model group with "
@@ -448,9 +449,10 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         generate_assisted,
         label="Assisted (draft model)",
         color="#9467bd",
-        sections=("assistant",),
+        config=AssistantConfig,
+        config_section=ASSISTED_SECTION,
         # A target forward verifies up to num_assistant_tokens candidates past the sequence.
-        headroom=lambda s: s["assistant"].num_assistant_tokens,
+        headroom=lambda s: s[ASSISTED_SECTION].num_assistant_tokens,
         models=(REPLICA, DRAFT),
         # Held-out validation runs ordinary cells, which load the draft like any run.
         tuner_baseline=True,

@@ -145,6 +145,9 @@ class Method:
             defaults are the section's defaults, stated here and nowhere else (not in ``conf/``);
             ``runner.config_schema.register_configs`` adds it to the run's schema, and ``<name>`` is
             added to ``sections``. None: the method has no section of its own.
+        config_section: the name of that section when it is not the method's name (None: ``<name>``):
+            only for a section recorded under another name before it moved onto the entry (assisted's
+            ``assistant``), so its cells keep their ids and its overrides keep working.
         headroom: settings -> positions past the prompt and new tokens one forward may reach (the
             context budget of a prompt keeps that much room); None: the tokens one forward feeds
             (``reach(settings).inputs``), or 0 without a reach.
@@ -201,13 +204,14 @@ class Method:
     hashed: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
     name_part: Callable[[Any], str] | None = None
     config: type | None = None
+    config_section: str | None = None
 
     def __post_init__(self) -> None:
         if self.config is not None:
             if not (isinstance(self.config, type) and dataclasses.is_dataclass(self.config)):
                 raise ValueError(f"method {self.name!r}: config={self.config!r} is not a dataclass (its schema)")
-            if self.name not in self.sections:
-                object.__setattr__(self, "sections", (*self.sections, self.name))
+            if self.own_section not in self.sections:
+                object.__setattr__(self, "sections", (*self.sections, self.own_section))
         if self.state not in STATE_LIFETIMES:
             raise ValueError(f"method {self.name!r}: state={self.state!r} is not one of {list(STATE_LIFETIMES)}")
         if self.state == "cell":
@@ -215,6 +219,11 @@ class Method:
                 raise ValueError(f"method {self.name!r}: state='cell' needs new_state (settings -> an empty state)")
             if STATE_SECTION not in self.sections:
                 object.__setattr__(self, "sections", (*self.sections, STATE_SECTION))
+
+    @property
+    def own_section(self) -> str:
+        """The name of the method's own config section (``config_section``, else its name)."""
+        return self.config_section or self.name
 
     @property
     def greedy_only(self) -> bool:
@@ -328,7 +337,7 @@ def cell_devices(cfg: Any) -> Any:
 
 def method_config_sections() -> dict[str, type]:
     """Section name -> schema dataclass of every registered method that declares one (``Method.config``)."""
-    return {m.name: m.config for m in _REGISTRY.values() if m.config is not None}
+    return {m.own_section: m.config for m in _REGISTRY.values() if m.config is not None}
 
 
 def runs_on_one_model(method: Method) -> bool:

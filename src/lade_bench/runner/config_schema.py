@@ -33,16 +33,9 @@ from omegaconf import MISSING
 
 from lade_bench.conf import register_resolvers
 from lade_bench.decoding.params import LookaheadParams, SamplingParams
+from lade_bench.model_config import ModelConfig
 
 SCHEMA_NAME = "lade_bench_schema"
-
-
-class ModelSource(Enum):
-    """Where a model comes from: the embedded SmolLM2 wheel, a tiny random model, or transformers."""
-
-    embedded = "embedded"
-    tiny = "tiny"
-    hf = "hf"
 
 
 class Device(Enum):
@@ -74,42 +67,6 @@ class AttnImplementation(Enum):
     eager = "eager"
     flex_attention = "flex_attention"
     flash_attention_2 = "flash_attention_2"
-
-
-@dataclass
-class ModelConfig:
-    """Schema of the ``model`` group.
-
-    Attributes:
-        name: short id: the ``model`` column of every row and part of the cell folder name.
-        source: embedded (a model from PyPI wheels), tiny (random test model), hf (hub id or folder).
-        embedded: embedded only: which one, ``smollm2`` or ``gemma3_270m``
-            (``lade_bench.models.loading.EMBEDDED_MODELS``).
-        name_or_path: hf only: hub id or local folder.
-        revision: hf only: git revision of the hub repo (null: the default branch).
-        trust_remote_code: hf only: allow the checkpoint's own modelling code.
-        architecture: tiny only: one of ``lade_bench.models.TINY_ARCHITECTURES``.
-        tiny_seed: tiny only: weight initialisation seed.
-        tiny_init_scale: tiny only: weight multiplier (peakier distributions, more n-gram hits).
-        max_positions: tiny only: position-embedding size.
-        chat: render prompts with the chat template (true) or as raw completion text (false).
-        chat_template: Jinja template that replaces the tokenizer's (null: keep the tokenizer's).
-        system_prompt: system message (chat) or leading paragraph (completion); null: none.
-    """
-
-    name: str = MISSING
-    source: ModelSource = ModelSource.embedded
-    embedded: str = "smollm2"
-    name_or_path: str | None = None
-    revision: str | None = None
-    trust_remote_code: bool = False
-    architecture: str | None = None
-    tiny_seed: int = 0
-    tiny_init_scale: float = 1.0
-    max_positions: int = 4096
-    chat: bool = True
-    chat_template: str | None = None
-    system_prompt: str | None = None
 
 
 @dataclass
@@ -189,28 +146,6 @@ class MethodStateConfig:
     """Schema of ``method_state``: warm (carried across a cell's samples) or cold (a fresh state per sample)."""
 
     mode: StateMode = MISSING
-
-
-@dataclass
-class AssistantConfig:
-    """Settings of the optional ``assisted`` arm (draft-model speculative decoding, transformers' assisted
-    generation; see ``lade_bench.decoding.assisted``).
-
-    Attributes:
-        model: the draft, any entry of the ``model`` group (``model@assistant.model=NAME``); null: none.
-        num_assistant_tokens: most tokens the draft proposes per target forward.
-        num_assistant_tokens_schedule: ``constant`` or ``heuristic_transient``.
-        assistant_confidence_threshold: the draft stops proposing below this top probability (0: off).
-        assistant_lookbehind: universal assisted decoding: draft tokens re-encoded to align tokenisations.
-        target_lookbehind: universal assisted decoding: target tokens re-encoded to align tokenisations.
-    """
-
-    model: ModelConfig | None = None
-    num_assistant_tokens: int = MISSING
-    num_assistant_tokens_schedule: str = MISSING
-    assistant_confidence_threshold: float = MISSING
-    assistant_lookbehind: int = MISSING
-    target_lookbehind: int = MISSING
 
 
 @dataclass
@@ -337,7 +272,6 @@ class LadeBenchConfig:
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     method_state: MethodStateConfig = field(default_factory=MethodStateConfig)
-    assistant: AssistantConfig = field(default_factory=AssistantConfig)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     device_profile: DeviceProfileConfig = field(default_factory=DeviceProfileConfig)

@@ -1,0 +1,57 @@
+"""The schema of a model config: the ``model`` group, and any setting that picks a model from it
+(the assisted arm's draft, ``model@assistant.model=NAME``).
+
+Its own module, light (no Hydra, no torch), so that a method's config section (``Method.config``)
+can hold a model without importing the runner (``runner.config_schema`` imports it from here).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from omegaconf import MISSING
+
+
+class ModelSource(Enum):
+    """Where a model comes from: the embedded SmolLM2 wheel, a tiny random model, or transformers."""
+
+    embedded = "embedded"
+    tiny = "tiny"
+    hf = "hf"
+
+
+@dataclass
+class ModelConfig:
+    """Schema of the ``model`` group.
+
+    Attributes:
+        name: short id: the ``model`` column of every row and part of the cell folder name.
+        source: embedded (a model from PyPI wheels), tiny (random test model), hf (hub id or folder).
+        embedded: embedded only: which one, ``smollm2`` or ``gemma3_270m``
+            (``lade_bench.models.loading.EMBEDDED_MODELS``).
+        name_or_path: hf only: hub id or local folder.
+        revision: hf only: git revision of the hub repo (null: the default branch).
+        trust_remote_code: hf only: allow the checkpoint's own modelling code.
+        architecture: tiny only: one of ``lade_bench.models.TINY_ARCHITECTURES``.
+        tiny_seed: tiny only: weight initialisation seed.
+        tiny_init_scale: tiny only: weight multiplier (peakier distributions, more n-gram hits).
+        max_positions: tiny only: position-embedding size.
+        chat: render prompts with the chat template (true) or as raw completion text (false).
+        chat_template: Jinja template that replaces the tokenizer's (null: keep the tokenizer's).
+        system_prompt: system message (chat) or leading paragraph (completion); null: none.
+    """
+
+    name: str = MISSING
+    source: ModelSource = ModelSource.embedded
+    embedded: str = "smollm2"
+    name_or_path: str | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+    architecture: str | None = None
+    tiny_seed: int = 0
+    tiny_init_scale: float = 1.0
+    max_positions: int = 4096
+    chat: bool = True
+    chat_template: str | None = None
+    system_prompt: str | None = None
