@@ -129,7 +129,7 @@ def test_gemma_target_with_a_smollm2_draft_runs_universal_assisted_decoding(comp
     re-tokenised between the two vocabularies; greedy output equals AR's."""
     overrides = [
         "model=gemma3_270m", "model@assistant.model=smollm2", "arms=[ar,assisted]", "device=cpu",
-        "dataset.limit=2", "max_new_tokens=12", "warmup=0", "lookahead=cpu_small", "assistant.num_assistant_tokens=4",
+        "dataset.limit=1", "max_new_tokens=12", "warmup=0", "lookahead=cpu_small", "assistant.num_assistant_tokens=4",
         "wandb.mode=disabled", "device_profile.enabled=false", f"output_root={tmp_path}",
     ]  # fmt: skip
     with caplog.at_level("INFO", logger="lade_bench.runner.roles"):
