@@ -75,7 +75,7 @@ def runs_at_its_defaults(method: Method) -> bool:
     """
     if method.refuse is None or method.config is None:
         return True
-    return method.refuse({method.name: method.config()}, CellFacts()) is None
+    return method.refuse({method.own_section: method.config()}, CellFacts()) is None
 
 
 def build_arms(
