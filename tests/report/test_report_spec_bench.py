@@ -250,3 +250,20 @@ def test_the_leaderboard_figure_is_readable(loaded):
     )
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert "Lookahead (n5-w7-g7)" in labels and "Lookahead (n5-w15-g15-pool)" in labels and "Token Recycling" in labels
+
+
+def test_the_console_table_shows_a_translation_cell_s_bleu(spec_sweep):
+    """The runner's console table names the reference metrics a cell's summary.json holds."""
+    from rich.console import Console
+
+    from lade_bench.runner.console import summary_table
+    from lade_bench.runner.summary import summarize_cell
+
+    rows = load_rows(spec_sweep)
+    paper = rows[(rows["window"] == 15) & rows["sample_id"].str.startswith("translation-")]
+    summary = summarize_cell(paper[paper["cell_id"] == paper["cell_id"].iloc[0]], n_boot=50)
+    assert {"bleu", "chrf"} <= set(summary["arms"]["lookahead"]) and "accuracy" not in summary["arms"]["lookahead"]
+    console = Console(record=True, width=200)
+    console.print(summary_table(summary))
+    bleu = summary["arms"]["ar"]["bleu"]
+    assert f"BLEU {bleu:.1f} chrF" in console.export_text()

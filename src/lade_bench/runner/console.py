@@ -50,6 +50,11 @@ def _quality(stats: dict[str, Any]) -> str:
         parts.append(f"pass@1 {stats['pass@1']:.3f}")
     if "accuracy" in stats:
         parts.append(f"acc {stats['accuracy']:.3f}")
+    # Spec-Bench's reference metrics: BLEU and chrF on sacrebleu's 0-100 scale, exact match and token F1 0..1.
+    if "bleu" in stats:
+        parts.append(f"BLEU {stats['bleu']:.1f} chrF {stats.get('chrf', float('nan')):.1f}")
+    if "exact_match" in stats:
+        parts.append(f"EM {stats['exact_match']:.3f} F1 {stats.get('token_f1', float('nan')):.3f}")
     return ", ".join(parts) or "-"
 
 
