@@ -201,6 +201,63 @@ def draft_tree_generate(
     return loop.run(method, prefill_observer)
 
 
+@dataclass(frozen=True)
+class TreeRequest:
+    """One generation's inputs as every drafter engine (PIA, SuffixDecoding, Token Recycling, ...) takes
+    them, run with that engine's drafter by :meth:`run`.
+
+    Attributes:
+        model: the target model.
+        prompt: the prompt's ids as a list (``prompt_ids_as_list``; drafters index it).
+        max_new_tokens: most tokens to generate.
+        eos_token_id: id(s) that end the generation (emitted, then stop).
+        seed: seeds every sampling draw.
+        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
+    """
+
+    model: torch.nn.Module
+    prompt: list[int]
+    max_new_tokens: int
+    eos_token_id: int | Iterable[int] | None = None
+    seed: int = 0
+    sampling: SamplingParams | None = None
+
+    def run(
+        self,
+        drafter: Drafter,
+        method: str,
+        reach: ForwardReach,
+        *,
+        prefill_observer: Callable[[torch.Tensor], None] | None = None,
+        close: Callable[[list[int]], None] | None = None,
+    ) -> DecodeResult:
+        """:func:`draft_tree_generate` with ``drafter``, then ``close(prompt + emitted)``.
+
+        ``close`` ends the request on a drafter whose state serves the cell's next one; it runs also
+        when the generation failed (with the prompt alone), so a failed request never leaves the state
+        half-open.
+        """
+        emitted: list[int] = []
+        try:
+            result = draft_tree_generate(
+                self.model,
+                self.prompt,
+                drafter,
+                self.max_new_tokens,
+                eos_token_id=self.eos_token_id,
+                seed=self.seed,
+                method=method,
+                prefill_observer=prefill_observer,
+                sampling=self.sampling,
+                reach=reach,
+            )
+            emitted = result.tokens
+        finally:
+            if close is not None:
+                close(self.prompt + emitted)
+        return result
+
+
 class _TreeLoop:
     """State of one draft-tree generation (one object per call, nothing at module scope)."""
 

@@ -438,30 +438,15 @@ def pia_generate(
         DecodingConfigError: a bad setting, or a ``state`` shaped otherwise than the settings say.
     """
     from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
-    from lade_bench.decoding.draft_tree import draft_tree_generate
+    from lade_bench.decoding.draft_tree import TreeRequest
 
     settings = PiaSettings(
         decoding_length, branch_length, max_query_length, max_nodes, max_output_nodes, squeeze_after_trees
     )
     state = new_pia_state(settings) if state is None else state
     state.check(settings)
-    prompt = prompt_ids_as_list(input_ids)
-    drafter = PiaDrafter(state, settings, prompt)
-    emitted: list[int] = []
-    try:
-        result = draft_tree_generate(
-            model,
-            prompt,
-            drafter,
-            max_new_tokens,
-            eos_token_id=eos_token_id,
-            seed=seed,
-            method="pia",
-            sampling=sampling,
-            reach=pia_reach(settings),
-        )
-        emitted = result.tokens
-    finally:
-        # A failed generation still ends its request (its prompt counts reset for the cell's next one).
-        drafter.finish(prompt + emitted, eos_set(eos_token_id))
-    return result
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
+    stop_ids = eos_set(eos_token_id)
+    drafter = PiaDrafter(state, settings, request.prompt)
+    # A failed generation still ends its request (its prompt counts reset for the cell's next one).
+    return request.run(drafter, "pia", pia_reach(settings), close=lambda context: drafter.finish(context, stop_ids))

@@ -281,30 +281,14 @@ def suffix_decoding_generate(
         DecodingConfigError: a bad setting, or a ``state`` bounded otherwise than the settings say.
     """
     from lade_bench.decoding.checks import prompt_ids_as_list
-    from lade_bench.decoding.draft_tree import draft_tree_generate
+    from lade_bench.decoding.draft_tree import TreeRequest
 
     settings = SuffixSettings(
         max_tree_depth, max_spec_tokens, max_cached_requests, max_spec_factor, min_token_prob, use_tree_spec
     )
     state = new_suffix_state(settings) if state is None else state
     state.check(settings)
-    prompt = prompt_ids_as_list(input_ids)
-    drafter = SuffixDecodingDrafter(state, settings, prompt)
-    emitted: list[int] = []
-    try:
-        result = draft_tree_generate(
-            model,
-            prompt,
-            drafter,
-            max_new_tokens,
-            eos_token_id=eos_token_id,
-            seed=seed,
-            method="suffix_decoding",
-            sampling=sampling,
-            reach=suffix_decoding_reach(settings),
-        )
-        emitted = result.tokens
-    finally:
-        # A failed generation still closes its request (the state serves the cell's next one).
-        drafter.close(prompt + emitted)
-    return result
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
+    drafter = SuffixDecodingDrafter(state, settings, request.prompt)
+    # A failed generation still closes its request (the state serves the cell's next one).
+    return request.run(drafter, "suffix_decoding", suffix_decoding_reach(settings), close=drafter.close)

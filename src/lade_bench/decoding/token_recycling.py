@@ -279,26 +279,17 @@ def token_recycling_generate(
     Raises:
         DecodingConfigError: a bad ``top_k`` or ``tree``, or a ``state`` of another ``top_k``.
     """
-    from lade_bench.decoding.draft_tree import draft_tree_generate
+    from lade_bench.decoding.checks import prompt_ids_as_list
+    from lade_bench.decoding.draft_tree import TreeRequest
 
     template = tree_template(tree, top_k)
     state = RecyclingState(top_k) if state is None else state
     if state.top_k != top_k:
         raise DecodingConfigError(f"a Token Recycling state of top_k={state.top_k} cannot run top_k={top_k}")
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
     drafter = TokenRecyclingDrafter(state, template)
-    prompt = input_ids.reshape(-1).tolist() if hasattr(input_ids, "reshape") else list(input_ids)
-    return draft_tree_generate(
-        model,
-        input_ids,
-        drafter,
-        max_new_tokens,
-        eos_token_id=eos_token_id,
-        seed=seed,
-        method="token_recycling",
-        prefill_observer=drafter.prefill_observer(prompt),
-        sampling=sampling,
-        reach=token_recycling_reach(template),
-    )
+    observer = drafter.prefill_observer(request.prompt)
+    return request.run(drafter, "token_recycling", token_recycling_reach(template), prefill_observer=observer)
 
 
 def token_recycling_reach(template: TreeTemplate) -> Any:
