@@ -45,6 +45,10 @@ echo "installed in $(( SECONDS - started )) s"
 
 # First use converts both GGUFs into the cache (about a minute, on the CPU); later runs reuse it.
 "$py" -c "from lade_bench.models import converted_gemma3_dir, converted_smollm2_dir; converted_smollm2_dir(); converted_gemma3_dir()"
+# REST runs on its reference datastore (docs/rest.md), built once per model as scripts/setup.sh does.
+for model in smollm2 gemma3_270m; do
+    "$py" -m lade_bench.rest_datastore build --reference --model "$model"
+done
 echo "models ready after $(( SECONDS - started )) s"
 
 PYTHONUNBUFFERED=1 "$py" -m lade_bench.gpu_check --output "$out" "$@"

@@ -45,4 +45,10 @@ fi
 # Convert both embedded models into the model cache (~/.cache/lade_bench) now, once per machine (about
 # a minute, mostly Gemma-3-270M's tokenizer), rather than in the first run or test; reruns reuse it.
 .venv/bin/python -m lade_bench.models.prepare
+# REST's reference datastore (Python's standard library, docs/rest.md: what rest.datastore names by default)
+# for each embedded model's tokenizer, beside the models (about 15 CPU-s each); kept when already built from
+# the same files, so reruns only hash them.
+for model in smollm2 gemma3_270m; do
+    .venv/bin/python -m lade_bench.rest_datastore build --reference --model "$model"
+done
 echo "lade_bench installed in $(pwd)/.venv"

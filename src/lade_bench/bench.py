@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -30,15 +31,18 @@ from lade_bench.decoding import VERIFICATION_LAYOUTS, CompiledForwards, DecodeRe
 from lade_bench.decoding.timing import model_device
 from lade_bench.methods import (
     REFERENCE,
+    CellFacts,
     UnknownMethodError,
     bind_method,
     get_method,
     methods_where,
+    resolve_settings,
     runs_on_one_model,
 )
 from lade_bench.metrics.speed import compression_ratio, speedup, tokens_per_s
 from lade_bench.metrics.task_accuracy import match_rate
-from lade_bench.models.embedded import load_embedded_smollm2
+from lade_bench.models.embedded import default_cache_dir, load_embedded_smollm2
+from lade_bench.models.loading import tokenizer_source
 from lade_bench.profiling import default_token_counts, measure_forward_curve
 from lade_bench.profiling.device_profile import device_processor
 from lade_bench.results.atomic import atomic_write_json
@@ -81,6 +85,37 @@ def parse_setting(text: str) -> tuple[str, str, Any]:
     if not (sep and dot and section and name):
         raise argparse.ArgumentTypeError(f"--setting {text!r}: use SECTION.KEY=VALUE, e.g. rest.datastore=PATH")
     return section, name, yaml.safe_load(value)
+
+
+def resolved_bench_settings(
+    methods: list[str], settings: dict[str, dict[str, Any]], cache_dir: str | None, device: str, compiled: bool
+) -> dict[str, Any]:
+    """``settings`` (``--setting``) with the words of the methods that resolve them (``Method.resolve``:
+    REST's ``datastore: reference``) resolved for the bench's model, SmolLM2, in ``cache_dir``.
+
+    Raises:
+        ValueError: such a method refuses its resolved settings (e.g. the reference datastore is not
+            built); the message is its refusal, with the command that builds what is missing.
+    """
+    facts = CellFacts(
+        device=device.split(":")[0],
+        model_source="embedded",
+        model_name="smollm2",
+        compiled=compiled,
+        dataset="mt_bench",
+        tokenizer=tokenizer_source(SimpleNamespace(source="embedded", embedded="smollm2")),
+        model_cache_dir=str(cache_dir or default_cache_dir()),
+    )
+    resolved: dict[str, Any] = dict(settings)
+    for name in methods:
+        method = get_method(name)
+        if method.resolve is None:
+            continue
+        resolved = resolve_settings(name, resolved, facts)
+        why = method.refuse({s: resolved.get(s) for s in method.sections}, facts) if method.refuse else None
+        if why:
+            raise ValueError(f"--methods {name}: {why}")
+    return resolved
 
 
 def parse_lookahead(text: str) -> LookaheadParams:
@@ -262,14 +297,18 @@ def main(argv: list[str] | None = None) -> Path:
         if not_compiled:
             allowed = list(methods_where(lambda method: method.compiles))
             parser.error(f"--compile: {not_compiled} have no compiled mode; use --methods from {allowed}")
+    given: dict[str, dict[str, Any]] = {}
+    for section, key, value in args.setting:
+        given.setdefault(section, {})[key] = value
+    try:  # before the model loads: a resource a method names (REST's reference datastore) must be there
+        settings = resolved_bench_settings(methods, given, args.cache_dir, args.device, args.compile)
+    except ValueError as err:
+        parser.error(str(err))
     console.print(f"Engine benchmark; the report will be written under {output_dir}")
     model, tokenizer = load_embedded_smollm2(args.cache_dir, dtype=getattr(torch, args.dtype), device=args.device)
     samples = load_dataset_samples("mt_bench", limit=args.prompts)
     prompts = [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
     compiled = CompiledForwards() if args.compile else None
-    settings: dict[str, dict[str, Any]] = {}
-    for section, key, value in args.setting:
-        settings.setdefault(section, {})[key] = value
     arms = build_arms(model, tokenizer.eos_token_id, args.max_new_tokens, configs, methods, compiled, settings)
     started = time.time()
     results = run_benchmark(arms, prompts, args.warmup)

@@ -25,7 +25,9 @@ of its 13-grams is in the corpus. References shorter than 13 words cannot be tol
 and are not counted, nor are 13-grams of numbers alone (test tables of any code share them). The
 plan refuses a REST cell whose scored dataset has a leaking sample (``methods/rest.py``).
 
-Commands: ``python -m lade_bench.rest_datastore build --model smollm2 --corpus FILE... [--name NAME]``;
+Commands: ``python -m lade_bench.rest_datastore build --model smollm2 --corpus FILE... [--name NAME]``, or
+``build --reference --model smollm2`` for the reference datastore (``REFERENCE``, what ``rest.datastore``
+names by default; ``scripts/setup.sh`` builds it for the embedded models);
 ``... check --datastore PATH --datasets NAME[=FILE]...`` reports the leak check as JSON
 (docs/rest.md). No torch import at the top: the plan reads manifests and checks leaks before loading.
 """
@@ -58,6 +60,13 @@ LEAK_NGRAM = 13
 SETTING = "rest.datastore"
 # JSONL records: the field read as a document's text unless --text-field says otherwise.
 DEFAULT_TEXT_FIELD = "text"
+# The word that names the reference datastore (``rest.datastore: reference``, the default): the one built
+# from REFERENCE_CORPUS for the cell's tokenizer, in the model cache. Any other value is a folder.
+REFERENCE = "reference"
+# The reference corpus: the top-level modules (``*.py``) of the running interpreter's standard library, on
+# every machine and offline, code and English prose, PSF licence; but configparser.py, which shares a
+# 13-word span with ClassEval_18's solution (the leak check flags it; docs/rest.md).
+REFERENCE_LEFT_OUT = ("configparser.py",)
 _WORD = re.compile(r"\w+")
 _NGRAM_BASE = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime: odd, so powers stay invertible
 
@@ -147,6 +156,74 @@ def load_datastore(path: str | Path, setting: str = SETTING) -> Datastore:
     if tokens.shape[0] != manifest["tokens"] or suffix_array.shape != tokens.shape:
         raise DatastoreError(f"{setting}={str(path)!r}: its files disagree with its manifest; rebuild it")
     return Datastore(folder, tokens, suffix_array, manifest)
+
+
+def reference_corpus() -> list[Path]:
+    """The reference corpus's files: the standard library's top-level modules, found from this interpreter."""
+    import sysconfig
+
+    stdlib = Path(sysconfig.get_path("stdlib"))
+    return sorted(p for p in stdlib.glob("*.py") if p.name not in REFERENCE_LEFT_OUT)
+
+
+def reference_build_command(tokenizer: str, cache_dir: str | Path | None) -> str:
+    """The command that builds the reference datastore for ``tokenizer`` in ``cache_dir``, for messages."""
+    model = tokenizer.split(":", 1)[1].split("@")[0] if tokenizer.startswith("embedded:") else "<model>"
+    cache = f" --cache-dir {cache_dir}" if cache_dir is not None else ""
+    return f"python -m lade_bench.rest_datastore build --reference --model {model}{cache}"
+
+
+def resolve_datastore(value: str, tokenizer: str, cache_dir: str | Path | None) -> str:
+    """The datastore folder a ``rest.datastore`` value names: the word ``reference`` is the reference
+    datastore built for ``tokenizer`` under the model cache ``cache_dir``; any other value (a folder) is
+    returned as it is. The one place the word is read.
+
+    Raises:
+        DatastoreError: ``reference`` while the tokenizer or the cache is unknown, or that datastore is
+            not built (the message gives the command that builds it).
+    """
+    if value != REFERENCE:
+        return value
+    if not tokenizer or cache_dir is None:
+        raise DatastoreError(
+            f"{SETTING}={REFERENCE!r} names the reference datastore of the cell's tokenizer in the model cache, "
+            "but this caller knows neither; pass a datastore folder"
+        )
+    folder = datastore_folder(cache_dir, tokenizer, REFERENCE)
+    if not (folder / MANIFEST_FILE).is_file():
+        raise DatastoreError(
+            f"{SETTING}={REFERENCE!r}: the reference datastore for {tokenizer} is not built (no {folder}); "
+            f"build it with {reference_build_command(tokenizer, cache_dir)} (scripts/setup.sh does, for the "
+            "embedded models)"
+        )
+    return str(folder)
+
+
+def ensure_reference_datastore(
+    model_name: str, cache_dir: str | Path, corpus: Sequence[Path] | None = None
+) -> tuple[Path, bool]:
+    """Build the reference datastore of ``conf/model`` entry ``model_name`` in ``cache_dir`` unless it is there.
+
+    It is kept when its manifest matches: the same format, tokenizer and corpus files (paths and
+    sha256), so a rerun costs a hash of the corpus, and another Python's standard library rebuilds it.
+    ``corpus``: the files (None: :func:`reference_corpus`; tests give a small one).
+
+    Returns:
+        The datastore folder, and whether it was built now.
+    """
+    from lade_bench.models.loading import tokenizer_source
+
+    model = _model_config(model_name)
+    files = list(corpus if corpus is not None else reference_corpus())
+    folder = datastore_folder(cache_dir, tokenizer_source(model), REFERENCE)
+    wanted = [{"path": str(Path(f).expanduser().resolve()), "sha256": file_sha256(f)} for f in files]
+    try:
+        manifest = read_manifest(folder)
+    except DatastoreError:
+        manifest = {}
+    if manifest.get("tokenizer") == tokenizer_source(model) and manifest.get("corpus") == wanted:
+        return folder, False
+    return build_from_files(model, files, folder, cache_dir=cache_dir), True
 
 
 def datastore_folder(cache_dir: str | Path, tokenizer: str, name: str) -> Path:
@@ -440,7 +517,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument(
         "--model", default="smollm2", help="a conf/model entry whose tokenizer is used (default smollm2)"
     )
-    build.add_argument("--corpus", nargs="+", required=True, help="JSONL (one document per record) or plain-text files")
+    source = build.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corpus", nargs="+", help="JSONL (one document per record) or plain-text files")
+    source.add_argument(
+        "--reference",
+        action="store_true",
+        help=f"the reference datastore ({REFERENCE!r}: the standard library's modules but "
+        f"{', '.join(REFERENCE_LEFT_OUT)}), kept when already built from the same files",
+    )
     build.add_argument(
         "--text-field",
         action="append",
@@ -463,6 +547,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             Path(args.output).write_text(text)
         else:
             print(text, end="")
+        return 0
+    if args.reference:
+        if args.out is not None or args.name != "default" or args.text_field:
+            parser.error(
+                "--reference builds the datastore named 'reference' in --cache-dir: drop --out, --name, --text-field"
+            )
+        folder, built = ensure_reference_datastore(args.model, args.cache_dir)
+        manifest = read_manifest(folder)
+        done = "built" if built else "already built from the same files, kept"
+        print(
+            f"reference datastore for {manifest['tokenizer']}: {manifest['tokens']} tokens, {done}: {folder}",
+            flush=True,
+        )
         return 0
     model = _model_config(args.model)
     from lade_bench.models.loading import tokenizer_source

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,18 @@ from lade_bench.gpu_check.__main__ import main
 from lade_bench.gpu_check.stages import (
     MODEL_NAMES,
     PRESET_NAMES,
+    build_arms,
+    method_settings,
+    model_facts,
+    notes,
     other_methods,
     presets,
     prompts_as_chat,
     stage_plan,
 )
+from lade_bench.methods import get_method
+from lade_bench.models.embedded import converted_smollm2_dir
+from lade_bench.rest_datastore import ensure_reference_datastore
 from lade_bench.runner import register_configs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -143,6 +151,14 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     argv += ["--profile-repeats", "1", "--profile-warmup", "0"]
     # A budget no loaded machine runs out of: this test checks the steps and files, not their speed.
     argv += ["--time-budget-s", "3600"]
+    # A model cache of its own: SmolLM2 as converted (linked), and a small reference datastore where
+    # REST's default (`rest.datastore: reference`) finds it (scripts/setup.sh builds the real one).
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "smollm2-135m-instruct").symlink_to(converted_smollm2_dir())
+    stdlib = Path(sysconfig.get_path("stdlib"))
+    ensure_reference_datastore("smollm2", cache, [stdlib / "textwrap.py"])
+    argv += ["--cache-dir", str(cache)]
     out = main(argv)
     report = json.loads((out / "gpu_check.json").read_text())
     arms = [(r["dtype"], r["arm"]) for r in report["summary"]]
@@ -151,6 +167,7 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     # float32: AR, every other one-model method of the registry, then lookahead at each preset; float64: 2.
     assert len(arms) == 1 + len(other_methods()) + len(PRESET_NAMES) + 2
     assert [arm for dtype, arm in arms[: 1 + len(other_methods())]] == ["ar", *other_methods()]
+    assert "rest" in other_methods() and "skipped" not in report["details"]["smollm2"]["float32"]
     assert all(r["engine_errors"] in (None, 0) for r in report["summary"])
     detail = report["details"]["smollm2"]["float32"]
     assert detail["prompts_done"] == 1 and detail["finite_logits"] and not detail["stopped_early"]
@@ -159,6 +176,20 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     assert (profile["repeats"], profile["warmup"]) == (1, 0)
     table = (out / "table.md").read_text()
     assert "| smollm2 | float64 | lookahead paper_7b (5,15,15) | 1 |" in table
+
+
+def test_a_method_whose_resource_is_missing_is_left_out_with_its_reason(tmp_path):
+    """REST without the reference datastore in the model cache: not run, and the table's notes say why."""
+    facts = model_facts("smollm2", str(tmp_path), torch.device("cpu"))
+    settings, why = method_settings(get_method("rest"), facts)
+    assert settings["rest"]["datastore"] == "reference"
+    assert why is not None and f"build --reference --model smollm2 --cache-dir {tmp_path}" in why
+    skipped: dict[str, str] = {}
+    arms = build_arms(None, [], 4, {}, others=True, facts=facts, skipped=skipped)
+    assert "rest" not in arms and skipped == {"rest": why} and set(arms) == {"ar", *other_methods()} - {"rest"}
+    detail = {"stopped_early": False, "finite_logits": True, "mismatches": [], "skipped": skipped}
+    assert notes({"smollm2": {"float16": detail}}, 1.0) == [f"smollm2 float16: rest not run: {why}"]
+    assert method_settings(get_method("prompt_lookup"), facts) == ({}, None)
 
 
 @pytest.mark.gpu

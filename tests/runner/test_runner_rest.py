@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
+from lade_bench.bench import resolved_bench_settings
+from lade_bench.models.embedded import converted_smollm2_dir
+from lade_bench.rest_datastore import (
+    REFERENCE,
+    datastore_folder,
+    ensure_reference_datastore,
+    reference_corpus,
+    write_datastore,
+)
 from lade_bench.rest_datastore import main as datastore_command
-from lade_bench.rest_datastore import write_datastore
 from lade_bench.results import load_rows
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.plan import CellConfigError
@@ -65,7 +73,7 @@ def test_a_cell_matches_ar_and_its_datastore_is_named_by_content_in_the_cell_id(
     ("overrides", "message"),
     [
         (
-            [],
+            ["rest.datastore=null"],
             "rest.datastore is not set: REST drafts from a datastore; build one with python -m lade_bench.rest_",
         ),
         (["rest.datastore=/nonexistent/ds"], "no REST datastore at /nonexistent/ds; build one with"),
@@ -115,3 +123,46 @@ def test_the_reference_corpus_leaves_out_configparser_whose_code_classeval_score
     flagged = _build(tmp_path, "configparser", [Path(sysconfig.get_path("stdlib")) / "configparser.py"])
     with pytest.raises(CellConfigError, match=r"holds reference answers of 1 of 100 classeval samples .*ClassEval_18"):
         plan_cell(compose_cfg([*REST, "dataset=classeval", f"dataset.path={classeval}", f"rest.datastore={flagged}"]))
+
+
+def test_the_default_names_the_reference_datastore_of_the_cells_tokenizer_in_the_model_cache(compose_cfg, tmp_path):
+    """``rest.datastore: reference`` resolves (in the plan) to ``<model_cache_dir>/rest_datastores/<tokenizer>/
+    reference``: recorded, refused and run as that folder, and the same cell as naming the folder itself."""
+    missing = [*REST, f"model_cache_dir={tmp_path}"]
+    command = f"python -m lade_bench.rest_datastore build --reference --model smollm2 --cache-dir {tmp_path}"
+    with pytest.raises(CellConfigError, match=f"reference datastore for embedded:smollm2 is not built .*{command}"):
+        plan_cell(compose_cfg(missing))
+    with pytest.raises(ValueError, match=f"--methods rest: .*{command}"):  # bench, before its model loads
+        resolved_bench_settings(["ar", "rest"], {}, str(tmp_path), "cpu", False)
+    folder = write_datastore(
+        datastore_folder(tmp_path, "embedded:smollm2", REFERENCE),
+        [[5, 6, 7]],
+        tokenizer="embedded:smollm2",
+        vocab_size=49_152,
+    )
+    plan = plan_cell(compose_cfg(missing))
+    assert plan.settings["rest"].datastore == plan.cfg.rest.datastore == str(folder)
+    assert plan.cell_id == plan_cell(compose_cfg([*REST, f"rest.datastore={folder}"])).cell_id
+    assert resolved_bench_settings(["ar", "rest"], {}, str(tmp_path), "cpu", False)["rest"]["datastore"] == str(folder)
+    # A Gemma-3 cell's reference is another folder (its tokenizer's), not built here.
+    with pytest.raises(CellConfigError, match="build --reference --model gemma3_270m"):
+        plan_cell(compose_cfg([*missing, "model=gemma3_270m"]))
+
+
+def test_the_reference_build_is_skipped_when_built_from_the_same_files(tmp_path):
+    """What scripts/setup.sh runs (``build --reference``), on a small corpus: built once, kept while its
+    files are unchanged, rebuilt when one changes."""
+    corpus = reference_corpus()
+    assert {"textwrap.py", "heapq.py"} <= {f.name for f in corpus} and "configparser.py" not in {f.name for f in corpus}
+    assert all(f.parent == Path(sysconfig.get_path("stdlib")) for f in corpus)
+    (tmp_path / "smollm2-135m-instruct").symlink_to(converted_smollm2_dir())  # the tokenizer, not converted again
+    small = [tmp_path / "a.py", tmp_path / "b.txt"]
+    small[0].write_text("def add(a, b):\n    return a + b\n")
+    small[1].write_text("The quick brown fox jumps over the lazy dog.\n")
+    folder, built = ensure_reference_datastore("smollm2", tmp_path, small)
+    assert built and folder == datastore_folder(tmp_path, "embedded:smollm2", REFERENCE)
+    stamp = (folder / "manifest.json").stat().st_mtime_ns
+    assert ensure_reference_datastore("smollm2", tmp_path, small) == (folder, False)
+    assert (folder / "manifest.json").stat().st_mtime_ns == stamp
+    small[1].write_text("Another text.\n")
+    assert ensure_reference_datastore("smollm2", tmp_path, small) == (folder, True)

@@ -217,6 +217,7 @@ def test_a_refusal_gets_the_settings_its_generate_gets_and_the_cell_facts(compos
             dataset=cfg.dataset.name,
             dataset_path=cfg.dataset.path,
             tokenizer="embedded:smollm2",
+            model_cache_dir=cfg.model_cache_dir,
         )
         assert plan.facts == cell
         with pytest.raises(CellConfigError, match="toy refusal: num_tokens=3"):

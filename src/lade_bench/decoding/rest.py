@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lade_bench.decoding.params import DecodingConfigError, require_int
+from lade_bench.rest_datastore import REFERENCE
 
 if TYPE_CHECKING:
     from lade_bench.decoding.draft_tree import DraftTree, TreeStep
@@ -56,6 +57,9 @@ REST_MIN_TOKEN_SPAN = 2  # both: token_spans = range(2, max_token_span + 1), lon
 REST_NUM_DRAFT = 64  # both: --num-draft 64, the draft tokens the trie keeps (Reader.search's `choices`)
 REST_MAX_MATCHES = 5000  # DraftRetriever/src/lib.rs Reader.search: k.unwrap_or(5000) occurrences read
 REST_DRAFT_LENGTH = 10  # DraftRetriever/src/lib.rs Reader.search: long.unwrap_or(10) tokens after each
+# The authors require a datastore path; ours defaults to the reference datastore (the word REFERENCE:
+# Python's standard library, built by scripts/setup.sh), so a cell, bench and gpu_check run REST unnamed.
+REST_DATASTORE = REFERENCE
 
 RETRIEVAL_STAT = "retrieval_s"
 
@@ -65,15 +69,17 @@ class RestSettings:
     """REST's settings (the config section ``rest``), checked on construction.
 
     Attributes:
-        datastore: the datastore folder (built by ``python -m lade_bench.rest_datastore build``);
-            None: not set (the plan refuses the cell and says how to build one).
+        datastore: ``reference`` (the default): the reference datastore of the cell's tokenizer in the
+            model cache, resolved by ``rest_datastore.resolve_datastore`` before the engine sees it;
+            else a datastore folder (built by ``python -m lade_bench.rest_datastore build``); None: not
+            set (the plan refuses the cell and says how to build one).
         max_token_span: the longest context suffix looked up (down to 2 tokens).
         num_draft: draft tokens per step: the trie's nodes below cur.
         max_matches: occurrences of the suffix read per retrieval.
         draft_length: tokens read after each occurrence (the trie's depth).
     """
 
-    datastore: str | None = None
+    datastore: str | None = REST_DATASTORE
     max_token_span: int = REST_MAX_TOKEN_SPAN
     num_draft: int = REST_NUM_DRAFT
     max_matches: int = REST_MAX_MATCHES
@@ -119,14 +125,16 @@ class RestState:
 
 
 def new_rest_state(settings: RestSettings) -> RestState:
-    """The datastore ``settings`` name, loaded (raises DatastoreError when it is missing)."""
-    from lade_bench.rest_datastore import DatastoreError, build_command, load_datastore
+    """The datastore folder ``settings`` name, loaded (raises DatastoreError when it is missing, or is the
+    unresolved word ``reference``: ``methods.rest.resolve_rest`` resolves it for a cell)."""
+    from lade_bench.rest_datastore import DatastoreError, build_command, load_datastore, resolve_datastore
 
     if settings.datastore is None:
         raise DatastoreError(
             f"rest.datastore is not set: build one with {build_command()} and pass rest.datastore=PATH"
         )
-    return RestState(load_datastore(settings.datastore))
+    # The word `reference` is resolved by the caller (it knows the model): here it can only be refused.
+    return RestState(load_datastore(resolve_datastore(settings.datastore, "", None)))
 
 
 def suffix_range(tokens: np.ndarray, suffix_array: np.ndarray, pattern: Sequence[int]) -> tuple[int, int]:

@@ -20,6 +20,7 @@ import argparse
 import gc
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -29,8 +30,18 @@ from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import CompiledForwards, LookaheadParams, flex_attention_available
 from lade_bench.gpu_check.measure import Arm, Mismatch, find_mismatches, logits_are_finite, run_arms
 from lade_bench.gpu_check.table import summary_records
-from lade_bench.methods import REFERENCE, CellFacts, Method, bind_method, methods_where, runs_on_one_model
-from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids
+from lade_bench.methods import (
+    REFERENCE,
+    CellFacts,
+    Method,
+    bind_method,
+    get_method,
+    methods_where,
+    resolve_settings,
+    runs_on_one_model,
+)
+from lade_bench.models.embedded import default_cache_dir
+from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS, stop_token_ids, tokenizer_source
 from lade_bench.profiling.device_profile import sweep_profile
 from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.timing import PairedRuns
@@ -60,32 +71,57 @@ def prompts_as_chat(model_name: str) -> bool:
 
 def other_methods() -> tuple[str, ...]:
     """The registered methods the speed stage runs besides AR and the lookahead presets: every one that
-    runs on one model (``runs_on_one_model``) at its config defaults, in registration order, so a new
-    method needs no edit here."""
-    return methods_where(
-        lambda m: runs_on_one_model(m) and m.name not in (REFERENCE, "lookahead") and runs_at_its_defaults(m)
+    runs on one model (``runs_on_one_model``), in registration order, so a new method needs no edit here."""
+    return methods_where(lambda m: runs_on_one_model(m) and m.name not in (REFERENCE, "lookahead"))
+
+
+def model_facts(name: str, cache_dir: str | None, device: torch.device) -> CellFacts:
+    """The facts of embedded model ``name`` in the model cache, as a cell's plan would give them."""
+    return CellFacts(
+        device=device.type,
+        model_source="embedded",
+        model_name=name,
+        dataset="mt_bench",
+        tokenizer=tokenizer_source(SimpleNamespace(source="embedded", embedded=name)),
+        model_cache_dir=str(cache_dir or default_cache_dir()),
     )
 
 
-def runs_at_its_defaults(method: Method) -> bool:
-    """Whether ``method`` runs with its own config section's defaults alone: its ``refuse`` accepts them.
+def method_settings(method: Method, facts: CellFacts) -> tuple[dict[str, Any], str | None]:
+    """The settings ``method`` runs with here (its engine defaults, with the words it resolves resolved
+    for the model of ``facts``: REST's reference datastore) and why it cannot run (None: it can).
 
-    A method that needs a resource named in its section (REST's datastore) is left out, since the
-    check runs every method with the engine's defaults.
+    Only a method that resolves a resource is asked: the one thing its defaults can lack is that
+    resource (the reference datastore not built), which the check then reports rather than crash on.
     """
-    if method.refuse is None or method.config is None:
-        return True
-    return method.refuse({method.own_section: method.config()}, CellFacts()) is None
+    if method.resolve is None:
+        return {}, None
+    settings = resolve_settings(method.name, None, facts)
+    why = method.refuse({s: settings.get(s) for s in method.sections}, facts) if method.refuse else None
+    return settings, why
 
 
 def build_arms(
-    model, stop_ids: list[int], max_new_tokens: int, presets: dict[str, LookaheadParams], *, others: bool
+    model,
+    stop_ids: list[int],
+    max_new_tokens: int,
+    presets: dict[str, LookaheadParams],
+    *,
+    others: bool,
+    facts: CellFacts | None = None,
+    skipped: dict[str, str] | None = None,
 ) -> dict[str, Arm]:
     """Name -> greedy generation function (registered methods); "ar" first, then (``others``) every
-    method of :func:`other_methods` with its engine defaults, then lookahead with each preset."""
+    method of :func:`other_methods` with its engine defaults (resolved for the model of ``facts``), then
+    lookahead with each preset. A method that refuses here is left out, its reason put in ``skipped``."""
     arms: dict[str, Arm] = {REFERENCE: bind_method(REFERENCE, model, max_new_tokens, stop_ids)}
     for method in other_methods() if others else ():
-        arms[method] = bind_method(method, model, max_new_tokens, stop_ids)
+        settings, why = method_settings(get_method(method), facts or CellFacts())
+        if why:
+            if skipped is not None:
+                skipped[method] = why
+            continue
+        arms[method] = bind_method(method, model, max_new_tokens, stop_ids, settings)
     for name, params in presets.items():
         label = f"lookahead {name} ({params.ngram},{params.window},{params.guesses})"
         arms[label] = bind_method("lookahead", model, max_new_tokens, stop_ids, {"lookahead": params})
@@ -194,7 +230,13 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
             detail["compiled"]["compile_time_s"] = {
                 arm: sum(r.stats.get("compile_time_s", 0.0) for r in results) for arm, results in pair.results.items()
             }
-        arms = build_arms(model, stop_ids, stage["tokens"], stage["presets"], others=stage["others"])
+        skipped: dict[str, str] = {}
+        facts = model_facts(name, args.cache_dir, device)
+        arms = build_arms(
+            model, stop_ids, stage["tokens"], stage["presets"], others=stage["others"], facts=facts, skipped=skipped
+        )
+        if skipped:
+            detail["skipped"] = skipped
         flex_model = None
         if stage["flex_attention"]:
             # A second copy: the arms alternate per prompt, so switching one model's implementation
@@ -245,6 +287,8 @@ def notes(details: dict[str, dict], tolerance: float) -> list[str]:
         for dtype, detail in per_dtype.items():
             if detail["stopped_early"]:
                 lines.append(f"{model} {dtype}: the time budget stopped it after {detail['prompts_done']} prompt(s).")
+            for method, why in detail.get("skipped", {}).items():
+                lines.append(f"{model} {dtype}: {method} not run: {why}")
             if not detail["finite_logits"]:
                 lines.append(f"{model} {dtype}: the logits overflow (inf/NaN): outputs in this dtype mean nothing.")
             errors = [m for m in detail["mismatches"] if m["engine_error"]]

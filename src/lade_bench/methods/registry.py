@@ -112,6 +112,8 @@ class CellFacts:
         dataset_path: the dataset file as configured (``dataset.path``); None: the dataset's default source.
         tokenizer: where the model's tokenizer comes from, one word known before loading
             (``models.loading.tokenizer_source``): models with the same word tokenize alike.
+        model_cache_dir: the model cache (``model_cache_dir``), where resources built for a model live
+            (REST's reference datastore); None: unknown.
     """
 
     devices: int = 1
@@ -123,6 +125,7 @@ class CellFacts:
     dataset: str = ""
     dataset_path: str | None = None
     tokenizer: str = ""
+    model_cache_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,12 @@ class Method:
             cell's arms. ``settings`` is what its generate gets (section -> value, parsed by ``parse``);
             ``cell`` is the cell's :class:`CellFacts` (devices, device, attention, model). It reads
             nothing else: no composed config.
+        resolve: (its own section ``cfg.<name>`` as a plain dict, the cell's :class:`CellFacts`) -> that
+            section with each word that names a resource of the cell replaced by what it names (REST's
+            ``reference`` datastore: its folder for the cell's tokenizer in the model cache); a word it
+            cannot resolve stays, for ``refuse`` to explain. The plan resolves before anything else reads
+            the section (the cell records, hashes, refuses and runs the resolved value); ``bench`` and
+            ``gpu_check`` through :func:`resolve_settings`. None: nothing to resolve.
         scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).
         compiles: it has a compiled mode (static KV cache, compiled forward; ``compile=true``): its
             generate honours ``GenerationRequest.compiled``. A compiled cell refuses the others.
@@ -195,6 +204,7 @@ class Method:
     models: tuple[str, ...] = (REPLICA,)
     tuner_baseline: bool = False
     refuse: Callable[[Settings, CellFacts], str | None] | None = None
+    resolve: Callable[[dict[str, Any], CellFacts], dict[str, Any]] | None = None
     scaling_label: str | None = None
     compiles: bool = False
     model_checks: bool = True
@@ -393,6 +403,23 @@ def bind_method(
         return run_generation(method, request)
 
     return run
+
+
+def resolve_settings(name: str, settings: Settings | None, facts: CellFacts) -> dict[str, Any]:
+    """``settings`` as method ``name`` runs them on a model of ``facts`` outside a cell (bench, gpu_check).
+
+    Its own section, when it resolves words (``Method.resolve``), is given in full (the engine's
+    defaults under the keys ``settings`` leaves out) and resolved; other sections stay as given.
+    """
+    method = get_method(name)
+    resolved = dict(settings or {})
+    if method.resolve is None or method.config is None:
+        return resolved
+    given = resolved.get(method.own_section) or {}
+    section = dataclasses.asdict(method.config())
+    section.update(dict(given.items()) if isinstance(given, Mapping) else vars(given))
+    resolved[method.own_section] = method.resolve(section, facts)
+    return resolved
 
 
 def run_generation(method: Method, request: GenerationRequest) -> Any:

@@ -1,4 +1,4 @@
-"""The ``rest`` method's registry glue: generate, refusals, reach, state and cell-id part.
+"""The ``rest`` method's registry glue: generate, refusals, the datastore word resolved, reach, state, cell id.
 
 The engine is ``lade_bench.decoding.rest`` (docs/rest.md); the datastore and its leak check are
 ``lade_bench.rest_datastore``. Nothing here imports torch at module scope (the plan reads it).
@@ -57,7 +57,7 @@ def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
     """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a datastore of
     another tokenizer, or one holding the cell's scored dataset's reference answers."""
     from lade_bench.decoding.params import DecodingConfigError
-    from lade_bench.rest_datastore import build_command, datastore_refusal
+    from lade_bench.rest_datastore import REFERENCE, DatastoreError, build_command, datastore_refusal, resolve_datastore
 
     try:
         section = rest_settings(settings)
@@ -66,9 +66,28 @@ def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
     if section.datastore is None:
         return (
             f"rest.datastore is not set: REST drafts from a datastore; build one with "
-            f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH"
+            f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH, or use "
+            f"rest.datastore={REFERENCE} (the reference datastore)"
         )
-    return datastore_refusal(section.datastore, cell.tokenizer, cell.dataset, cell.dataset_path)
+    try:  # the reference datastore when it was not built: the message gives the command that builds it
+        path = resolve_datastore(section.datastore, cell.tokenizer, cell.model_cache_dir)
+    except DatastoreError as err:
+        return str(err)
+    return datastore_refusal(path, cell.tokenizer, cell.dataset, cell.dataset_path)
+
+
+def resolve_rest(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
+    """The ``rest`` section with ``datastore: reference`` replaced by the reference datastore's folder for
+    the cell's tokenizer (``Method.resolve``); unchanged when it names a folder, or when that datastore is
+    not built (``refuse_rest`` then says how to build it)."""
+    from lade_bench.rest_datastore import DatastoreError, resolve_datastore
+
+    value = section.get("datastore")
+    try:
+        path = resolve_datastore(value, cell.tokenizer, cell.model_cache_dir) if value is not None else None
+    except DatastoreError:
+        return section
+    return {**section, "datastore": path}
 
 
 def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:

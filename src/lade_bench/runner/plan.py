@@ -182,7 +182,9 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         dataset=cfg.dataset.name,
         dataset_path=cfg.dataset.path,
         tokenizer=tokenizer_source(cfg.model),
+        model_cache_dir=cfg.model_cache_dir,
     )
+    cfg = _resolve_sections(cfg, arms, facts)
     settings = _arm_settings(cfg, arms, facts)
     counts = _run_counts(cfg)
     _validate_dataset(cfg.dataset)
@@ -365,6 +367,21 @@ def _validate_arms(listed: Sequence[Any], sampling: SamplingParams) -> tuple[str
     if greedy_only and sampling.do_sample:
         raise CellConfigError(f"the {greedy_only[0]} arm is greedy-only; drop it from arms or use sampling=greedy")
     return arms
+
+
+def _resolve_sections(cfg: DictConfig, arms: tuple[str, ...], facts: CellFacts) -> DictConfig:
+    """``cfg`` with each arm's own section resolved by its entry (``Method.resolve``, e.g. REST's
+    ``datastore: reference`` -> a folder), so the cell records, hashes, refuses and runs what the word
+    names; ``cfg`` itself when nothing changes (a copy otherwise: the caller's config is left as given)."""
+    for arm in arms:
+        method = get_method(arm)
+        if method.resolve is None:
+            continue
+        value = cast(dict[str, Any], OmegaConf.to_container(cfg[method.own_section], enum_to_str=True))
+        resolved = method.resolve(value, facts)
+        if resolved != value:
+            cfg = cast(DictConfig, OmegaConf.merge(cfg, {method.own_section: resolved}))
+    return cfg
 
 
 def _arm_settings(cfg: DictConfig, arms: tuple[str, ...], facts: CellFacts) -> dict[str, Any]:
