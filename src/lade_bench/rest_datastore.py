@@ -168,9 +168,19 @@ def reference_corpus() -> list[Path]:
 
 def reference_build_command(tokenizer: str, cache_dir: str | Path | None) -> str:
     """The command that builds the reference datastore for ``tokenizer`` in ``cache_dir``, for messages."""
-    model = tokenizer.split(":", 1)[1].split("@")[0] if tokenizer.startswith("embedded:") else "<model>"
     cache = f" --cache-dir {cache_dir}" if cache_dir is not None else ""
-    return f"python -m lade_bench.rest_datastore build --reference --model {model}{cache}"
+    return f"python -m lade_bench.rest_datastore build --reference --model {_conf_model(tokenizer)}{cache}"
+
+
+def _conf_model(tokenizer: str) -> str:
+    """A ``conf/model`` entry whose tokenizer is ``tokenizer`` (``<model>`` when none is)."""
+    if tokenizer.startswith("embedded:"):
+        return tokenizer.split(":", 1)[1]
+    from lade_bench.conf import PACKAGE_CONF_DIR
+    from lade_bench.models.loading import tokenizer_source
+
+    entries = sorted(p.stem for p in (Path(PACKAGE_CONF_DIR) / "model").glob("*.yaml"))
+    return next((name for name in entries if tokenizer_source(_model_config(name)) == tokenizer), "<model>")
 
 
 def resolve_datastore(value: str, tokenizer: str, cache_dir: str | Path | None) -> str:

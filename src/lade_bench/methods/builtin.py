@@ -16,10 +16,21 @@ from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRA
 from lade_bench.decoding.pia import PiaSettings
 from lade_bench.decoding.rest import RestSettings
 from lade_bench.decoding.sam_decoding import SamSettings
-from lade_bench.decoding.suffix_decoding import SuffixSettings
-from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, TOKEN_RECYCLING_TREE
+from lade_bench.decoding.suffix_decoding import (
+    SuffixSettings,
+    new_suffix_state,
+    suffix_decoding_generate,
+    suffix_decoding_reach,
+)
+from lade_bench.decoding.token_recycling import (
+    TOKEN_RECYCLING_TOP_K,
+    TOKEN_RECYCLING_TREE,
+    token_recycling_generate,
+    token_recycling_reach,
+)
 from lade_bench.methods.assisted import ASSISTED_SECTION, AssistantConfig
-from lade_bench.methods.pia import generate_pia, new_pia_trie, pia_method_reach, refuse_pia
+from lade_bench.methods.drafter_method import DrafterMethod
+from lade_bench.methods.pia import PIA
 from lade_bench.methods.registry import (
     DRAFT,
     PIPELINE_PARALLEL,
@@ -47,7 +58,6 @@ from lade_bench.methods.sam_decoding import (
     refuse_sam_decoding,
     sam_decoding_reach,
 )
-from lade_bench.methods.state import use_state
 
 
 def _decode(
@@ -304,40 +314,25 @@ class TokenRecyclingConfig:
     tree: Any = TOKEN_RECYCLING_TREE
 
 
-def generate_token_recycling(request: GenerationRequest) -> Any:
-    """Token Recycling (``settings["token_recycling"]``: top_k, tree) with the cell's warm matrix.
+def _recycling_state(config: TokenRecyclingConfig) -> Any:
+    """An empty adjacency matrix ``top_k`` wide."""
+    from lade_bench.decoding.token_recycling import RecyclingState
 
-    ``request.state`` is the cell's ``RecyclingState`` (warm); without one a fresh matrix (cold).
-    """
-    from lade_bench.decoding.token_recycling import token_recycling_generate
-
-    return _decode_with_state(token_recycling_generate, request, "token_recycling", _new_recycling_state)
+    return RecyclingState(config.top_k)
 
 
-def _decode_with_state(
-    engine: Callable[..., Any], request: GenerationRequest, section: str, new_state: Callable[[Settings], Any]
-) -> Any:
-    """``engine`` on the request's carried state (a fresh one without it: cold), its warmth recorded."""
-    kwargs = request.section(section)
-    return use_state(
-        request.state,
-        lambda: new_state(request.settings),
-        lambda state: _decode(engine, request, sampling=request.sampling, state=state, **kwargs),
-    )
+def _recycling_reach(config: TokenRecyclingConfig) -> Any:
+    """How far the template's trees reach."""
+    from lade_bench.decoding.token_recycling import tree_template
+
+    return token_recycling_reach(tree_template(config.tree, config.top_k))
 
 
-def _new_recycling_state(settings: Settings) -> Any:
-    from lade_bench.decoding.token_recycling import TOKEN_RECYCLING_TOP_K, RecyclingState
-
-    section = settings.get("token_recycling")
-    return RecyclingState(TOKEN_RECYCLING_TOP_K if section is None else section.top_k)
-
-
-def _token_recycling_reach(settings: Settings) -> Any:
-    from lade_bench.decoding.token_recycling import token_recycling_reach, tree_template
-
-    section = settings["token_recycling"]
-    return token_recycling_reach(tree_template(section.tree, section.top_k))
+# Token Recycling (settings["token_recycling"]: top_k, tree) with the cell's warm adjacency matrix
+# (``RecyclingState``; without one a fresh matrix: cold).
+TOKEN_RECYCLING = DrafterMethod(
+    "token_recycling", TokenRecyclingConfig, token_recycling_generate, _recycling_state, _recycling_reach
+)
 
 
 def _refuse_token_recycling(settings: Settings, cell: CellFacts) -> str | None:
@@ -352,42 +347,19 @@ def _refuse_token_recycling(settings: Settings, cell: CellFacts) -> str | None:
     return None
 
 
-def generate_suffix_decoding(request: GenerationRequest) -> Any:
-    """SuffixDecoding (``settings["suffix_decoding"]``) with the cell's warm global suffix tree.
-
-    ``request.state`` is the cell's ``SuffixDecodingState`` (warm); without one a fresh tree (cold).
-    """
-    from lade_bench.decoding.suffix_decoding import suffix_decoding_generate
-
-    return _decode_with_state(suffix_decoding_generate, request, "suffix_decoding", _new_suffix_state)
-
-
-def _suffix_settings(settings: Settings) -> Any:
-    """The ``suffix_decoding`` section as the engine's checked ``SuffixSettings`` (absent: the defaults)."""
-    section = GenerationRequest({}, (), 1, settings=settings).section("suffix_decoding")
-    return SuffixSettings(**section)
-
-
-def _new_suffix_state(settings: Settings) -> Any:
-    from lade_bench.decoding.suffix_decoding import new_suffix_state
-
-    return new_suffix_state(_suffix_settings(settings))
-
-
-def _suffix_reach(settings: Settings) -> Any:
-    from lade_bench.decoding.suffix_decoding import suffix_decoding_reach
-
-    return suffix_decoding_reach(_suffix_settings(settings))
+# SuffixDecoding (settings["suffix_decoding"], the engine's ``SuffixSettings``) with the cell's warm
+# global suffix tree (``SuffixDecodingState``; without one a fresh tree: cold).
+SUFFIX_DECODING = DrafterMethod(
+    "suffix_decoding", SuffixSettings, suffix_decoding_generate, new_suffix_state, suffix_decoding_reach
+)
 
 
 def _refuse_suffix_decoding(settings: Settings, cell: CellFacts) -> str | None:
     from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION
-    from lade_bench.decoding.params import DecodingConfigError
 
-    try:
-        suffix = _suffix_settings(settings)
-    except DecodingConfigError as err:
-        return str(err)
+    suffix = SUFFIX_DECODING.checked(settings)
+    if isinstance(suffix, str):
+        return suffix
     attention = cell.attn_implementation
     if suffix.use_tree_spec and attention not in MASK_CAPABLE_ATTENTION:
         return (
@@ -477,32 +449,32 @@ BUILTIN_METHODS: tuple[Method, ...] = (
     ),
     Method(
         "token_recycling",
-        generate_token_recycling,
+        TOKEN_RECYCLING.generate,
         label="Token Recycling",
         color="#e377c2",
         custom_mask=True,
         config=TokenRecyclingConfig,
-        reach=_token_recycling_reach,
+        reach=TOKEN_RECYCLING.reach,
         tuner_baseline=True,
         refuse=_refuse_token_recycling,
         # Its adjacency matrix persists across a cell's requests (the paper's setting).
         state="cell",
-        new_state=_new_recycling_state,
+        new_state=TOKEN_RECYCLING.new_state,
     ),
     Method(
         "suffix_decoding",
-        generate_suffix_decoding,
+        SUFFIX_DECODING.generate,
         label="SuffixDecoding",
         color="#bcbd22",
         # A chain (the default) is fed with the model's own mask; a tree's mask is refused in the plan
         # on a backend without custom masks (refuse) and checked on the model by the engine.
         config=SuffixSettings,
-        reach=_suffix_reach,
+        reach=SUFFIX_DECODING.reach,
         tuner_baseline=True,
         refuse=_refuse_suffix_decoding,
         # Its global suffix tree over earlier outputs persists across a cell's requests (the paper's setting).
         state="cell",
-        new_state=_new_suffix_state,
+        new_state=SUFFIX_DECODING.new_state,
     ),
     Method(
         "sam_decoding",
@@ -522,17 +494,17 @@ BUILTIN_METHODS: tuple[Method, ...] = (
     ),
     Method(
         "pia",
-        generate_pia,
+        PIA.generate,
         label="PIA (Ant trie lookahead)",
         color="#8c6d31",
         custom_mask=True,  # its draft is a multi-branch tree
         config=PiaSettings,
-        reach=pia_method_reach,
+        reach=PIA.reach,
         tuner_baseline=True,
-        refuse=refuse_pia,
+        refuse=PIA.refuse,
         # Its trie of output n-grams persists across a cell's requests (the authors keep it across requests).
         state="cell",
-        new_state=new_pia_trie,
+        new_state=PIA.new_state,
     ),
     Method(
         "rest",
