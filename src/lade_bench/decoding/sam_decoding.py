@@ -496,25 +496,15 @@ def sam_decoding_generate(
         DatastoreError: ``static_datastore`` names no datastore.
     """
     from lade_bench.decoding.checks import prompt_ids_as_list
-    from lade_bench.decoding.draft_tree import draft_tree_generate
+    from lade_bench.decoding.draft_tree import TreeRequest
 
     settings = SamSettings(n_predicts, len_threshold, top_k, tree, len_bias, static_datastore)
     state = new_sam_state(settings) if state is None else state
     state.check(settings, model)
-    prompt = prompt_ids_as_list(input_ids)
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
     drafter = SamDecodingDrafter(state, settings)
-    result = draft_tree_generate(
-        model,
-        prompt,
-        drafter,
-        max_new_tokens,
-        eos_token_id=eos_token_id,
-        seed=seed,
-        method="sam_decoding",
-        prefill_observer=drafter.recycling.prefill_observer(prompt),
-        sampling=sampling,
-        reach=sam_decoding_reach(settings),
-    )
+    observer = drafter.recycling.prefill_observer(request.prompt)
+    result = request.run(drafter, "sam_decoding", sam_decoding_reach(settings), prefill_observer=observer)
     result.stats[CHAIN_STEPS_STAT] = float(drafter.chain_steps)
     result.stats[TREE_STEPS_STAT] = float(drafter.tree_steps)
     result.stats[STATIC_STEPS_STAT] = float(drafter.static_steps)

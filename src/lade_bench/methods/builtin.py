@@ -51,13 +51,7 @@ from lade_bench.methods.rest import (
     resolve_rest,
     rest_reach,
 )
-from lade_bench.methods.sam_decoding import (
-    generate_sam_decoding,
-    hashed_sam_decoding,
-    new_sam_decoding_state,
-    refuse_sam_decoding,
-    sam_decoding_reach,
-)
+from lade_bench.methods.sam_decoding import SAM_DECODING, hashed_sam_decoding, refuse_sam_decoding
 
 
 def _decode(
@@ -478,18 +472,18 @@ BUILTIN_METHODS: tuple[Method, ...] = (
     ),
     Method(
         "sam_decoding",
-        generate_sam_decoding,
+        SAM_DECODING.generate,
         label="SAM-Decoding",
         color="#17becf",
         custom_mask=True,  # its fallback is a tree
         config=SamSettings,
-        reach=sam_decoding_reach,
+        reach=SAM_DECODING.reach,
         tuner_baseline=True,
         refuse=refuse_sam_decoding,
         # The fallback's recycling matrix and the static corpus (loaded once) persist across a cell's
         # requests; the automaton is per request.
         state="cell",
-        new_state=new_sam_decoding_state,
+        new_state=SAM_DECODING.new_state,
         hashed=hashed_sam_decoding,  # the static corpus by its content hash; without one, ids as before
     ),
     Method(
