@@ -3,7 +3,7 @@
 The engine is ``lade_bench.decoding.sam_decoding`` (which cites the paper and the authors' code and
 states the defaults); the section ``sam_decoding`` is its :class:`SamSettings`. Its optional static
 corpus is a REST datastore (``lade_bench.rest_datastore``): refused, and named in the cell id, by
-REST's own code. The engine is imported inside the functions that run it: the registry is read
+REST's own code. The engine module imports torch only inside its functions: the registry is read
 before torch loads.
 """
 
