@@ -315,22 +315,13 @@ def rest_generate(
         DatastoreError: no datastore given, or none at the path.
     """
     from lade_bench.decoding.checks import prompt_ids_as_list
-    from lade_bench.decoding.draft_tree import draft_tree_generate
+    from lade_bench.decoding.draft_tree import TreeRequest
 
     settings = RestSettings(datastore, max_token_span, num_draft, max_matches, draft_length)
     state = new_rest_state(settings) if state is None else state
     state.check_model(model)
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
     drafter = RestDrafter(state, settings)
-    result = draft_tree_generate(
-        model,
-        prompt_ids_as_list(input_ids),
-        drafter,
-        max_new_tokens,
-        eos_token_id=eos_token_id,
-        seed=seed,
-        method="rest",
-        sampling=sampling,
-        reach=rest_reach(settings),
-    )
+    result = request.run(drafter, "rest", rest_reach(settings))
     result.stats[RETRIEVAL_STAT] = drafter.retrieval_s
     return result

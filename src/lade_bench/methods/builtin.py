@@ -43,14 +43,7 @@ from lade_bench.methods.registry import (
     Settings,
     register,
 )
-from lade_bench.methods.rest import (
-    generate_rest,
-    hashed_rest,
-    new_rest_state,
-    refuse_rest,
-    resolve_rest,
-    rest_reach,
-)
+from lade_bench.methods.rest import REST, hashed_rest, refuse_rest, resolve_rest
 from lade_bench.methods.sam_decoding import SAM_DECODING, hashed_sam_decoding, refuse_sam_decoding
 
 
@@ -502,18 +495,18 @@ BUILTIN_METHODS: tuple[Method, ...] = (
     ),
     Method(
         "rest",
-        generate_rest,
+        REST.generate,
         label="REST",
         color="#637939",
         custom_mask=True,  # its draft is a trie of retrieved continuations
         config=RestSettings,
-        reach=rest_reach,
+        reach=REST.reach,
         tuner_baseline=True,
         refuse=refuse_rest,
         resolve=resolve_rest,  # `datastore: reference` -> the reference datastore of the cell's tokenizer
         # The datastore is static: loaded once per cell and carried across its requests, never changed.
         state="cell",
-        new_state=new_rest_state,
+        new_state=REST.new_state,
         hashed=hashed_rest,
     ),
 )

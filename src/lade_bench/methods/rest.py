@@ -1,4 +1,5 @@
-"""The ``rest`` method's registry glue: generate, refusals, the datastore word resolved, reach, state, cell id.
+"""The ``rest`` method's registry glue: its engine as a ``DrafterMethod`` (generate, reach, state), refusals, the
+datastore word resolved, cell id.
 
 The engine is ``lade_bench.decoding.rest`` (docs/rest.md); the datastore and its leak check are
 ``lade_bench.rest_datastore``. Nothing here imports torch at module scope (the plan reads it).
@@ -8,61 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from lade_bench.decoding.rest import RestSettings
-from lade_bench.methods.registry import CellFacts, GenerationRequest, Settings
-from lade_bench.methods.state import use_state
+from lade_bench.decoding.rest import RestSettings, new_rest_state, rest_generate, rest_reach
+from lade_bench.methods.drafter_method import DrafterMethod
+from lade_bench.methods.registry import CellFacts, Settings
 
-
-def rest_settings(settings: Settings) -> RestSettings:
-    """The ``rest`` section as the engine's checked ``RestSettings`` (absent: the defaults)."""
-    return RestSettings(**GenerationRequest({}, (), 1, settings=settings).section("rest"))
-
-
-def generate_rest(request: GenerationRequest) -> Any:
-    """REST (``settings["rest"]``) on the cell's loaded datastore (``request.state``; without one it is loaded)."""
-    from lade_bench.decoding.rest import rest_generate
-
-    model = request.model
-    return use_state(
-        request.state,
-        lambda: new_rest_state(request.settings),
-        lambda state: rest_generate(
-            model,
-            request.prompt_ids,
-            request.max_new_tokens,
-            eos_token_id=list(request.stop_ids),
-            seed=request.seed,
-            sampling=request.sampling,
-            state=state,
-            **request.section("rest"),
-        ),
-    )
-
-
-def new_rest_state(settings: Settings) -> Any:
-    """The cell's datastore, loaded once (``Method.new_state``)."""
-    from lade_bench.decoding.rest import new_rest_state as load
-
-    return load(rest_settings(settings))
-
-
-def rest_reach(settings: Settings) -> Any:
-    """The deepest and widest tree REST feeds at these settings."""
-    from lade_bench.decoding.rest import rest_reach as reach
-
-    return reach(rest_settings(settings))
+# The datastore is the per-cell state: loaded once (``request.state``; without one it is loaded) and
+# never changed. Its reach is a tree at most ``draft_length`` deep with ``num_draft`` nodes below cur.
+REST = DrafterMethod("rest", RestSettings, rest_generate, new_rest_state, rest_reach)
 
 
 def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
     """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a datastore of
     another tokenizer, or one holding the cell's scored dataset's reference answers."""
-    from lade_bench.decoding.params import DecodingConfigError
     from lade_bench.rest_datastore import REFERENCE, DatastoreError, build_command, datastore_refusal, resolve_datastore
 
-    try:
-        section = rest_settings(settings)
-    except DecodingConfigError as err:
-        return str(err)
+    section = REST.checked(settings)
+    if isinstance(section, str):
+        return section
     if section.datastore is None:
         return (
             f"rest.datastore is not set: REST drafts from a datastore; build one with "
