@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from lade_bench.decoding import DecodingConfigError, autoregressive_generate
 from lade_bench.decoding.draft_tree import (
     DraftTree,
+    TreeRequest,
     TreeStep,
     draft_reach,
     draft_tree_generate,
@@ -262,6 +263,17 @@ def test_a_tree_beyond_the_declared_reach_or_off_cur_is_refused(llama, reference
 
     with pytest.raises(DecodingConfigError, match="rooted at cur"):
         draft_tree_generate(llama, PROMPT, OffRoot(reference, len(PROMPT), 1), 8)
+
+
+def test_a_tree_request_closes_with_its_output_and_with_the_prompt_alone_when_it_fails(llama, reference):
+    closed: list[list[int]] = []
+    request = TreeRequest(llama, PROMPT, 24)
+    result = request.run(TrueChain(reference, len(PROMPT), 4), "chain", draft_reach("chain", 4, 5), close=closed.append)
+    assert result.tokens == reference and result.method == "chain"
+    assert closed == [PROMPT + reference]
+    with pytest.raises(DecodingConfigError, match="depth <= 3"):  # the first decode step's tree is too deep
+        request.run(TrueChain(reference, len(PROMPT), 4), "chain", draft_reach("chain", 3, 4), close=closed.append)
+    assert closed[1:] == [PROMPT]  # a failed request is still closed, with no output
 
 
 def test_prefill_observer_sees_every_prompt_row(llama, reference):
