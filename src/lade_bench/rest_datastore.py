@@ -183,10 +183,11 @@ def _conf_model(tokenizer: str) -> str:
     return next((name for name in entries if tokenizer_source(_model_config(name)) == tokenizer), "<model>")
 
 
-def resolve_datastore(value: str, tokenizer: str, cache_dir: str | Path | None) -> str:
+def resolve_datastore(value: str, tokenizer: str, cache_dir: str | Path | None, setting: str = SETTING) -> str:
     """The datastore folder a ``rest.datastore`` value names: the word ``reference`` is the reference
     datastore built for ``tokenizer`` under the model cache ``cache_dir``; any other value (a folder) is
-    returned as it is. The one place the word is read.
+    returned as it is. The one place the word is read (also for SAM-Decoding's static corpus;
+    ``setting``: the config key quoted in messages).
 
     Raises:
         DatastoreError: ``reference`` while the tokenizer or the cache is unknown, or that datastore is
@@ -196,13 +197,13 @@ def resolve_datastore(value: str, tokenizer: str, cache_dir: str | Path | None) 
         return value
     if not tokenizer or cache_dir is None:
         raise DatastoreError(
-            f"{SETTING}={REFERENCE!r} names the reference datastore of the cell's tokenizer in the model cache, "
+            f"{setting}={REFERENCE!r} names the reference datastore of the cell's tokenizer in the model cache, "
             "but this caller knows neither; pass a datastore folder"
         )
     folder = datastore_folder(cache_dir, tokenizer, REFERENCE)
     if not (folder / MANIFEST_FILE).is_file():
         raise DatastoreError(
-            f"{SETTING}={REFERENCE!r}: the reference datastore for {tokenizer} is not built (no {folder}); "
+            f"{setting}={REFERENCE!r}: the reference datastore for {tokenizer} is not built (no {folder}); "
             f"build it with {reference_build_command(tokenizer, cache_dir)} (scripts/setup.sh does, for the "
             "embedded models)"
         )

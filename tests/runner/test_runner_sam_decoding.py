@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lade_bench.rest_datastore import write_datastore
+from lade_bench.bench import resolved_bench_settings
+from lade_bench.rest_datastore import REFERENCE, datastore_folder, write_datastore
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 
@@ -84,6 +85,31 @@ def test_a_missing_static_corpus_or_one_of_another_tokenizer_is_refused_before_t
         plan_cell(compose_cfg([*SAM, f"{STATIC}={gemma}"]))
     with pytest.raises(CellConfigError, match="sam_decoding.len_bias=-1 is not allowed: use an integer >= 0"):
         plan_cell(compose_cfg([*SAM, "sam_decoding.len_bias=-1"]))
+
+
+def test_the_word_reference_names_rests_reference_datastore_of_the_cells_tokenizer(compose_cfg, tmp_path):
+    """``static_datastore=reference`` resolves (in the plan, by REST's resolver) to ``<model_cache_dir>/
+    rest_datastores/<tokenizer>/reference``: refused with the build command until built, then the same cell
+    as naming that folder by path."""
+    cell = [*SAM, f"model_cache_dir={tmp_path}", f"{STATIC}={REFERENCE}"]
+    command = f"python -m lade_bench.rest_datastore build --reference --model smollm2 --cache-dir {tmp_path}"
+    not_built = f"{STATIC}='reference': the reference datastore for embedded:smollm2 is not built .*{command}"
+    with pytest.raises(CellConfigError, match=not_built):
+        plan_cell(compose_cfg(cell))
+    bench_settings = {"sam_decoding": {"static_datastore": REFERENCE}}
+    with pytest.raises(ValueError, match=f"--methods sam_decoding: {not_built}"):
+        resolved_bench_settings(["ar", "sam_decoding"], bench_settings, str(tmp_path), "cpu", False)
+    folder = _datastore(datastore_folder(tmp_path, "embedded:smollm2", REFERENCE).parent, REFERENCE, list(range(5, 60)))
+    plan = plan_cell(compose_cfg(cell))
+    assert plan.settings["sam_decoding"].static_datastore == plan.cfg.sam_decoding.static_datastore == str(folder)
+    by_path = plan_cell(compose_cfg([*SAM, f"model_cache_dir={tmp_path}", f"{STATIC}={folder}"]))
+    assert plan.cell_id == by_path.cell_id
+    assert plan.cell_id != plan_cell(compose_cfg([*SAM, f"model_cache_dir={tmp_path}"])).cell_id
+    bench = resolved_bench_settings(["ar", "sam_decoding"], bench_settings, str(tmp_path), "cpu", False)
+    assert bench["sam_decoding"]["static_datastore"] == str(folder)
+    # A Gemma-3 cell's reference is its own tokenizer's folder, not built here.
+    with pytest.raises(CellConfigError, match=f"{STATIC}='reference': .*build --reference --model gemma3_270m"):
+        plan_cell(compose_cfg([*cell, "model=gemma3_270m"]))
 
 
 def test_a_static_corpus_holding_gsm8k_answers_is_refused_for_gsm8k(compose_cfg, tmp_path, shared_data_dir):

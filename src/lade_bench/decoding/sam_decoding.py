@@ -288,7 +288,8 @@ class SamSettings:
         len_bias: subtracted from the static corpus's match length before it competes with the
             dynamic one's (no effect without a static corpus).
         static_datastore: the static corpus, a REST datastore folder (``python -m
-            lade_bench.rest_datastore build``); None: none (the authors' ``NullStaticSAM``).
+            lade_bench.rest_datastore build``), or ``reference`` (REST's reference datastore of the cell's
+            tokenizer, resolved to its folder by the plan); None: none (the authors' ``NullStaticSAM``).
     """
 
     n_predicts: int = SAM_N_PREDICTS
@@ -305,7 +306,7 @@ class SamSettings:
         path = self.static_datastore
         if path is not None and not (isinstance(path, str) and path.strip()):
             raise DecodingConfigError(
-                f"{STATIC_SETTING}={path!r} is not allowed: use a datastore folder (a path) or null"
+                f"{STATIC_SETTING}={path!r} is not allowed: use a datastore folder (a path), 'reference' or null"
             )
         self.template()  # checks top_k and the tree
 

@@ -44,7 +44,12 @@ from lade_bench.methods.registry import (
     register,
 )
 from lade_bench.methods.rest import REST, hashed_rest, refuse_rest, resolve_rest
-from lade_bench.methods.sam_decoding import SAM_DECODING, hashed_sam_decoding, refuse_sam_decoding
+from lade_bench.methods.sam_decoding import (
+    SAM_DECODING,
+    hashed_sam_decoding,
+    refuse_sam_decoding,
+    resolve_sam_decoding,
+)
 
 
 def _decode(
@@ -473,6 +478,7 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         reach=SAM_DECODING.reach,
         tuner_baseline=True,
         refuse=refuse_sam_decoding,
+        resolve=resolve_sam_decoding,  # `static_datastore: reference` -> the reference datastore (REST's resolver)
         # The fallback's recycling matrix and the static corpus (loaded once) persist across a cell's
         # requests; the automaton is per request.
         state="cell",

@@ -2,9 +2,9 @@
 
 The engine is ``lade_bench.decoding.sam_decoding`` (which cites the paper and the authors' code and
 states the defaults); the section ``sam_decoding`` is its :class:`SamSettings`. Its optional static
-corpus is a REST datastore (``lade_bench.rest_datastore``): refused, and named in the cell id, by
-REST's own code. The engine module imports torch only inside its functions: the registry is read
-before torch loads.
+corpus is a REST datastore (``lade_bench.rest_datastore``): the word ``reference`` resolved, refused,
+and named in the cell id, by REST's own code. The engine module imports torch only inside its
+functions: the registry is read before torch loads.
 """
 
 from __future__ import annotations
@@ -30,14 +30,37 @@ SAM_DECODING = DrafterMethod("sam_decoding", SamSettings, sam_decoding_generate,
 def refuse_sam_decoding(settings: Settings, cell: CellFacts) -> str | None:
     """Why the cell's ``sam_decoding`` section cannot run, or None: a setting out of range, a bad tree,
     or a static corpus REST would refuse (missing, another tokenizer, the scored dataset's answers in it)."""
-    from lade_bench.rest_datastore import datastore_refusal
+    from lade_bench.rest_datastore import DatastoreError, datastore_refusal, resolve_datastore
 
     section = SAM_DECODING.checked(settings)
     if isinstance(section, str):
         return section
     if section.static_datastore is None:
         return None
-    return datastore_refusal(section.static_datastore, cell.tokenizer, cell.dataset, cell.dataset_path, STATIC_SETTING)
+    try:  # the reference datastore when it was not built: the message gives the command that builds it
+        path = resolve_datastore(section.static_datastore, cell.tokenizer, cell.model_cache_dir, STATIC_SETTING)
+    except DatastoreError as err:
+        return str(err)
+    return datastore_refusal(path, cell.tokenizer, cell.dataset, cell.dataset_path, STATIC_SETTING)
+
+
+def resolve_sam_decoding(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
+    """The ``sam_decoding`` section with ``static_datastore: reference`` replaced by the folder of the
+    reference datastore of the cell's tokenizer (``Method.resolve``, REST's resolver), so the cell is the
+    same as one naming that folder; unchanged for a folder, null, or a reference datastore not built
+    (``refuse_sam_decoding`` then says how to build it)."""
+    from lade_bench.rest_datastore import DatastoreError, resolve_datastore
+
+    value = section.get("static_datastore")
+    try:
+        path = (
+            resolve_datastore(value, cell.tokenizer, cell.model_cache_dir, STATIC_SETTING)
+            if value is not None
+            else None
+        )
+    except DatastoreError:
+        return section
+    return {**section, "static_datastore": path}
 
 
 def hashed_sam_decoding(section: str, value: dict[str, Any]) -> dict[str, Any]:
