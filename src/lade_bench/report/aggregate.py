@@ -182,6 +182,41 @@ def flat_metrics(summary: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def dataset_quality_metrics(dataset: str) -> list[str]:
+    """The declared metrics (``lade_bench.metrics.registry``) computed from ``dataset``'s quality columns, in
+    registry order (e.g. Spec-Bench: ROUGE, accuracy, BLEU, chrF, exact match, token F1); none for a
+    dataset no longer registered."""
+    from lade_bench.datasets.registry import available_datasets, get_spec
+    from lade_bench.metrics.registry import METRICS
+
+    if dataset not in available_datasets():
+        return []
+    columns = set(get_spec(dataset).quality_columns)
+    return [m.name for m in METRICS.values() if m.aggregation == "mean" and m.columns[0] in columns]
+
+
+def flat_quality(rows: pd.DataFrame) -> dict[str, float]:
+    """Every declared quality metric of one cell's dataset as ``{"<arm>/<metric>": value}`` (for W&B).
+
+    The summary table's columns are fixed (committed tables keep theirs), so metrics a dataset declares
+    beyond them (Spec-Bench's BLEU, chrF, exact match, token F1) come from here: ``stats.quality_means``
+    on the paired rows each arm's summary numbers use. Values that cannot be computed (a category
+    without that metric, no paired rows) are left out, as in :func:`flat_metrics`.
+    """
+    paired = stats.common_rows(rows)
+    out: dict[str, float] = {}
+    names = [name for dataset in sorted(set(rows["dataset"].astype(str))) for name in dataset_quality_metrics(dataset)]
+    if not names:
+        return out
+    for arm in sorted_arms(paired["arm"].unique()):
+        means = stats.quality_means(paired[paired["arm"] == arm])
+        for name in dict.fromkeys(names):
+            value = means.get(name, math.nan)
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                out[f"{arm}/{name}"] = float(value)
+    return out
+
+
 def flat_notes(summary: pd.DataFrame) -> dict[str, str]:
     """Text that qualifies the metrics: ``<arm>/speedup_basis`` and, where set, ``<arm>/speedup_ci_note``."""
     out: dict[str, str] = {}

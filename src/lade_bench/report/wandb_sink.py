@@ -8,7 +8,9 @@ The runner calls ``sink(cell_config, summary, rows, cell_dir)`` after each cell.
   ``<arm>/compression_ratio``, ``<arm>/tokens_per_s``, ``<arm>/rouge1``, ``<arm>/pass@1``,
   ``<arm>/accuracy``, ``<arm>/matches_ar``, ``<arm>/n_units``, ``<arm>/n_pairs``, ...), i.e. the same
   numbers as the report, with ``aggregate.flat_notes`` beside them (``<arm>/speedup_basis``, and
-  ``<arm>/speedup_ci_note`` saying why an interval is missing, e.g. too few samples), plus
+  ``<arm>/speedup_ci_note`` saying why an interval is missing, e.g. too few samples), and every
+  quality metric the cell's dataset declares (``aggregate.flat_quality``: Spec-Bench's ``<arm>/bleu``,
+  ``<arm>/chrf``, ``<arm>/exact_match``, ``<arm>/token_f1``, which the summary table has no column for), plus
   ``status`` and ``error``; the runner's ``summary`` argument is only used for its failure status;
 * a per-sample table ``samples`` (list columns as space-separated ids);
 * the cell's figures (speedup bars, accepted-tokens histogram) as ``figures/<name>``, also saved as
@@ -274,7 +276,8 @@ class WandbSink:
         try:
             if len(rows):
                 cell_summary = aggregate.summarize(rows, n_boot=self.settings.n_boot)
-                metrics = aggregate.flat_metrics(cell_summary)
+                # The table's columns first; then every quality metric the dataset declares (BLEU, chrF, ...).
+                metrics = {**aggregate.flat_quality(rows), **aggregate.flat_metrics(cell_summary)}
                 notes = aggregate.flat_notes(cell_summary)
                 if self.settings.log_table:
                     run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
