@@ -2,13 +2,15 @@
 (the assisted arm's draft, ``model@assistant.model=NAME``).
 
 Its own module, light (no Hydra, no torch), so that a method's config section (``Method.config``)
-can hold a model without importing the runner (``runner.config_schema`` imports it from here).
+can hold a model without importing the runner (``runner.config_schema`` imports it from here), and a
+plan can read which model and tokenizer a config names (:func:`tokenizer_source`) before torch loads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from omegaconf import MISSING
 
@@ -55,3 +57,23 @@ class ModelConfig:
     chat: bool = True
     chat_template: str | None = None
     system_prompt: str | None = None
+
+
+def embedded_name(model_cfg: Any) -> str:
+    """Which embedded model a config names (``model.embedded``; configs without the key mean SmolLM2)."""
+    return getattr(model_cfg, "embedded", None) or "smollm2"
+
+
+def tokenizer_source(model_cfg: Any) -> str:
+    """Where a model config's tokenizer comes from, as one word, known before anything loads.
+
+    ``embedded:<name>`` for an embedded model and for the tiny models (they read SmolLM2's tokenizer),
+    ``hf:<name_or_path>@<revision>`` for a Hugging Face model. Two configs with the same word tokenize
+    alike, so token-id files built for one (REST's datastore) serve the other.
+    """
+    source = getattr(model_cfg.source, "value", model_cfg.source)
+    if source == "tiny":
+        return "embedded:smollm2"
+    if source == "embedded":
+        return f"embedded:{embedded_name(model_cfg)}"
+    return f"hf:{model_cfg.name_or_path}@{getattr(model_cfg, 'revision', None) or 'main'}"

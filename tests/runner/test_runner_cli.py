@@ -131,11 +131,17 @@ def test_sweep_logs_offline_wandb_runs_and_profiles_the_device(run_cli, tmp_path
 def test_a_bad_value_exits_cleanly_before_loading(run_cli, tmp_path):
     # Through the real command line: Hydra's entry point, exit status 2, one line, no traceback. The
     # other bad values go through the same job function in-process (test_runner_job_errors).
-    result = run_cli(*TINY, "lookahead.ngram=1")
+    # PYTHONPROFILEIMPORTTIME (python -X importtime) lists every module the process imported: a refused
+    # command must not pay for torch and transformers (about 6 of its 7 CPU-seconds).
+    result = run_cli(*TINY, "lookahead.ngram=1", env={"PYTHONPROFILEIMPORTTIME": "1"})
     output = result.stdout + result.stderr
     assert result.returncode == 2
     assert "ngram (N)=1 is not allowed: use an integer >= 2" in output
     assert "loading model" not in output and "Traceback" not in output
+    listing = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in listing}
+    assert "omegaconf" in imported  # the listing is there, so the next check means something
+    assert not imported & {"torch", "transformers"}
     assert not list((tmp_path / "runs").glob("single/*/rows.jsonl"))
 
 

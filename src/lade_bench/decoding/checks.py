@@ -11,15 +11,12 @@ import torch
 from transformers import PreTrainedModel
 from transformers.utils import is_torch_flex_attn_available
 
+# The attention names and UnsupportedModelError live in params (no torch), so that a plan checks the
+# names, and a job catches the error, before torch loads.
+from lade_bench.decoding.params import BLOCK_MASK_ATTENTION as BLOCK_MASK_ATTENTION
+from lade_bench.decoding.params import MASK_CAPABLE_ATTENTION as MASK_CAPABLE_ATTENTION
 from lade_bench.decoding.params import DecodingConfigError
-
-# Attention implementations that honour lookahead's arbitrary step mask with explicit position ids:
-# eager and SDPA as a 4D additive float mask, flex_attention as a BlockMask (see masks.py). The
-# FlashAttention kernels take only causal/sliding masks, so they cannot.
-MASK_CAPABLE_ATTENTION = ("eager", "sdpa", "flex_attention")
-
-# Those of them that take the mask as a flex_attention BlockMask rather than a float tensor.
-BLOCK_MASK_ATTENTION = ("flex_attention",)
+from lade_bench.decoding.params import UnsupportedModelError as UnsupportedModelError
 
 # transformers families whose attention always adds ALiBi biases (Falcon only with alibi=True, which
 # the config flag check catches). ALiBi is computed from each token's index in the input, not from
@@ -35,10 +32,6 @@ RECURRENT_LAYER_TYPES = ("linear_attention", "mamba", "hybrid", "recurrent", "co
 
 # Recurrent families whose config lists no layer kinds at all.
 RECURRENT_MODEL_TYPES = ("rwkv", "xlstm")
-
-
-class UnsupportedModelError(ValueError):
-    """The model cannot run lookahead decoding exactly (and why)."""
 
 
 def prompt_ids_as_list(input_ids: Sequence[int] | torch.Tensor) -> list[int]:

@@ -8,9 +8,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+# Attention implementations that honour lookahead's arbitrary step mask with explicit position ids:
+# eager and SDPA as a 4D additive float mask, flex_attention as a BlockMask (see masks.py). The
+# FlashAttention kernels take only causal/sliding masks, so they cannot.
+MASK_CAPABLE_ATTENTION = ("eager", "sdpa", "flex_attention")
+
+# Those of them that take the mask as a flex_attention BlockMask rather than a float tensor.
+BLOCK_MASK_ATTENTION = ("flex_attention",)
+
 
 class DecodingConfigError(ValueError):
     """A decoding parameter has a value outside its allowed range."""
+
+
+class UnsupportedModelError(ValueError):
+    """The model cannot run lookahead decoding exactly (and why)."""
 
 
 # How a lookahead step lays out its G candidates: "flat" feeds each one as its own N-1-token chain

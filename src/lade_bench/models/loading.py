@@ -13,6 +13,10 @@ from typing import Any, NamedTuple
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
+# tokenizer_source lives beside the model schema (no torch: a plan reads it before anything loads); kept
+# importable from here, where the loaders that honour it are.
+from lade_bench.model_config import embedded_name
+from lade_bench.model_config import tokenizer_source as tokenizer_source
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
 from lade_bench.models.gemma3 import converted_gemma3_dir, load_embedded_gemma3
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
@@ -174,26 +178,6 @@ def check_cpu_flex_head_size(model: torch.nn.Module, device: torch.device, attn_
             f"{MIN_CPU_FLEX_HEAD_DIM}; this model's is {head_size}, where inductor's fused CPU kernel returns "
             "wrong attention (docs/engine.md). Use attn_implementation='sdpa' or 'eager', or a GPU"
         )
-
-
-def embedded_name(model_cfg: Any) -> str:
-    """Which embedded model a config names (``model.embedded``; configs without the key mean SmolLM2)."""
-    return getattr(model_cfg, "embedded", None) or "smollm2"
-
-
-def tokenizer_source(model_cfg: Any) -> str:
-    """Where a model config's tokenizer comes from, as one word, known before anything loads.
-
-    ``embedded:<name>`` for an embedded model and for the tiny models (they read SmolLM2's tokenizer),
-    ``hf:<name_or_path>@<revision>`` for a Hugging Face model. Two configs with the same word tokenize
-    alike, so token-id files built for one (REST's datastore) serve the other.
-    """
-    source = getattr(model_cfg.source, "value", model_cfg.source)
-    if source == "tiny":
-        return "embedded:smollm2"
-    if source == "embedded":
-        return f"embedded:{embedded_name(model_cfg)}"
-    return f"hf:{model_cfg.name_or_path}@{getattr(model_cfg, 'revision', None) or 'main'}"
 
 
 def load_tokenizer(model_cfg: Any, *, cache_dir: str | Path | None = None) -> PreTrainedTokenizerBase:

@@ -11,17 +11,22 @@ import errno
 import logging
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from lade_bench.datasets import DatasetFormatError, DatasetUnavailableError, UnknownDatasetError
-from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
+from lade_bench.decoding.params import DecodingConfigError, UnsupportedModelError
 from lade_bench.methods.registry import cell_devices
-from lade_bench.runner.arms import generate
-from lade_bench.runner.cell import load_cell_model, run_cell
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell
-from lade_bench.runner.ranks import Ranks, RanksError, join_ranks, launched_world_size
+from lade_bench.runner.rank_env import RanksError, launched_world_size
 from lade_bench.runner.sinks import default_sinks
+
+if TYPE_CHECKING:
+    from lade_bench.runner.ranks import Ranks
+
+# The cell's engine (runner.cell, runner.arms, runner.ranks: torch and transformers) is imported once
+# the plan has accepted the config, so a refused command costs about 1 CPU-s, not 7.
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +52,15 @@ def run_job(cfg: DictConfig) -> None:
     """Run the cell ``cfg`` describes with the default sinks; exit with status 2 on a config error."""
     try:
         if cell_devices(cfg) == 1 and launched_world_size() == 1:
-            run_cell(cfg, default_sinks(cfg))
+            sinks = default_sinks(cfg)
+            plan = plan_cell(cfg)
+            from lade_bench.runner.cell import run_cell
+
+            run_cell(plan, sinks)
             return
         plan = plan_cell(cfg)  # every rank checks the config before joining the others
+        from lade_bench.runner.ranks import join_ranks
+
         ranks = join_ranks(plan.devices, plan.device, cfg.distributed.timeout_s)
         # join_ranks raises unless devices == world size, and the single-device case returned above.
         assert ranks is not None
@@ -105,6 +116,8 @@ def _size(count: float) -> str:
 
 def _lead(plan: CellPlan, ranks: Ranks) -> None:
     """Rank 0: run the cell of ``plan``, then release the other ranks (also when the cell failed)."""
+    from lade_bench.runner.cell import run_cell
+
     try:
         run_cell(plan, default_sinks(plan.cfg), ranks=ranks)
     finally:
@@ -119,6 +132,9 @@ def _lead(plan: CellPlan, ranks: Ranks) -> None:
 
 def serve_requests(plan: CellPlan, ranks: Ranks) -> None:
     """Ranks other than 0: load the model(s) and run the generations rank 0 asks for, until "stop"."""
+    from lade_bench.runner.arms import generate
+    from lade_bench.runner.cell import load_cell_model
+
     cell_model = None
     while True:
         message = ranks.receive()

@@ -15,21 +15,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import DatasetSpec, get_spec
-from lade_bench.decoding import (
+from lade_bench.decoding.params import (
     BLOCK_MASK_ATTENTION,
     MASK_CAPABLE_ATTENTION,
     DecodingConfigError,
     SamplingParams,
-    flex_attention_available,
+    validate_max_new_tokens,
 )
-from lade_bench.decoding.compiled import COMPILE_BACKENDS, COMPILE_MODES, resolve_compile_mode
-from lade_bench.decoding.params import validate_max_new_tokens
 from lade_bench.methods import (
     PIPELINE_PARALLEL,
     REFERENCE,
@@ -40,18 +37,17 @@ from lade_bench.methods import (
     unknown_method_message,
 )
 from lade_bench.methods.registry import DEVICES_SETTING, CellFacts, cell_devices
-from lade_bench.models.loading import (
-    embedded_name,
-    model_config_problem,
-    resolve_device,
-    resolve_dtype,
-    tokenizer_source,
-)
+from lade_bench.model_config import embedded_name, tokenizer_source
 from lade_bench.results import cell_id
 from lade_bench.runner.legacy_ids import find_legacy_cell
 from lade_bench.runner.locks import LockSettings, LockSettingsError
 from lade_bench.runner.plan_parts import CompileOptions, ModelChoice, ProfileSettings, RunCounts
-from lade_bench.runner.ranks import rank_device
+
+if TYPE_CHECKING:
+    import torch
+
+# torch, transformers and the model loaders are imported inside the functions that need them: a bad
+# value on the command line is refused before they load (about 1 CPU-s instead of 7).
 
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 # Attention a compiled cell may use: flex_attention compiles kernels of its own (a compile inside the
@@ -193,6 +189,9 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     spec = get_spec(cfg.dataset.name)
     allow_unsandboxed = _allow_unsandboxed(cfg)
     _check_sandbox(spec, allow_unsandboxed)
+    from lade_bench.models.loading import resolve_device, resolve_dtype
+    from lade_bench.runner.ranks import rank_device
+
     try:
         device = resolve_device(_enum_value(cfg.device))
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
@@ -404,6 +403,8 @@ def _arm_settings(cfg: DictConfig, arms: tuple[str, ...], facts: CellFacts) -> d
 
 def _validate_compile(options: DictConfig, arms: tuple[str, ...], devices: int, attention: str) -> None:
     """What a compiled cell refuses, said before any model loads (the device check is :func:`_compile_mode`)."""
+    from lade_bench.decoding.compiled import COMPILE_BACKENDS, COMPILE_MODES
+
     can_compile = methods_where(lambda m: m.compiles)
     cannot = [a for a in arms if not get_method(a).compiles]
     if cannot:
@@ -441,6 +442,8 @@ def _compile_mode(compile_cell: bool, mode: str, device: torch.device) -> str | 
     """
     if not compile_cell:
         return None
+    from lade_bench.decoding.compiled import resolve_compile_mode
+
     try:
         return resolve_compile_mode(mode, device)
     except DecodingConfigError as err:
@@ -455,12 +458,18 @@ def _validate_attention(attention: str, arms: tuple[str, ...]) -> None:
             f"need; use one of {list(MASK_CAPABLE_ATTENTION)}, or arms=[ar] for a FlashAttention AR baseline"
         )
     # Every arm (AR too) loads the model with it, so a torch without flex_attention fails them all.
-    if attention in BLOCK_MASK_ATTENTION and not flex_attention_available():
+    if attention in BLOCK_MASK_ATTENTION and not _flex_attention_available():
         allowed = [a for a in MASK_CAPABLE_ATTENTION if a not in BLOCK_MASK_ATTENTION]
         raise CellConfigError(
             f"attn_implementation={attention!r} needs torch.nn.attention.flex_attention, which this torch lacks; "
             f"upgrade torch or use one of {allowed}"
         )
+
+
+def _flex_attention_available() -> bool:
+    from lade_bench.decoding.checks import flex_attention_available  # torch: only for a flex_attention cell
+
+    return flex_attention_available()
 
 
 def _validate_devices(devices: Any, arms: tuple[str, ...]) -> int:
@@ -536,6 +545,8 @@ def _validate_dataset(data: DictConfig) -> None:
 
 def _model_choice(cfg: DictConfig) -> ModelChoice:
     """The cell's model, checked (``model_config_problem``) before anything loads."""
+    from lade_bench.models.loading import model_config_problem
+
     model = cfg.model
     problem = model_config_problem(model, "model")
     if problem:

@@ -22,20 +22,11 @@ import torch
 import torch.distributed as dist
 
 from lade_bench.decoding.parallel import LookaheadGroup
+from lade_bench.runner.rank_env import LOCAL_RANK_VAR as _LOCAL_RANK
+from lade_bench.runner.rank_env import RanksError as RanksError
+from lade_bench.runner.rank_env import launched_world_size as launched_world_size
 
 log = logging.getLogger(__name__)
-
-# torchrun's environment (the launcher protocol, not a switch of ours).
-_WORLD_SIZE, _RANK, _LOCAL_RANK = "WORLD_SIZE", "RANK", "LOCAL_RANK"
-
-
-class RanksError(RuntimeError):
-    """The ranks of a multi-device cell cannot be joined as the config asks."""
-
-
-def launched_world_size() -> int:
-    """Processes torchrun started for this job (1 when not launched by torchrun)."""
-    return int(os.environ.get(_WORLD_SIZE, "1"))
 
 
 def rank_device(device: torch.device, devices: int) -> torch.device:
