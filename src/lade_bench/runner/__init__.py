@@ -11,7 +11,8 @@ harness, shared with the tuner, ``bench`` and ``gpu_check``), ``arms`` (dispatch
 registry, ``lade_bench.methods``), ``rows`` and ``scoring`` (row building and the dataset's declared
 scorer), ``summary`` (per-cell numbers), ``console`` (progress and table), ``sinks`` (where results
 are handed on), ``cell`` (one cell end to end), ``ranks`` (multi-device cells under torchrun: rank 0
-leads, the others serve its requests) and ``job`` (the Hydra job wrapper).
+leads, the others serve its requests; ``rank_env`` what a job reads of torchrun before torch loads)
+and ``job`` (the Hydra job wrapper, which plans the cell before it imports the engine).
 
 The names below are imported on first use: the entry point imports ``config_schema`` before Hydra
 composes, and a typo on the command line should be reported in a second, not after torch and
