@@ -251,9 +251,10 @@ def test_flash_attention_refused_for_lookahead_names_the_allowed_ones(compose_cf
 
 
 def test_flex_attention_refused_where_torch_lacks_it(compose_cfg, monkeypatch):
-    from lade_bench.runner import plan as plan_module
+    from lade_bench.decoding import checks
 
-    monkeypatch.setattr(plan_module, "flex_attention_available", lambda: False)
+    # The plan asks the engine's check when it meets a flex_attention cell (imported then: torch loads late).
+    monkeypatch.setattr(checks, "flex_attention_available", lambda: False)
     with pytest.raises(CellConfigError) as info:
         plan_cell(compose_cfg(["attn_implementation=flex_attention", "arms=[ar]"]))
     assert "attn_implementation='flex_attention'" in str(info.value) and "['eager', 'sdpa']" in str(info.value)
