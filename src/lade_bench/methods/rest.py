@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from lade_bench.decoding.rest import RestSettings, new_rest_state, rest_generate, rest_reach
+from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import DrafterMethod
 from lade_bench.methods.registry import CellFacts, Settings
+from lade_bench.rest_datastore import SETTING
 
 # The datastore is the per-cell state: loaded once (``request.state``; without one it is loaded) and
 # never changed. Its reach is a tree at most ``draft_length`` deep with ``num_draft`` nodes below cur.
@@ -21,7 +23,7 @@ REST = DrafterMethod("rest", RestSettings, rest_generate, new_rest_state, rest_r
 def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
     """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a datastore of
     another tokenizer, or one holding the cell's scored dataset's reference answers."""
-    from lade_bench.rest_datastore import REFERENCE, DatastoreError, build_command, datastore_refusal, resolve_datastore
+    from lade_bench.rest_datastore import REFERENCE, build_command
 
     section = REST.checked(settings)
     if isinstance(section, str):
@@ -32,25 +34,14 @@ def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
             f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH, or use "
             f"rest.datastore={REFERENCE} (the reference datastore)"
         )
-    try:  # the reference datastore when it was not built: the message gives the command that builds it
-        path = resolve_datastore(section.datastore, cell.tokenizer, cell.model_cache_dir)
-    except DatastoreError as err:
-        return str(err)
-    return datastore_refusal(path, cell.tokenizer, cell.dataset, cell.dataset_path)
+    return datastore_refusal(section.datastore, SETTING, cell)
 
 
 def resolve_rest(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
     """The ``rest`` section with ``datastore: reference`` replaced by the reference datastore's folder for
     the cell's tokenizer (``Method.resolve``); unchanged when it names a folder, or when that datastore is
     not built (``refuse_rest`` then says how to build it)."""
-    from lade_bench.rest_datastore import DatastoreError, resolve_datastore
-
-    value = section.get("datastore")
-    try:
-        path = resolve_datastore(value, cell.tokenizer, cell.model_cache_dir) if value is not None else None
-    except DatastoreError:
-        return section
-    return {**section, "datastore": path}
+    return resolved_datastore(section, "datastore", SETTING, cell)
 
 
 def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -58,13 +49,4 @@ def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
 
     Two datastores never share a cell, and one datastore moved to another folder keeps its cells.
     """
-    from lade_bench.rest_datastore import DatastoreError, read_manifest
-
-    path = value.get("datastore")
-    if path is None:
-        return value
-    try:
-        identity = read_manifest(path)["content_hash"]
-    except DatastoreError:
-        return value  # refuse_rest stops such a cell before it runs
-    return {**value, "datastore": f"sha256:{identity}"}
+    return value if value.get("datastore") is None else hashed_datastore(value, "datastore", SETTING)

@@ -18,6 +18,7 @@ from lade_bench.decoding.sam_decoding import (
     sam_decoding_generate,
     sam_decoding_reach,
 )
+from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import DrafterMethod
 from lade_bench.methods.registry import CellFacts, Settings
 
@@ -30,18 +31,12 @@ SAM_DECODING = DrafterMethod("sam_decoding", SamSettings, sam_decoding_generate,
 def refuse_sam_decoding(settings: Settings, cell: CellFacts) -> str | None:
     """Why the cell's ``sam_decoding`` section cannot run, or None: a setting out of range, a bad tree,
     or a static corpus REST would refuse (missing, another tokenizer, the scored dataset's answers in it)."""
-    from lade_bench.rest_datastore import DatastoreError, datastore_refusal, resolve_datastore
-
     section = SAM_DECODING.checked(settings)
     if isinstance(section, str):
         return section
     if section.static_datastore is None:
         return None
-    try:  # the reference datastore when it was not built: the message gives the command that builds it
-        path = resolve_datastore(section.static_datastore, cell.tokenizer, cell.model_cache_dir, STATIC_SETTING)
-    except DatastoreError as err:
-        return str(err)
-    return datastore_refusal(path, cell.tokenizer, cell.dataset, cell.dataset_path, STATIC_SETTING)
+    return datastore_refusal(section.static_datastore, STATIC_SETTING, cell)
 
 
 def resolve_sam_decoding(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
@@ -49,18 +44,7 @@ def resolve_sam_decoding(section: dict[str, Any], cell: CellFacts) -> dict[str, 
     reference datastore of the cell's tokenizer (``Method.resolve``, REST's resolver), so the cell is the
     same as one naming that folder; unchanged for a folder, null, or a reference datastore not built
     (``refuse_sam_decoding`` then says how to build it)."""
-    from lade_bench.rest_datastore import DatastoreError, resolve_datastore
-
-    value = section.get("static_datastore")
-    try:
-        path = (
-            resolve_datastore(value, cell.tokenizer, cell.model_cache_dir, STATIC_SETTING)
-            if value is not None
-            else None
-        )
-    except DatastoreError:
-        return section
-    return {**section, "static_datastore": path}
+    return resolved_datastore(section, "static_datastore", STATIC_SETTING, cell)
 
 
 def hashed_sam_decoding(section: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -70,13 +54,6 @@ def hashed_sam_decoding(section: str, value: dict[str, Any]) -> dict[str, Any]:
     enters it: cells recorded before the option keep their ids. With one, the corpus enters by its
     content hash, as REST's datastore does (``methods/rest.py``'s ``hashed_rest``).
     """
-    from lade_bench.rest_datastore import DatastoreError, read_manifest
-
-    path = value.get("static_datastore")
-    if path is None:
+    if value.get("static_datastore") is None:
         return {k: v for k, v in value.items() if k not in ("static_datastore", "len_bias")}
-    try:
-        identity = read_manifest(path, STATIC_SETTING)["content_hash"]
-    except DatastoreError:
-        return value  # refuse_sam_decoding stops such a cell before it runs
-    return {**value, "static_datastore": f"sha256:{identity}"}
+    return hashed_datastore(value, "static_datastore", STATIC_SETTING)
