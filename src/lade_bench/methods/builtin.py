@@ -204,9 +204,9 @@ def _hashed_lookahead(section: str, value: dict[str, Any]) -> dict[str, Any]:
     return keys
 
 
-def _lookahead_name(cfg: Any) -> str:
-    """``N5W7G7ref`` (``ref``: prompt as reference; a layout other than flat appended, e.g. ``trie``)."""
-    la = cfg.lookahead
+def _lookahead_name(la: Any) -> str:
+    """``N5W7G7ref`` from the composed ``lookahead`` section (``ref``: prompt as reference; a layout
+    other than flat appended, e.g. ``trie``)."""
     shape = f"N{la.ngram}W{la.window}G{la.guesses}" + ("ref" if la.prompt_as_reference else "")
     return shape + ("" if la.get("verification", "flat") == "flat" else str(la.verification))
 

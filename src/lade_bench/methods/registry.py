@@ -187,8 +187,9 @@ class Method:
             parses each section once, only when the method is among the cell's arms.
         hashed: (section, the section as a plain dict) -> what of it enters the cell id (None: all of
             it); for keys added after cells were recorded without them, so those cells keep their ids.
-        name_part: cfg -> this method's part of the cell folder's readable name (e.g. lookahead's
-            ``N5W7G7ref``); None: it adds nothing. Only methods among the cell's arms name it.
+        name_part: its own section as composed (``cfg[own_section]``) -> this method's part of the
+            cell folder's readable name (e.g. lookahead's ``N5W7G7ref``); None: it adds nothing. Only
+            methods among the cell's arms name it.
     """
 
     name: str

@@ -41,6 +41,10 @@ from lade_bench.methods import is_registered, unknown_method_message
 # so that old result folders can be recognised.
 SCHEMA_VERSION = 9
 
+# The config section whose values fill the shape columns (ngram, window, guesses, prompt_as_reference,
+# verification) of every row, also in a cell whose arms do not read it.
+SHAPE_SECTION = "lookahead"
+
 # Uniquely identifies a row inside one cell; with ``cell_id`` it identifies a row in a sweep.
 KEY_COLUMNS: tuple[str, ...] = ("sample_id", "turn", "arm", "repeat")
 

@@ -59,7 +59,7 @@ def legacy_cell(
     method = get_method(ALWAYS_HASHED_BEFORE)
     section = cast(dict[str, Any], OmegaConf.to_container(cfg[ALWAYS_HASHED_BEFORE], enum_to_str=True))
     old = {**semantic, ALWAYS_HASHED_BEFORE: method.hashed(ALWAYS_HASHED_BEFORE, section) if method.hashed else section}
-    name_part = [method.name_part(cfg)] if method.name_part is not None else []
+    name_part = [method.name_part(cfg[method.own_section])] if method.name_part is not None else []
     identity = cell_id(old)
     return LegacyCell(old, identity, sweep_root / f"{name(name_part)}-{identity}")
 

@@ -39,6 +39,7 @@ from lade_bench.methods import (
 from lade_bench.methods.registry import DEVICES_SETTING, CellFacts, cell_devices
 from lade_bench.model_config import embedded_name, tokenizer_source
 from lade_bench.results import cell_id
+from lade_bench.results.schema import SHAPE_SECTION
 from lade_bench.runner.legacy_ids import find_legacy_cell
 from lade_bench.runner.locks import LockSettings, LockSettingsError
 from lade_bench.runner.plan_parts import CompileOptions, ModelChoice, ProfileSettings, RunCounts
@@ -94,6 +95,8 @@ class CellPlan:
         lock: the cell lock's settings (``cell_lock``).
         legacy_id: the id this cell had before issue 49, when its folder was found under it (see
             ``runner.legacy_ids``); ``cell_id`` is then that id. None: the cell has its current id.
+        shape_section: the ``SHAPE_SECTION`` (lookahead) section as composed: the rows' shape columns (the schema's
+            always-present ngram/window/guesses) of a cell whose arms parse no ``lookahead`` setting.
     """
 
     cfg: DictConfig
@@ -119,6 +122,7 @@ class CellPlan:
     devices: int = 1
     lock: LockSettings = LockSettings()
     legacy_id: str | None = None
+    shape_section: Any = None
 
     @property
     def cell_name(self) -> str:
@@ -235,6 +239,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         devices=devices,
         lock=lock,
         legacy_id=legacy.cell_id if legacy is not None else None,
+        shape_section=cfg[SHAPE_SECTION],
     )
 
 
@@ -340,7 +345,7 @@ def readable_cell_name(cfg: DictConfig, arms: Sequence[str] | None = None, extra
     """
     names = [_enum_value(a) for a in (cfg.arms if arms is None else arms)]
     methods = [get_method(a) for a in sort_methods(a for a in names if is_registered(a))]
-    named = [m.name_part(cfg) for m in methods if m.name_part is not None]
+    named = [m.name_part(cfg[m.own_section]) for m in methods if m.name_part is not None]
     parts = [cfg.model.name.split("/")[-1], cfg.dataset.name, *named, *extra, cfg.sampling.name]
     devices = cell_devices(cfg)
     if devices > 1:

@@ -9,6 +9,7 @@ import numpy as np
 from lade_bench.decoding import DecodeResult
 from lade_bench.methods.state import REQUESTS_SEEN_STAT, STATE_SIZE_STAT
 from lade_bench.results import COLUMN_NAMES
+from lade_bench.results.schema import SHAPE_SECTION
 from lade_bench.runner.plan import CellPlan
 
 
@@ -25,10 +26,10 @@ def derive_seed(global_seed: int, sample_index: int, turn: int) -> int:
 def shape_columns(plan: CellPlan) -> dict[str, Any]:
     """The lookahead-shape columns every row and the summary of a cell have (the schema's "always").
 
-    The lookahead arm's parsed settings when it is in the cell; otherwise the composed section as it
-    is (no arm used it, and it is neither hashed nor checked).
+    The lookahead arm's parsed settings when it is in the cell; otherwise the composed section as the
+    plan kept it (no arm used it, and it is neither hashed nor checked).
     """
-    la = plan.settings.get("lookahead", plan.cfg.lookahead)
+    la = plan.settings.get(SHAPE_SECTION, plan.shape_section)
     return {
         "ngram": la.ngram,
         "window": la.window,
