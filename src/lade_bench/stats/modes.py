@@ -18,6 +18,10 @@ EAGER = "eager"
 COMPILED = "compiled"
 
 
+# The row columns that say a row's mode (``compiled``, and the torch.compile mode of a compiled row).
+MODE_COLUMNS: tuple[str, ...] = ("compiled", "compile_mode")
+
+
 def row_compiled(rows: pd.DataFrame) -> pd.Series:
     """Per row: True for a compiled row; rows without the column, or with it null, are eager (False)."""
     if "compiled" not in rows:

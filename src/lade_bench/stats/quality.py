@@ -42,7 +42,7 @@ def per_key_quality(arm_rows: pd.DataFrame, column: str) -> pd.Series:
     Returns:
         Series indexed by (sample_id, turn), sorted; keys without a value are absent.
     """
-    good = ok_rows(arm_rows)[[*SAMPLE_KEY, column]].dropna(subset=[column])
+    good = ok_rows(arm_rows, [*SAMPLE_KEY, column]).dropna(subset=[column])
     if good.empty:
         return pd.Series([], dtype=np.float64, index=pd.MultiIndex.from_tuples([], names=list(SAMPLE_KEY)))
     good = good.assign(**{column: good[column].astype(np.float64)})
@@ -118,7 +118,7 @@ def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
     for metric, column in MEAN_METRICS.items():
         per_key = per_key_quality(arm_rows, column).to_numpy()
         out[metric] = get_metric(metric).aggregate(per_key) if per_key.size else math.nan
-    passed = ok_rows(arm_rows)[[*SAMPLE_KEY, "passed"]].dropna(subset=["passed"])
+    passed = ok_rows(arm_rows, [*SAMPLE_KEY, "passed"]).dropna(subset=["passed"])
     if passed.empty:
         out["pass@1"] = math.nan
     else:

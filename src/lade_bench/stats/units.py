@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from lade_bench.stats.modes import require_one_mode
+from lade_bench.stats.modes import MODE_COLUMNS, require_one_mode
 
 # The arm every comparison is against unless the caller names another (``baseline=``).
 BASELINE_ARM = "ar"
@@ -25,9 +25,13 @@ UNIT_COLUMN = "sample_id"
 TOTALS_COLUMNS: tuple[str, ...] = ("sample_id", "t_base", "t_arm", "tok_base", "tok_arm", "n_pairs")
 
 
-def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows without an ``error`` (errored rows carry no timing and never enter an aggregate)."""
-    return rows[rows["error"].isna()]
+def ok_rows(rows: pd.DataFrame, columns: list[str] | None = None) -> pd.DataFrame:
+    """Rows without an ``error`` (errored rows carry no timing and never enter an aggregate).
+
+    ``columns``: keep only these (None: all); cheaper than filtering first when rows hold texts and ids.
+    """
+    ok = rows["error"].isna()
+    return rows.loc[ok] if columns is None else rows.loc[ok, columns]
 
 
 def common_keys(cell_rows: pd.DataFrame) -> pd.DataFrame:
@@ -67,10 +71,13 @@ def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_A
     Raises:
         ValueError: the arm's and the baseline's rows are not all of one mode (compiled or eager).
     """
-    require_one_mode(paired[paired["arm"].isin([arm, baseline])], f"{arm} against {baseline}")
     columns = [*PAIR_KEY, "wall_time_s", "new_tokens"]
-    base = paired[paired["arm"] == baseline][columns]
-    other = paired[paired["arm"] == arm][columns]
+    # Only the columns used here: a boolean filter of the whole frame would copy every row's texts and ids.
+    kept = ["arm", *columns, *(c for c in MODE_COLUMNS if c in paired)]
+    both = paired.loc[paired["arm"].isin([arm, baseline]), kept]
+    require_one_mode(both, f"{arm} against {baseline}")
+    base = both.loc[both["arm"] == baseline, columns]
+    other = both.loc[both["arm"] == arm, columns]
     merged = base.merge(other, on=list(PAIR_KEY), suffixes=("_base", "_arm"), validate="one_to_one")
     if merged.empty:
         return pd.DataFrame({c: [] for c in TOTALS_COLUMNS})
