@@ -1,7 +1,8 @@
 """SIGKILL at each finalisation step, then one rerun: every artifact of every cell exists and is whole.
 
 Each stage kills the real CLI (with W&B offline) at one step of a different cell of the same sweep
-(cells differ by seed); a single multirun over the seeds then has to complete them all: rows,
+(cells differ by seed; each run is a child forked from one helper that imported the CLI's modules once,
+see kill_during_finalisation.py); a single multirun over the seeds then has to complete them all: rows,
 parquet, summary, one whole W&B run per cell, figures, the index (jsonl and parquet), no temp files.
 """
 
@@ -22,7 +23,7 @@ from lade_bench.results import load_rows, read_index
 
 from ..report.wandb_records import read_offline_run
 from .conftest import TINY
-from .kill_during_finalisation import STAGES
+from .kill_during_finalisation import STAGE_TIMEOUT_S, STAGES
 
 pytestmark = pytest.mark.slow
 
@@ -71,15 +72,38 @@ def test_kill_at_each_finalisation_step_then_rerun_completes_everything(tmp_path
     runs = tmp_path / "runs"
     sweep = runs / "single"
     rows_before = {}
-    for seed, stage in enumerate(STAGES):
-        command = [sys.executable, str(HELPER), stage, *ARGS, f"seed={seed}", f"output_root={runs}"]
-        killed = subprocess.run(
-            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, start_new_session=True
+    # One helper imports the CLI's modules once and forks one child per stage (its own session, so the
+    # stage's kill reaches that child and its W&B service only); each kill is checked before the next.
+    with (tmp_path / "helper.log").open("w") as helper_log:
+        helper = subprocess.Popen(
+            [sys.executable, str(HELPER)],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=helper_log,
         )
-        assert killed.returncode == -9, f"{stage}: not killed (rc {killed.returncode})\n{killed.stderr[-3000:]}"
-        cell = _cell_dir(sweep, seed)
-        _state_left_by(stage, sweep, cell)
-        rows_before[seed] = (cell / "rows.jsonl").read_bytes()
+        try:
+            for seed, stage in enumerate(STAGES):
+                log = tmp_path / f"{stage}.log"
+                request = {"stage": stage, "args": [*ARGS, f"seed={seed}", f"output_root={runs}"], "log": str(log)}
+                helper.stdin.write(json.dumps(request) + "\n")
+                helper.stdin.flush()
+                answer = helper.stdout.readline()
+                assert answer, f"{stage}: the helper died\n{(tmp_path / 'helper.log').read_text()[-3000:]}"
+                killed = json.loads(answer)
+                assert killed == {"stage": stage, "signal": 9, "exit_status": None}, (
+                    f"{stage}: not killed ({killed})\n{log.read_text()[-3000:]}"
+                )
+                cell = _cell_dir(sweep, seed)
+                _state_left_by(stage, sweep, cell)
+                rows_before[seed] = (cell / "rows.jsonl").read_bytes()
+        finally:
+            helper.stdin.close()  # the helper ends once its last child has
+            helper_status = helper.wait(timeout=STAGE_TIMEOUT_S)
+            helper.stdout.close()
+    assert helper_status == 0, (tmp_path / "helper.log").read_text()[-3000:]
 
     seeds = ",".join(str(seed) for seed in range(len(STAGES)))
     command = [sys.executable, "-m", "lade_bench.run", "--multirun", *ARGS, f"seed={seeds}", f"output_root={runs}"]
