@@ -288,6 +288,23 @@ def test_a_declared_headline_wins_over_any_measurement(tmp_path):
     assert stats.declared_cells(summary, wrong) == frozenset()
 
 
+def test_a_headline_reusing_the_summary_equals_one_summarized_again(tmp_path):
+    """Cells reported on all samples take their records from the sweep's summary; cells reported on half
+    their samples are summarized again: the frame is the one a full recomputation gives."""
+    rows, _, half_b = _two_configs(tmp_path)
+    summary = aggregate.summarize(rows)
+    split = stats.choose_headline(rows, summary)
+    y_shape = {"ngram": 5, "window": 1, "guesses": 7, "prompt_as_reference": True}
+    declared = stats.choose_headline(rows, summary, stats.declared_cells(summary, {("unit", "Y"): y_shape}))
+    mixed = pd.concat([split, declared], ignore_index=True)
+    assert mixed["reported_samples"].isna().tolist() == [False, True]
+    again = aggregate.headline_summary(rows, mixed)
+    reused = aggregate.headline_summary(rows, mixed, summary=summary)
+    pd.testing.assert_frame_equal(reused, again)
+    assert _record(reused, "lookahead", "X")["n_units"] == len(half_b)
+    assert _record(reused, "lookahead", "Y")["n_units"] == 10
+
+
 def test_a_single_candidate_needs_no_selection(tmp_path):
     rows, _, _ = _two_configs(tmp_path)
     only_x = rows[rows["cell_id"] == "X"]

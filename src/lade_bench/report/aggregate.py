@@ -97,10 +97,15 @@ def summarize(
 
 
 def headline_summary(
-    rows: pd.DataFrame, choice: pd.DataFrame, *, intervals: IntervalSettings = IntervalSettings()
+    rows: pd.DataFrame,
+    choice: pd.DataFrame,
+    *,
+    intervals: IntervalSettings = IntervalSettings(),
+    summary: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """``stats.headline_summary`` against AR, records in registry order."""
-    return stats.headline_summary(rows, choice, intervals=intervals)
+    """``stats.headline_summary`` against AR, records in registry order (``summary``: :func:`summarize`'s
+    frame of the same rows and intervals, reused for cells reported on all their samples)."""
+    return stats.headline_summary(rows, choice, intervals=intervals, summary=summary)
 
 
 def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[tuple[str, str], StoredProfile]) -> pd.DataFrame:

@@ -239,7 +239,9 @@ def sweep_from_rows(
     headlines = {(c.sweep, c.cell_id): c.headline for c in cells}
     declared = stats.declared_cells(summary, headlines) if len(summary) else frozenset()
     choice = stats.choose_headline(rows, summary, declared) if len(summary) else pd.DataFrame()
-    headline = aggregate.headline_summary(rows, choice, intervals=intervals) if len(choice) else pd.DataFrame()
+    headline = pd.DataFrame()
+    if len(choice):
+        headline = aggregate.headline_summary(rows, choice, intervals=intervals, summary=summary)
     return Sweep(
         roots=list(roots),
         rows=rows,

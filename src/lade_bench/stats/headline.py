@@ -26,7 +26,7 @@ from lade_bench.metrics.speed import speedup
 from lade_bench.stats.efficiency import DEFAULT_VERIFICATION
 from lade_bench.stats.modes import mode_label
 from lade_bench.stats.rules import IntervalSettings
-from lade_bench.stats.summary import CELL_KEY, SUMMARY_COLUMNS, plain_value, summarize
+from lade_bench.stats.summary import CELL_KEY, SUMMARY_COLUMNS, plain_value, sort_summary, summarize
 from lade_bench.stats.units import BASELINE_ARM, common_rows, per_sample_totals
 
 logger = logging.getLogger(__name__)
@@ -187,16 +187,27 @@ def headline_summary(
     baseline: str = BASELINE_ARM,
     arm_order: Sequence[str] | None = None,
     intervals: IntervalSettings = IntervalSettings(),
+    summary: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Summary records (all arms) of the headline cells on their reported samples.
+
+    Args:
+        summary: ``summarize(rows)`` with the same ``baseline``, ``arm_order`` and ``intervals``, when
+            the caller has it: a cell reported on all its samples then takes its records from there
+            instead of being summarized twice (each cell's records depend on its own rows only).
 
     Returns:
         ``HEADLINE_COLUMNS``: the summary columns plus ``selection`` and ``n_candidates``.
     """
-    reported = headline_rows(rows, choice)
-    if reported.empty:
+    whole = choice["reported_samples"].isna() if summary is not None else pd.Series(False, index=choice.index)
+    reported = headline_rows(rows, choice[~whole])
+    parts = [] if reported.empty else [summarize(reported, baseline=baseline, arm_order=arm_order, intervals=intervals)]
+    if summary is not None and whole.any():
+        keys = set(zip(choice.loc[whole, "sweep"], choice.loc[whole, "cell_id"], strict=True))
+        parts.append(summary[[key in keys for key in zip(summary["sweep"], summary["cell_id"], strict=True)]])
+    if not parts:
         return pd.DataFrame(columns=list(HEADLINE_COLUMNS))
-    summary = summarize(reported, baseline=baseline, arm_order=arm_order, intervals=intervals)
+    summary = parts[0] if len(parts) == 1 else sort_summary(pd.concat(parts, ignore_index=True), arm_order)
     labels = choice[[*CELL_KEY, "selection", "n_candidates"]]
     return summary.merge(labels, on=list(CELL_KEY), how="left")[list(HEADLINE_COLUMNS)]
 
