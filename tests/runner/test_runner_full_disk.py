@@ -33,21 +33,26 @@ SCRIPT = textwrap.dedent(
     set -u
     out=$1; kept=$2; shift 2
     mkdir -p "$out"
-    mount -t tmpfs -o "$FIRST_MOUNT" tmpfs "$out" || exit 90
-    "$PYTHON" -m lade_bench.run "$@" output_root="$out" > "$kept.first.log" 2>&1
-    echo $? > "$kept.first.rc"
-    mount -o remount,$SECOND_MOUNT "$out" || exit 91
-    "$PYTHON" -m lade_bench.run "$@" output_root="$out" > "$kept.second.log" 2>&1
-    echo $? > "$kept.second.rc"
+    step=0
+    for options in $MOUNTS; do
+        if [ $step = 0 ]; then
+            mount -t tmpfs -o "$options" tmpfs "$out" || exit 90
+        else
+            mount -o "remount,$options" "$out" || exit 91
+        fi
+        "$PYTHON" -m lade_bench.run "$@" output_root="$out" > "$kept.$step.log" 2>&1
+        echo $? > "$kept.$step.rc"
+        step=$((step + 1))
+    done
     cp -a "$out" "$kept"
     """
 )
 
 
-def _run_on_small_mount(tmp_path, first: str, second: str) -> tuple[dict, dict, object]:
-    """Run the default cell on a mount made with options ``first``, remount with ``second``, run again."""
+def _run_on_small_mount(tmp_path, *mounts: str) -> tuple[list[dict], object]:
+    """Run the default cell on a tmpfs mounted with the first options, remounted with each next, in turn."""
     kept = tmp_path / "kept"
-    env = {**os.environ, "PYTHON": sys.executable, "FIRST_MOUNT": first, "SECOND_MOUNT": second}
+    env = {**os.environ, "PYTHON": sys.executable, "MOUNTS": " ".join(mounts)}
     done = subprocess.run(
         [
             "unshare",
@@ -71,10 +76,10 @@ def _run_on_small_mount(tmp_path, first: str, second: str) -> tuple[dict, dict, 
     if done.returncode in (90, 91):
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr[-300:]}")
     runs = [
-        {"rc": int((tmp_path / f"kept.{name}.rc").read_text()), "log": (tmp_path / f"kept.{name}.log").read_text()}
-        for name in ("first", "second")
+        {"rc": int((tmp_path / f"kept.{step}.rc").read_text()), "log": (tmp_path / f"kept.{step}.log").read_text()}
+        for step in range(len(mounts))
     ]
-    return runs[0], runs[1], kept / "single"
+    return runs, kept / "single"
 
 
 def _assert_one_clear_line(log: str, *needles: str) -> None:
@@ -100,17 +105,13 @@ def _assert_complete_and_tidy(sweep) -> None:
     assert leftovers == []
 
 
-def test_out_of_space_is_one_line_and_the_rerun_completes(tmp_path):
-    first, second, sweep = _run_on_small_mount(tmp_path, "size=300k", "size=64m")
-    assert first["rc"] == 1
-    _assert_one_clear_line(first["log"], "cannot write ", "No space left on device", "needed", "free", "rerun")
-    assert second["rc"] == 0, second["log"][-3000:]
-    _assert_complete_and_tidy(sweep)
-
-
-def test_a_read_only_output_folder_is_one_line(tmp_path):
-    first, second, sweep = _run_on_small_mount(tmp_path, "size=64m,ro", "rw")
-    assert first["rc"] == 1
-    _assert_one_clear_line(first["log"], "cannot write ", "Read-only file system", "output_root=")
-    assert second["rc"] == 0, second["log"][-3000:]
+def test_a_read_only_folder_and_out_of_space_are_one_line_each_and_the_rerun_completes(tmp_path):
+    # One folder, three runs: read-only (nothing can be written, so the next run starts from an empty
+    # folder as a first run would), then too small (a run cut off mid-write), then large enough.
+    (read_only, out_of_space, rerun), sweep = _run_on_small_mount(tmp_path, "size=64m,ro", "rw,size=300k", "size=64m")
+    assert read_only["rc"] == 1
+    _assert_one_clear_line(read_only["log"], "cannot write ", "Read-only file system", "output_root=")
+    assert out_of_space["rc"] == 1
+    _assert_one_clear_line(out_of_space["log"], "cannot write ", "No space left on device", "needed", "free", "rerun")
+    assert rerun["rc"] == 0, rerun["log"][-3000:]
     _assert_complete_and_tidy(sweep)
