@@ -30,6 +30,14 @@ def test_the_reference_plan_lists_its_groups():
     } <= set(groups)
 
 
+def test_the_spec_bench_plan_lists_one_group_per_model_and_category_group():
+    from lade_bench.datasets.spec_bench import GROUPS
+
+    done = _run("spec_bench_reference.sh", "--groups", cwd=SCRIPTS)
+    assert done.returncode == 0
+    assert done.stdout.split() == [f"{model}:{group}" for model in ("smollm2", "gemma3_270m") for group in GROUPS]
+
+
 @pytest.mark.parametrize(
     ("script", "args", "message"),
     [
@@ -39,6 +47,16 @@ def test_the_reference_plan_lists_its_groups():
             "unknown group 'main:llama:mt_bench'; the groups are: main:smollm2:mt_bench",
         ),
         ("reference_results.sh", [], "usage: bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR [GROUP]]"),
+        (
+            "spec_bench_reference.sh",
+            ["OUT", "DATA", "smollm2", "coding"],
+            "unknown group 'smollm2 coding': MODEL is one of smollm2 gemma3_270m, GROUP one of mt_bench translation",
+        ),
+        (
+            "spec_bench_reference.sh",
+            ["OUT", "DATA", "gemma3_270m", "qa"],
+            "no Spec-Bench question file at DATA/spec_bench/question.jsonl",
+        ),
         (
             "baselines_reference.sh",
             ["OUT", "smollm2", "xsum"],
