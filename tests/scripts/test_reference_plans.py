@@ -58,6 +58,11 @@ def test_the_spec_bench_plan_lists_one_group_per_model_and_category_group():
             "no Spec-Bench question file at DATA/spec_bench/question.jsonl",
         ),
         (
+            "gpu_check.sh",
+            ["OUT", "--spec-bench", "DATA/question.jsonl"],
+            "gpu_check: --spec-bench needs Spec-Bench's question file (data/spec_bench/question.jsonl), got 'DATA/",
+        ),
+        (
             "baselines_reference.sh",
             ["OUT", "smollm2", "xsum"],
             "unknown group 'smollm2 xsum': MODEL is one of smollm2 gemma3_270m",
