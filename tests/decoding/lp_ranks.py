@@ -44,15 +44,26 @@ def generate_case(model: torch.nn.Module, case: dict, parallel: LookaheadGroup |
     return {"tokens": result.tokens, "steps": result.steps, "accept_lengths": result.accept_lengths}
 
 
-def run_rank(rank: int, world_size: int, init_file: str, cases_file: str, out_dir: str, timeout_s: float) -> None:
-    """Join the gloo group, run every case, write this rank's results; ``fault`` cases break one rank."""
+def run_rank(
+    rank: int,
+    world_size: int,
+    init_file: str,
+    cases_file: str,
+    out_dir: str,
+    timeout_s: float,
+    models: dict[str, torch.nn.Module] | None = None,
+) -> None:
+    """Join the gloo group, run every case, write this rank's results; ``fault`` cases break one rank.
+
+    ``models``: models by case name, built by the parent before it forked (shared copy-on-write
+    instead of each rank loading SmolLM2 again); the others are built here."""
     torch.set_num_threads(1)
     dist.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size,
         timeout=timedelta(seconds=timeout_s),
     )  # fmt: skip
     cases = json.loads(Path(cases_file).read_text())
-    models: dict[str, torch.nn.Module] = {}
+    models = dict(models or {})
     results: list[dict] = []
     out = Path(out_dir) / f"rank{rank}.json"
     for case in cases:
