@@ -17,8 +17,11 @@ from .conftest import QUIET, TINY
 pytestmark = pytest.mark.slow
 
 
-def test_ablation_wg_sweep_runs_end_to_end_and_resumes(run_cli, tmp_path):
-    args = ["+sweep=ablation_wg", *TINY, "lookahead.window=1,3", "lookahead.guesses=1"]
+def test_ablation_wg_sweep_runs_end_to_end_with_its_sinks_and_resumes(run_cli, tmp_path):
+    # The real sinks of a sweep too: one offline W&B run per cell, and the device curve once per sweep.
+    sinks = ["wandb.mode=offline", "device_profile.warmup=0", "device_profile.repeats=1"]
+    tiny = [a for a in TINY if a not in QUIET]
+    args = ["+sweep=ablation_wg", *tiny, *sinks, "lookahead.window=1,3", "lookahead.guesses=1"]
     first = run_cli(*args)
     assert first.returncode == 0, first.stderr[-3000:]
     sweep_root = tmp_path / "runs" / "ablation_wg"
@@ -43,6 +46,12 @@ def test_ablation_wg_sweep_runs_end_to_end_and_resumes(run_cli, tmp_path):
         assert entry["summary.arms.lookahead.matches_ar"] == 1.0
     assert first.stdout.count("results: ") == 2
     assert not (tmp_path / "outputs").exists() and not (tmp_path / "multirun").exists()
+    (path,) = (sweep_root / "device_profiles").glob("*.json")  # one model: one profile key
+    profile = json.loads(path.read_text())
+    assert len(profile["token_counts"]) == len(profile["forward_time_s"]) > 2
+    assert profile["model"] == "tiny-llama" and profile["dtype"] == "float64"
+    assert len(list((sweep_root / "wandb").glob("offline-run-*"))) == 2
+    assert "wandb sync" in first.stdout + first.stderr
 
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -106,26 +115,6 @@ def test_default_command_on_smollm2_matches_ar(run_cli, tmp_path):
     assert rows["new_tokens"].min() > 0
     assert "results: " in result.stdout and "speedup" in result.stdout
     assert "=AR" in result.stdout and "100%" in result.stdout
-
-
-def test_sweep_logs_offline_wandb_runs_and_profiles_the_device(run_cli, tmp_path):
-    # The real sinks of a sweep: one offline W&B run per cell, and the device curve once per sweep.
-    args = [
-        "+sweep=smoke",
-        "dtype=float64",
-        "wandb.mode=offline",
-        "device_profile.warmup=0",
-        "device_profile.repeats=1",
-    ]
-    result = run_cli(*args)
-    assert result.returncode == 0, result.stderr[-3000:]
-    sweep = tmp_path / "runs" / "smoke"
-    (path,) = (sweep / "device_profiles").glob("*.json")  # one model: one profile key
-    profile = json.loads(path.read_text())
-    assert len(profile["token_counts"]) == len(profile["forward_time_s"]) > 2
-    assert profile["model"] == "tiny-llama" and profile["dtype"] == "float64"  # the smoke sweep's model
-    assert len(list((sweep / "wandb").glob("offline-run-*"))) == 2
-    assert "wandb sync" in result.stdout + result.stderr
 
 
 def test_a_bad_value_exits_cleanly_before_loading(run_cli, tmp_path):
