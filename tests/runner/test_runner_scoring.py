@@ -51,9 +51,12 @@ def test_humaneval_completion_mode_continues_the_prompt(humaneval_sample):
     assert score_output("humaneval", body, humaneval_sample, chat=False) == {"passed": True}
 
 
+# The hanging answers sleep rather than spin: the default time limit stops them just the same, and a
+# busy loop would burn that whole limit in CPU (a spinning hang's timeout is tests/metrics' and
+# tests/sandbox's, with short limits).
 @pytest.mark.parametrize(
     "body",
-    ["    while True:\n        pass\n", "    import os\n    os._exit(0)\n", "    raise RuntimeError('boom')\n"],
+    ["    import time\n    time.sleep(600)\n", "    import os\n    os._exit(0)\n", "    raise RuntimeError('boom')\n"],
     ids=["hangs", "exits", "crashes"],
 )
 def test_humaneval_bad_completions_fail(humaneval_sample, body):
@@ -71,7 +74,7 @@ def test_mbpp_answer_passes_in_the_sandbox(mbpp_sample):
 @pytest.mark.parametrize(
     "code",
     [
-        "def count_vowels(s):\n    while True:\n        pass\n",
+        "def count_vowels(s):\n    import time\n    time.sleep(600)\n",
         "def count_vowels(s):\n    raise RuntimeError('boom')\n",
         "import ctypes\nctypes.string_at(0)\n",
     ],
