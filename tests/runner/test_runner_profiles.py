@@ -1,28 +1,28 @@
 """Device profiles per (device kind, model, dtype, attention): two models in one sweep get two, each cell its own.
 
-One real multirun over the tiny Llama and the tiny Qwen2 (float64, one question, a few tokens), the
-profile measured by the runner; then the report and the tuner are asked for the profile of each.
+One sweep of one cell per model, the tiny Llama and the tiny Qwen2 (float64, one question, a few tokens),
+run in-process one after the other as the basic launcher runs a multirun's cells, each profile measured by
+the runner; then the report and the tuner are asked for the profile of each.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
 
 from lade_bench.profiling.device_profile import ProfileKey, device_kind, device_processor, load_profiles
 from lade_bench.report import aggregate
 from lade_bench.report.sweep import load_sweep
+from lade_bench.runner import run_cell
 from lade_bench.tune.config import SearchSpace, TuneConfigError
 from lade_bench.tune.profile import obtain_profile
 
-from .conftest import TINY
+from .conftest import CONF_DIR, TINY
 
-# A real two-model multirun with its device profiles serves the module: the slow lane.
+# A real two-model sweep with its device profiles serves the module: the slow lane.
 pytestmark = pytest.mark.slow
 
 PROFILED = ["device_profile.enabled=true", "device_profile.warmup=0", "device_profile.repeats=1"]
@@ -34,17 +34,15 @@ MODELS = {"tiny-llama": "tiny_llama", "tiny-qwen2": "tiny_qwen2"}
 def two_model_sweep(tmp_path_factory):
     """The sweep folder of one cell per tiny model, each with its device profile measured by the runner."""
     out = tmp_path_factory.mktemp("profiles") / "runs"
-    args = ["--multirun", *[a for a in TINY if not a.startswith("model=")], *PROFILED]
-    args += [f"model={','.join(MODELS.values())}", f"output_root={out}"]
-    result = subprocess.run(
-        [sys.executable, "-m", "lade_bench.run", *args],
-        cwd=out.parent,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ),
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    shared = [*[a for a in TINY if not a.startswith("model=")], *PROFILED, f"output_root={out}"]
+    sweep_dirs = set()
+    for model in MODELS.values():
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[*shared, f"model={model}"])
+        outcome = run_cell(cfg)
+        assert outcome.summary is not None
+        sweep_dirs.add(outcome.cell_dir.parent)
+    assert sweep_dirs == {out / "single"}  # both cells in one sweep, the one a multirun without +sweep fills
     return out / "single"
 
 
