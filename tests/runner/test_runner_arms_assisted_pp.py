@@ -126,10 +126,12 @@ def test_lp_scaling_sweep_runs_ar_pp_beside_ar_tp(compose_cfg, monkeypatch):
 @pytest.mark.slow
 def test_gemma_target_with_a_smollm2_draft_runs_universal_assisted_decoding(compose_cfg, tmp_path, caplog):
     """The offline real pair: Gemma-3-270M (262,144 ids) verifies SmolLM2-135M's (49,152 ids) proposals,
-    re-tokenised between the two vocabularies; greedy output equals AR's."""
+    re-tokenised between the two vocabularies; greedy output equals AR's. The pair's longer run, on the
+    article whose draft cache once broke it, is tests/decoding/test_assisted.py's; this one is the runner's
+    part (the roles, the pairing, the rows), so 6 tokens: a draft round or two per turn."""
     overrides = [
         "model=gemma3_270m", "model@assistant.model=smollm2", "arms=[ar,assisted]", "device=cpu",
-        "dataset.limit=1", "max_new_tokens=12", "warmup=0", "lookahead=cpu_small", "assistant.num_assistant_tokens=4",
+        "dataset.limit=1", "max_new_tokens=6", "warmup=0", "lookahead=cpu_small", "assistant.num_assistant_tokens=4",
         "wandb.mode=disabled", "device_profile.enabled=false", f"output_root={tmp_path}",
     ]  # fmt: skip
     with caplog.at_level("INFO", logger="lade_bench.runner.roles"):
