@@ -44,9 +44,9 @@ def test_greedy_completion_is_coherent_code(gemma3):
 
 @pytest.fixture(scope="module")
 def real_prompts(gemma3):
-    """Two MT-Bench questions as raw completion prompts (as conf/model/gemma3_270m.yaml renders them) and code."""
+    """An MT-Bench question as a raw completion prompt (as conf/model/gemma3_270m.yaml renders it) and code."""
     _, tokenizer = gemma3
-    samples = load_dataset_samples("mt_bench", limit=2)
+    samples = load_dataset_samples("mt_bench", limit=1)
     prompts = [render_prompt(tokenizer, sample, 0, [], chat=False) for sample in samples]
     return [*prompts, tokenizer.encode("def fibonacci(n):", add_special_tokens=True)]
 
@@ -55,13 +55,12 @@ def test_lookahead_equals_ar_greedy_on_real_prompts(gemma3, real_prompts):
     # Kept short: every logit row costs a 262,144-wide LM head, which dominates a CPU step.
     model, tokenizer = gemma3
     eos = tokenizer.eos_token_id
-    for prompt in real_prompts:
-        reference = autoregressive_generate(model, prompt, 6, eos_token_id=eos)
+    references = [autoregressive_generate(model, prompt, 6, eos_token_id=eos) for prompt in real_prompts]
+    for prompt, reference in zip(real_prompts, references, strict=True):
         result = lookahead_generate(model, prompt, LookaheadParams(4, 3, 3), 6, eos_token_id=eos)
         assert result.tokens == reference.tokens, tokenizer.decode(reference.tokens)
-    reference = autoregressive_generate(model, real_prompts[0], 6, eos_token_id=eos)
     assert lookahead_generate(model, real_prompts[0], LookaheadParams(5, 7, 7), 6, eos_token_id=eos).tokens == (
-        reference.tokens
+        references[0].tokens
     )
 
 
