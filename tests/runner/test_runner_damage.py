@@ -212,15 +212,38 @@ def test_a_failing_disk_gets_one_line_and_the_rerun_completes(
     assert len(load_rows(plan.sweep_root)) == expected and not list(locks_dir(plan.sweep_root).iterdir())
 
 
+WANDB_OFFLINE = [*ARGS, "wandb.mode=offline"]
+
+
+@pytest.fixture(scope="module")
+def finished_with_wandb(tmp_path_factory):
+    """Output root of one cell finished with its W&B sink offline, never modified (tests work on copies:
+    the run record's ``sync_dir`` is relative to the cell, so a copy holds its own offline run)."""
+    from hydra import compose, initialize_config_dir
+
+    from lade_bench.runner.sinks import default_sinks
+
+    from .conftest import CONF_DIR
+
+    root = tmp_path_factory.mktemp("finished_wandb")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_DATA_DIR", str(root.parent / f"{root.name}_wandb_data"))  # out of $HOME
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[*WANDB_OFFLINE, f"output_root={root}"])
+        assert run_cell(cfg, default_sinks(cfg)).status == "done"
+    return root
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("damage", ["wandb_run.json garbled", "summary.json deleted", "rows.jsonl cut"])
-def test_a_repaired_cell_keeps_exactly_one_wandb_run(damage, tmp_path, compose_cfg, monkeypatch):
+def test_a_repaired_cell_keeps_exactly_one_wandb_run(damage, finished_with_wandb, tmp_path, compose_cfg, monkeypatch):
     from lade_bench.runner.sinks import default_sinks
 
     monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "wandb_data"))  # wandb's staging, out of $HOME
-    cfg = compose_cfg([*ARGS, f"output_root={tmp_path / 'runs'}", "wandb.mode=offline"])
+    shutil.copytree(finished_with_wandb, tmp_path / "runs")
+    cfg = compose_cfg([*WANDB_OFFLINE, f"output_root={tmp_path / 'runs'}"])
     plan = plan_cell(cfg)
-    assert run_cell(cfg, default_sinks(cfg)).status == "done"
+    assert len(list((plan.sweep_root / "wandb").glob("offline-run-*"))) == 1  # the finished cell's own run
     name = damage.split()[0]
     {"garbled": lambda p: p.write_text("{not json"), "deleted": os.unlink, "cut": _cut_mid_line}[damage.split()[1]](
         plan.cell_dir / name
