@@ -7,8 +7,10 @@ import itertools
 import pytest
 import torch
 import yaml
+from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from lade_bench.conf import PACKAGE_CONF_DIR
@@ -21,10 +23,11 @@ from lade_bench.results import cell_id
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 
-from .conftest import option_names
+from .conftest import CONF_DIR, option_names
 
 GROUPS = ("model", "dataset", "lookahead", "sampling")
 SWEEPS = ("ablation_wg", "ablation_n", "prompt_ref", "sampling", "main", "smoke")
+HEADLINE = ("ngram", "window", "guesses", "prompt_as_reference", "verification")
 
 
 def test_default_config_is_the_quick_cpu_look(compose_cfg):
@@ -113,22 +116,51 @@ def test_lp_scaling_sweep_plans_one_cell_per_device_count(compose_cfg):
     assert len(cell_ids) == 4
 
 
+@pytest.fixture(scope="module")
+def sweep_grid():
+    """``sweep_grid(sweep)``: (the sweep's config with Hydra's, its axes, the composed config of every cell),
+    composed once per module: the plan test and the headline test below read the same grids."""
+    grids: dict[str, tuple] = {}
+
+    def _grid(sweep: str):
+        if sweep not in grids:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                cfg = compose("config", overrides=[f"+sweep={sweep}"], return_hydra_config=True)
+                params = dict(cfg.hydra.sweeper.params)
+                parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
+                axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in parsed]
+                cells = [compose("config", overrides=[f"+sweep={sweep}", *cell]) for cell in itertools.product(*axes)]
+            grids[sweep] = (cfg, axes, cells)
+        return grids[sweep]
+
+    return _grid
+
+
 @pytest.mark.parametrize("sweep", SWEEPS)
-def test_every_sweep_cell_composes_and_plans(compose_cfg, sweep):
-    cfg = compose_cfg([f"+sweep={sweep}"], hydra=True)
+def test_every_sweep_cell_composes_and_plans(sweep_grid, sweep):
+    cfg, axes, cells = sweep_grid(sweep)
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
     assert cfg.sweep_name == sweep
-    params = dict(cfg.hydra.sweeper.params)
-    assert params, f"sweep {sweep} has no grid"
-    parsed = OverridesParser.create().parse_overrides([f"{k}={v}" for k, v in params.items()])
-    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in parsed]
+    assert axes, f"sweep {sweep} has no grid"
     assert all(len(axis) >= 2 for axis in axes), f"{sweep}: every axis should have at least two values"
     cell_ids = set()
-    for cell in itertools.product(*axes):
-        plan = plan_cell(compose_cfg([f"+sweep={sweep}", *cell]))
+    for cell in cells:
+        plan = plan_cell(cell)
         cell_ids.add(plan.cell_id)
         assert plan.sweep_root.name == sweep
     assert len(cell_ids) == len(list(itertools.product(*axes))), "two cells of one sweep share an id"
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+def test_every_sweep_declares_a_headline_that_is_one_of_its_cells(sweep_grid, sweep):
+    """``report.headline`` (see test_runner_report_config): the cell each sweep's main-table entry reports."""
+    _, _, cells = sweep_grid(sweep)
+    headline = OmegaConf.to_container(cells[0].report.headline)
+    assert set(headline) == set(HEADLINE)
+    matching = [c for c in cells if all(c.lookahead[k] == headline[k] for k in HEADLINE)]
+    # every (model, dataset, sampling) of the grid has its declared cell, so no selection is needed
+    groups = {(c.model.name, c.dataset.name, c.sampling.name) for c in cells}
+    assert {(c.model.name, c.dataset.name, c.sampling.name) for c in matching} == groups
 
 
 def test_ablation_wg_has_the_paper_corners(compose_cfg):
