@@ -212,6 +212,8 @@ def test_kill_9_mid_cell_while_another_runs_then_rerun_resumes_it(tmp_path, capl
 def test_two_identical_commands_at_once_write_one_set_of_rows(tmp_path):
     out = tmp_path / "runs"
     args = ["--multirun", "lookahead.window=1,2", *TINY, "warmup=0", "wandb.mode=offline"]
+    # One W&B run per cell is the point here; what a run logs (figures, table) is test_runner_cli's.
+    args += ["wandb.log_figures=false", "wandb.log_table=false"]
     args += ["device_profile.enabled=true", "device_profile.warmup=0", "device_profile.repeats=1"]
     args += ["device_profile.context_tokens=8", f"output_root={out}"]
     env = {**os.environ, "WANDB_DATA_DIR": str(tmp_path / "wandb_data")}  # keep W&B staging out of $HOME
