@@ -13,7 +13,6 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from lade_bench.results.sweep_plan import read_launch
-from lade_bench.runner.launch_plan import planned_jobs
 
 from .conftest import CONF_DIR
 
@@ -57,19 +56,13 @@ def test_presets_give_one_gpu_per_timed_cell_and_none_to_local_ones():
     assert _launcher("ray_local")["ray"]["init"]["num_gpus"] == 0
 
 
-def test_the_launch_plan_lists_every_cell_of_the_sweep(tmp_path):
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=["+sweep=ablation_wg", f"output_root={tmp_path}"], return_hydra_config=True)
-        jobs = planned_jobs(cfg)
-    assert len(jobs) == 16 and {root for root, _ in jobs} == {tmp_path / "ablation_wg"}
-    names = [job["name"] for _, job in jobs]
-    assert names[0] == "llama2-7b-chat-mt_bench-N5W1G1-greedy" and len(set(names)) == 16
-    assert len({job["key"] for _, job in jobs}) == 16
-
-
 @pytest.mark.slow
 def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
-    """The documented Slurm command, against stand-ins for sbatch/srun/sacct that record the job script."""
+    """The documented Slurm command, against stand-ins for sbatch/srun/sacct that record the job script.
+
+    Its launch plan (``_plan/launch.json``, written before anything is submitted) is checked here too: one
+    CLI launch serves both, as composing the sweep's 16 cells is most of either's cost.
+    """
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = tmp_path / "submitted.sh"
@@ -106,4 +99,9 @@ def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
         assert f"#SBATCH {option}\n" in sbatch, option
     logs = re.search(r"#SBATCH --output=(\S+)", sbatch)[1]
     assert Path(logs).is_relative_to(tmp_path / "runs" / "ablation_wg")  # job logs inside the sweep folder
-    assert len(read_launch(tmp_path / "runs" / "ablation_wg")["jobs"]) == 16
+    # The launch plan lists every cell of the sweep, in the sweeper's order, each named and keyed once.
+    assert [p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()] == ["ablation_wg"]
+    jobs = read_launch(tmp_path / "runs" / "ablation_wg")["jobs"]
+    names = [job["name"] for job in jobs]
+    assert len(jobs) == 16 and names[0] == "llama2-7b-chat-mt_bench-N5W1G1-greedy" and len(set(names)) == 16
+    assert len({job["key"] for job in jobs}) == 16
