@@ -21,7 +21,7 @@ from lade_bench import bench
 from lade_bench.decoding import DecodeResult
 from lade_bench.decoding.timing import device_synchronizer, model_device
 from lade_bench.methods import GenerationRequest, Method, method_color, method_names, register, unregister
-from lade_bench.report import build_report, load_sweep
+from lade_bench.report import build_report
 from lade_bench.report.figures import draw_speedup_bars
 from lade_bench.results import load_rows
 from lade_bench.runner import plan_cell, register_configs, run_cell
@@ -101,7 +101,7 @@ def test_a_registered_toy_method_runs_a_cell_the_report_the_tuner_checks_and_the
     assert list(summary["arm"]) == ["ar", "lookahead", toy_method]
     tables = "".join(path.read_text() for path in (tmp_path / "report" / "tables").glob("*.md"))
     assert TOY_LABEL in tables
-    figure = draw_speedup_bars(load_sweep(outcome.cell_dir.parent).headline, "speedup", "context")
+    figure = draw_speedup_bars(report.sweep.headline, "speedup", "context")  # the sweep the report loaded
     bars = {bar.get_label(): bar for ax in figure.axes for bar in ax.containers}
     assert to_hex(bars[TOY_LABEL].patches[0].get_facecolor()) == TOY_COLOR
 
