@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,3 +24,25 @@ def sweep(sweep_dir):
     from lade_bench.report.sweep import load_sweep
 
     return load_sweep(sweep_dir)
+
+
+@dataclass(frozen=True)
+class CliReport:
+    """What ``python -m lade_bench.report SWEEP --out OUT --n-boot N_BOOT`` wrote and printed."""
+
+    out: Path
+    printed: str
+    n_boot: int
+
+
+@pytest.fixture(scope="session")
+def sweep_report(sweep_dir, tmp_path_factory) -> CliReport:
+    """The small sweep's report as the CLI writes it (figures, tables, HTML), built once: several modules
+    read the same report (its files, its page in a browser, the tables an archive must reproduce)."""
+    from lade_bench.report.cli import main
+
+    out, n_boot = tmp_path_factory.mktemp("report"), 300
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main([str(sweep_dir), "--out", str(out), "--n-boot", str(n_boot)]) == 0
+    return CliReport(out, printed.getvalue(), n_boot)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from lade_bench.results.sweep_index import INDEX_JSONL
 from lade_bench.results.sweep_plan import job_key, write_launch
 
 
-def test_a_report_of_the_archive_writes_the_sweeps_tables_byte_for_byte(sweep_dir, tmp_path):
+def test_a_report_of_the_archive_writes_the_sweeps_tables_byte_for_byte(sweep_dir, sweep_report, tmp_path):
     archive = tmp_path / "rows" / sweep_dir.name
     stale = archive / "device_profiles" / "stale.json"
     stale.parent.mkdir(parents=True)
@@ -24,15 +25,18 @@ def test_a_report_of_the_archive_writes_the_sweeps_tables_byte_for_byte(sweep_di
     result = export_archive(sweep_dir, archive)
     assert is_archive(archive) and not stale.exists()
     assert result.n_rows == len(load_rows(sweep_dir)) and result.profiles
-    from_sweep = build_report(sweep_dir, tmp_path / "from_sweep", html=False)
-    from_archive = build_report(archive, tmp_path / "from_archive", html=False)
-    written = sorted(p.name for p in (tmp_path / "from_sweep" / TABLES_DIR).iterdir())
+    # The sweep folder's report: the one the CLI wrote (conftest.py), at the same bootstrap settings.
+    from_sweep = sweep_report.out
+    from_archive = build_report(archive, tmp_path / "from_archive", html=False, n_boot=sweep_report.n_boot)
+    written = sorted(p.name for p in (from_sweep / TABLES_DIR).iterdir())
     assert written == sorted(p.name for p in (tmp_path / "from_archive" / TABLES_DIR).iterdir())
     assert "cells_summary.csv" in written and any(name.endswith(".md") for name in written)
     for name in written:
-        expected = (tmp_path / "from_sweep" / TABLES_DIR / name).read_bytes()
+        expected = (from_sweep / TABLES_DIR / name).read_bytes()
         assert (tmp_path / "from_archive" / TABLES_DIR / name).read_bytes() == expected, name
-    assert [f.png.name for f in from_archive.figures] == [f.png.name for f in from_sweep.figures]
+    figures_of_sweep = [line.split()[1] for line in sweep_report.printed.splitlines() if line.startswith("figure ")]
+    assert [f.png.name for f in from_archive.figures] == [Path(png).name for png in figures_of_sweep]
+    assert figures_of_sweep
 
 
 def test_the_archive_keeps_each_cells_headline_manifest_and_profile(sweep_dir, tmp_path):

@@ -7,14 +7,13 @@ import subprocess
 import sys
 
 from lade_bench.report.build import build_report
-from lade_bench.report.cli import main
 from lade_bench.report.figures import FIGURES
 from lade_bench.report.tables import PAPER_TABLES
 
 
-def test_cli_writes_figures_tables_and_html(sweep_dir, tmp_path, capsys):
-    assert main([str(sweep_dir), "--out", str(tmp_path), "--n-boot", "300"]) == 0
-    printed = capsys.readouterr().out
+def test_cli_writes_figures_tables_and_html(sweep_report):
+    # The report the CLI wrote (conftest.py: main([sweep, "--out", out, "--n-boot", "300"]), built once).
+    tmp_path, printed = sweep_report.out, sweep_report.printed
     drawn = [name for name in FIGURES if name != "speedup_vs_devices"]  # no multi-device cell here
     for name in drawn:
         assert (tmp_path / "figures" / f"{name}.png").is_file()
@@ -34,18 +33,7 @@ def test_cli_writes_figures_tables_and_html(sweep_dir, tmp_path, capsys):
     assert 'id="conditions"' in page and "timing conditions not recorded" in page
 
 
-def test_default_out_is_inside_the_sweep(sweep_dir, tmp_path):
-    copy = tmp_path / "sweep"
-    subprocess.run(["cp", "-r", str(sweep_dir), str(copy)], check=True)
-    result = build_report(copy, html=False, n_boot=100)
-    assert result.out_dir == copy / "report" and result.html is None
-    assert (copy / "report" / "figures" / "speedup_bars.png").is_file()
-
-
-def test_stale_outputs_are_removed(sweep_dir, tmp_path):
-    (tmp_path / "figures").mkdir()
-    stale = tmp_path / "figures" / "rouge_parity.png"
-    stale.write_bytes(b"old")
+def test_default_out_is_inside_the_sweep_and_stale_outputs_are_removed(sweep_dir, tmp_path):
     only_greedy = tmp_path / "greedy"
     only_greedy.mkdir()
     for cell in sweep_dir.iterdir():
@@ -55,7 +43,13 @@ def test_stale_outputs_are_removed(sweep_dir, tmp_path):
             and "do_sample: false" in (cell / "config.yaml").read_text()
         ):
             subprocess.run(["cp", "-r", str(cell), str(only_greedy / cell.name)], check=True)
-    result = build_report(only_greedy, tmp_path, html=False, n_boot=100)
+    # A figure an earlier build drew from cells that are gone, in the default output folder.
+    (only_greedy / "report" / "figures").mkdir(parents=True)
+    stale = only_greedy / "report" / "figures" / "rouge_parity.png"
+    stale.write_bytes(b"old")
+    result = build_report(only_greedy, html=False, n_boot=100)
+    assert result.out_dir == only_greedy / "report" and result.html is None
+    assert (only_greedy / "report" / "figures" / "speedup_bars.png").is_file()
     assert "rouge_parity" in result.skipped and "sampling_rouge" in result.skipped
     assert not stale.exists()
 
