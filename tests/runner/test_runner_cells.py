@@ -130,16 +130,6 @@ def test_warmup_runs_every_arm_before_timing(compose_cfg, tmp_path, spy):
     assert all(budget is None for _, _, budget in spy[4:])
 
 
-def test_finished_cell_is_skipped_without_generating(compose_cfg, tmp_path, spy):
-    cfg = compose_cfg([*TINY, f"output_root={tmp_path}"])
-    first = run_cell(cfg)
-    calls = len(spy)
-    again = run_cell(cfg)
-    assert (first.status, again.status, again.rows_appended) == ("done", "skipped", 0)
-    assert len(spy) == calls
-    assert again.summary == first.summary
-
-
 def test_interrupted_cell_resumes_without_duplicates(compose_cfg, tmp_path, monkeypatch):
     cfg = compose_cfg([*TINY, "dataset.limit=3", "warmup=0", f"output_root={tmp_path}"])
     interrupt_generation_after(monkeypatch, 5, lambda: run_cell(cfg))
@@ -209,7 +199,7 @@ def test_over_long_prompts_are_skipped_and_counted(compose_cfg, tmp_path):
     assert manifest["samples"]["skipped_ids"] == skipped
 
 
-def test_sinks_get_config_summary_rows_and_folder(compose_cfg, tmp_path):
+def test_sinks_get_config_summary_rows_and_folder_and_the_finished_cell_is_skipped(compose_cfg, tmp_path, spy):
     received = []
     cfg = compose_cfg([*TINY, f"output_root={tmp_path}"])
     outcome = run_cell(cfg, sinks=[lambda *args: received.append(args)])
@@ -225,6 +215,13 @@ def test_sinks_get_config_summary_rows_and_folder(compose_cfg, tmp_path):
     # one question: no interval, and the summary says why
     assert summary["arms"]["lookahead"]["speedup_ci_low"] is None
     assert summary["arms"]["lookahead"]["speedup_ci_note"] == "no interval: 1 sample (< 10)"
+
+    # Run again, the finished cell is skipped without generating anything.
+    calls = len(spy)
+    again = run_cell(cfg)
+    assert (outcome.status, again.status, again.rows_appended) == ("done", "skipped", 0)
+    assert len(spy) == calls > 0
+    assert again.summary == outcome.summary
 
 
 def test_sinks_hear_about_a_failed_cell_and_the_error_propagates(compose_cfg, tmp_path, monkeypatch):
