@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from lade_bench import stats
@@ -20,14 +22,18 @@ def _subset(sweep: Sweep, mask, profiles=None) -> Sweep:
 MULTI_DEVICE = "speedup_vs_devices"
 
 
-def test_every_figure_is_written_as_png_and_pdf(sweep, tmp_path):
-    written, skipped = build_figures(sweep, tmp_path)
-    assert list(skipped) == [MULTI_DEVICE] and "no greedy cell ran on more than one device" in skipped[MULTI_DEVICE]
-    assert [f.name for f in written] == [name for name in FIGURES if name != MULTI_DEVICE]
-    for fig in written:
-        assert fig.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert fig.pdf.read_bytes()[:5] == b"%PDF-"
-        assert fig.caption
+def test_every_figure_is_written_as_png_and_pdf(sweep_report):
+    # The report the CLI wrote of the sweep (conftest.py): what it printed, and its files.
+    lines = sweep_report.printed.splitlines()
+    written = [Path(line.split()[1]) for line in lines if line.startswith("figure ")]
+    skipped = dict(line.removeprefix("skipped ").split(": ", 1) for line in lines if line.startswith("skipped "))
+    assert [name for name in skipped if name in FIGURES] == [MULTI_DEVICE]
+    assert "no greedy cell ran on more than one device" in skipped[MULTI_DEVICE]
+    assert [png.stem for png in written] == [name for name in FIGURES if name != MULTI_DEVICE]
+    for png in written:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+        assert FIGURES[png.stem].caption
 
 
 def test_figures_name_model_device_and_sweep(sweep):
