@@ -23,7 +23,9 @@ from lade_bench.report.sweep import Sweep, sweep_from_rows
 
 from .sweep_builder import MODEL_NAME, as_model, with_speedups
 
-OTHER = "other-model-1b"
+# Long names, so that the figures of two models (and two sweeps) also show that long titles fit.
+OTHER = "a-long-model-name-instruct-v2-with-a-suffix"
+SECOND_SWEEP = "an_ablation_sweep_with_a_long_name"
 # Lowered so that the 2-3 samples of the test cells get intervals (error bars to place labels over).
 WITH_CI = stats.IntervalSettings(n_boot=200, min_units=2)
 # The figures the single-device sweep draws (the multi-device one has its own test).
@@ -36,9 +38,10 @@ def _sweep(base: Sweep, rows: pd.DataFrame, intervals: stats.IntervalSettings = 
 
 @pytest.fixture(scope="module")
 def two_models(sweep) -> Sweep:
-    """The sweep plus a copy of it as another model, that copy also once more under another sweep name."""
+    """The sweep plus a copy of it as another model, that copy also once more under another sweep name
+    (both names long)."""
     rows = pd.concat(
-        [sweep.rows, as_model(sweep.rows, OTHER), as_model(sweep.rows, OTHER, sweep="second_sweep")],
+        [sweep.rows, as_model(sweep.rows, OTHER), as_model(sweep.rows, OTHER, sweep=SECOND_SWEEP)],
         ignore_index=True,
     )
     return _sweep(sweep, rows)
@@ -74,7 +77,7 @@ def test_heatmap_draws_one_panel_per_model_and_dataset_with_a_grid(two_models):
     for title in titles:
         assert "toy_sum" in title and "N=3" in title and "prompt ref on" in title and "n=3" in title
         assert (MODEL_NAME in title) != (OTHER in title)  # exactly one model per panel
-    assert sorted((OTHER in t, "second_sweep" in t) for t in titles) == [(False, False), (True, False), (True, True)]
+    assert sorted((OTHER in t, SECOND_SWEEP in t) for t in titles) == [(False, False), (True, False), (True, True)]
     assert all(ax.images[0].get_array().shape == (2, 2) for ax in panels)
 
 
@@ -113,11 +116,8 @@ def test_heatmap_text_contrasts_with_its_cell(sweep):
 
 @pytest.mark.slow
 def test_no_two_texts_overlap_and_titles_fit_the_figure(sweep, two_models):
-    long_name = "a-long-model-name-instruct-v2-with-a-suffix"
-    long_rows = pd.concat(
-        [sweep.rows, as_model(sweep.rows, long_name, sweep="an_ablation_sweep_with_a_long_name")], ignore_index=True
-    )
-    for source in (sweep, two_models, _sweep(sweep, long_rows)):
+    # One model (one-panel figures, the narrowest titles), and two models under long model and sweep names.
+    for source in (sweep, two_models):
         for name in DRAWN:
             fig = _drawn(FIGURES[name].draw(source))
             bounds = fig.bbox
@@ -171,7 +171,7 @@ def test_bars_put_one_model_per_row(two_models):
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert titles == [OTHER, MODEL_NAME]
     ticks = [t.get_text() for t in fig.axes[1].get_xticklabels()]
-    assert ticks and all("n=" in t for t in ticks) and not any("second_sweep" in t for t in ticks)
+    assert ticks and all("n=" in t for t in ticks) and not any(SECOND_SWEEP in t for t in ticks)
 
 
 def test_bars_wrap_a_model_with_many_groups_on_one_scale(sweep):
@@ -200,7 +200,7 @@ def test_histogram_keeps_models_and_cells_apart(two_models):
         title = ax.get_title()
         assert (MODEL_NAME in title) != (OTHER in title) and "n=" in title
         model = OTHER if OTHER in title else MODEL_NAME
-        sweep_name = "second_sweep" if "second_sweep" in title else "unit_report"
+        sweep_name = SECOND_SWEEP if SECOND_SWEEP in title else "unit_report"
         dataset = "toy_code" if "toy_code" in title else "toy_sum"
         legend = ax.get_legend()
         assert "N=" in legend.get_title().get_text() and dataset in legend.get_title().get_text()
