@@ -89,6 +89,14 @@ def loaded(spec_sweep):
     return load_sweep(spec_sweep, n_boot=200, min_ci_units=2)
 
 
+@pytest.fixture(scope="module")
+def answers(spec_sweep, tmp_path_factory) -> Path:
+    """The sweep's answer files as ``python -m lade_bench.export spec-bench SWEEP --out DIR`` writes them."""
+    out = tmp_path_factory.mktemp("answers")
+    assert export_main(["spec-bench", str(spec_sweep), "--out", str(out)]) == 0
+    return out
+
+
 def _speed_py(records: list[dict], categories: set[str]) -> float:
     """Spec-Bench's evaluation/speed.py, per question: sum(new_tokens) / sum(wall_time) of choices[0]."""
     chosen = [r["choices"][0] for r in records if r["category"] in categories]
@@ -100,9 +108,8 @@ def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(spec_sweep, rows, tmp_path, capsys):
-    assert export_main(["spec-bench", str(spec_sweep), "--out", str(tmp_path)]) == 0
-    names = sorted(p.stem for p in tmp_path.glob("*.jsonl"))
+def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(answers, rows, tmp_path):
+    names = sorted(p.stem for p in answers.glob("*.jsonl"))
     # AR and lookahead ran in cells of two lookahead settings: one file per setting; the rest one file each.
     assert names == sorted(
         [
@@ -115,7 +122,7 @@ def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(spec_sweep, r
         ]
     )
     for name in names:
-        records = _read(tmp_path / f"{name}.jsonl")
+        records = _read(answers / f"{name}.jsonl")
         assert [r["question_id"] for r in records] == sorted(r["question_id"] for r in records)
         assert {r["category"] for r in records} == set(CATEGORIES) and {r["model_id"] for r in records} == {name}
         for record in records:
@@ -138,7 +145,7 @@ def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(spec_sweep, r
     # speed.py: the mean over questions of tokens/s, method over baseline, each method against the AR file
     # of its own cells; the same number from the rows directly.
     for method, base in (("lookahead-n5-w15-g15-pool", "ar-n5-w15-g15-pool"), ("prompt_lookup", "ar-n5-w7-g7")):
-        ours, ar = _read(tmp_path / f"tiny-llama-{method}.jsonl"), _read(tmp_path / f"tiny-llama-{base}.jsonl")
+        ours, ar = _read(answers / f"tiny-llama-{method}.jsonl"), _read(answers / f"tiny-llama-{base}.jsonl")
         arm = method.split("-")[0]
         in_cells = rows[rows["cell_id"].isin({r["answer_id"].split("-")[0] for r in ours})]
         for category in CATEGORIES:
@@ -151,8 +158,8 @@ def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(spec_sweep, r
         # equal.py: a greedy method's texts equal AR's, question by question.
         assert [str(r["choices"][0]["turns"]) for r in ours] == [str(r["choices"][0]["turns"]) for r in ar]
     # Our reader takes them back, and refuses a corrupted copy naming the line.
-    assert read_answer_file(tmp_path / "tiny-llama-token_recycling.jsonl").model_id == "tiny-llama-token_recycling"
-    lines = (tmp_path / "tiny-llama-token_recycling.jsonl").read_text().splitlines()
+    assert read_answer_file(answers / "tiny-llama-token_recycling.jsonl").model_id == "tiny-llama-token_recycling"
+    lines = (answers / "tiny-llama-token_recycling.jsonl").read_text().splitlines()
     broken = json.loads(lines[1])
     broken["choices"][0]["wall_time"] = broken["choices"][0]["wall_time"] + [1.0]
     (tmp_path / "broken.jsonl").write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]) + "\n")
@@ -191,9 +198,7 @@ def test_leaderboard_pairs_each_method_with_the_ar_of_its_own_cells(loaded, rows
     assert (records["matches_ar"] == 1.0).all()
 
 
-def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_sweep, tmp_path):
-    answers = tmp_path / "answers"
-    assert export_main(["spec-bench", str(spec_sweep), "--out", str(answers)]) == 0
+def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_sweep, answers, tmp_path):
     # A Spec-Bench user's files: another model id, another machine's times (twice as slow for the method).
     published = {}
     for ours, theirs, scale in (
@@ -225,8 +230,10 @@ def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_s
     assert "external: vicuna-7b-v1.3-pld" in board and "| tiny-llama | Prompt lookup |" in board
     assert {"spec_bench_leaderboard", "spec_bench_speedups"} <= set(result.tables)
     assert any(f.name == "spec_bench_leaderboard" and f.png.is_file() for f in result.figures)
+    # A method's file without its baseline's is refused before anything is loaded or written.
     with pytest.raises(ValueError, match="baseline's answer file first"):
         build_report(spec_sweep, tmp_path / "again", html=False, spec_bench_answers=files[:1])
+    assert not (tmp_path / "again").exists()
 
 
 def test_the_leaderboard_figure_is_readable(loaded):

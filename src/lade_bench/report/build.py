@@ -20,7 +20,7 @@ from pathlib import Path
 from lade_bench import stats
 from lade_bench.report.figures import FigureOutput, build_figures, build_tune_figure
 from lade_bench.report.html_report import render_html, write_html
-from lade_bench.report.spec_bench_board import build_board
+from lade_bench.report.spec_bench_board import build_board, read_external_answers
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
 from lade_bench.results.atomic import atomic_write_text
@@ -77,6 +77,7 @@ def build_report(
         spec_bench_answers: Spec-Bench answer files shown beside the sweep's Spec-Bench leaderboard,
             labelled external (the baseline's first, then the methods'); never paired with its rows.
     """
+    external_answers = read_external_answers(spec_bench_answers)  # a bad file is refused before any work
     sweep = load_sweep(paths, n_boot=n_boot, min_ci_units=min_ci_units)
     out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
     figures_dir, tables_dir = out / FIGURES_DIR, out / TABLES_DIR
@@ -97,7 +98,7 @@ def build_report(
         result.tables[name] = written
         html_tables[name] = (spec.caption, table)
     # Only a sweep with Spec-Bench rows (or given answer files) has a leaderboard; others list nothing skipped.
-    board = build_board(sweep, tables_dir, figures_dir, spec_bench_answers)
+    board = build_board(sweep, tables_dir, figures_dir, external_answers)
     if board is not None:
         result.figures.append(board.figure)
         result.tables.update(board.tables)

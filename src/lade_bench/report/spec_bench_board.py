@@ -353,15 +353,10 @@ def _row_of(rec: dict[str, Any]) -> str:
     return EXTERNAL if rec["source"] == EXTERNAL else str(rec["model"])
 
 
-def build_board(
-    sweep: Sweep,
-    tables_dir: str | os.PathLike[str],
-    figures_dir: str | os.PathLike[str],
-    external_files: Sequence[str | os.PathLike[str]] = (),
-) -> BoardResult | None:
-    """Write the leaderboard tables and figure when the sweep has spec_bench rows (or answer files are
-    given: the first is their baseline, the others methods); None otherwise (nothing is listed as skipped:
-    a report of other benchmarks has no leaderboard to miss).
+def read_external_answers(external_files: Sequence[str | os.PathLike[str]]) -> list[AnswerSet]:
+    """Read the Spec-Bench answer files shown beside the leaderboard: the baseline's first, then methods'.
+
+    Called before the sweep is loaded, so that a bad file is refused before any report work starts.
 
     Raises:
         ValueError: a single external file (a method file needs its baseline's).
@@ -369,8 +364,20 @@ def build_board(
     """
     if len(external_files) == 1:
         raise ValueError("--spec-bench-answers takes the baseline's answer file first, then one or more methods'")
-    external = [read_answer_file(path) for path in external_files]
-    records = board_records(sweep, external)
+    return [read_answer_file(path) for path in external_files]
+
+
+def build_board(
+    sweep: Sweep,
+    tables_dir: str | os.PathLike[str],
+    figures_dir: str | os.PathLike[str],
+    external: Sequence[AnswerSet] = (),
+) -> BoardResult | None:
+    """Write the leaderboard tables and figure when the sweep has spec_bench rows (or answer files are
+    given, as :func:`read_external_answers` reads them: the first is their baseline, the others methods);
+    None otherwise (nothing is listed as skipped: a report of other benchmarks has no leaderboard to miss).
+    """
+    records = board_records(sweep, list(external))
     if records.empty:
         return None
     provenance = f"Computed from {len(sweep.rows)} rows of sweep {sweep.label}" + (
