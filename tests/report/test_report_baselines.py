@@ -43,10 +43,20 @@ def sweep(tmp_path_factory):
     return root / "baselines"
 
 
-def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep):
-    rows = collect_rows([sweep])
+@pytest.fixture(scope="module")
+def rows(sweep) -> pd.DataFrame:
+    """The sweep's rows with each cell's dtype and processor, read once for the module."""
+    return collect_rows([sweep])
+
+
+@pytest.fixture(scope="module")
+def table(rows) -> pd.DataFrame:
+    """The baselines table of those rows, computed once for the module."""
+    return baselines_table(rows)
+
+
+def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(rows, table):
     assert set(rows["dtype"]) == {"float32", "bfloat16"}
-    table = baselines_table(rows)
     assert len(table) == 6
     assert set(zip(table["dtype"], table["mode"], strict=True)) == {
         ("float32", "eager"),
@@ -76,12 +86,13 @@ def test_each_arm_is_compared_within_its_mode_and_ar_against_eager_float32(sweep
     assert "(n=2)" in markdown and "compiled (default)" in markdown
 
 
-def test_the_written_table_recomputes_from_the_written_archive(sweep, tmp_path):
+def test_the_written_table_recomputes_from_the_written_archive(sweep, rows, tmp_path):
     assert main([str(sweep), "--out", str(tmp_path)]) == 0
     archive = tmp_path / "rows" / "baselines"
     assert is_archive(archive)
+    sweep_rows = rows
     rows = collect_rows([archive])
-    assert len(rows) == len(collect_rows([sweep]))
+    assert len(rows) == len(sweep_rows)
     committed = pd.read_csv(tmp_path / "tables" / "baselines.csv")
     recomputed = baselines_table(rows)
     pd.testing.assert_frame_equal(
@@ -93,9 +104,7 @@ def test_the_written_table_recomputes_from_the_written_archive(sweep, tmp_path):
     )
 
 
-def test_the_summary_has_a_column_per_setting_and_per_token_numbers(sweep):
-    rows = collect_rows([sweep])
-    table = baselines_table(rows)
+def test_the_summary_has_a_column_per_setting_and_per_token_numbers(rows, table):
     lines = render_summary(table, baselines_drift(rows)).splitlines()
     assert lines[0].endswith("| float32 eager | bfloat16 compiled (default) |")
     ar = next(line for line in lines if "AR (gain over eager float32 AR)" in line)
@@ -144,10 +153,9 @@ def test_an_unfinished_sweep_is_refused_before_any_table(sweep, tmp_path, capsys
     assert not (tmp_path / "out" / "tables").exists()
 
 
-def test_rows_without_their_dtype_are_refused(sweep):
-    rows = collect_rows([sweep]).assign(dtype=None)
+def test_rows_without_their_dtype_are_refused(rows):
     with pytest.raises(ValueError, match="every row needs its cell's dtype"):
-        baselines_table(rows)
+        baselines_table(rows.assign(dtype=None))
 
 
 def _with_processor(sweep, tmp_path, dtype: str, processor: dict | None, earlier: dict | None = None):
@@ -172,10 +180,9 @@ OTHER_CPU = {"model_name": "Another CPU", "vendor": "GenuineIntel", "family": "6
     [(OTHER_CPU, None, None), (None, None, PROCESSOR_UNRECORDED), ("same", OTHER_CPU, PROCESSOR_MIXED)],
     ids=["another CPU", "not recorded", "resumed on another CPU"],
 )
-def test_ar_is_compared_across_cells_only_on_one_cpu_kind(sweep, tmp_path, processor, earlier, label):
+def test_ar_is_compared_across_cells_only_on_one_cpu_kind(sweep, rows, tmp_path, processor, earlier, label):
     # Sittings of one sweep may land on different machines; a gain across two CPUs measures the CPUs.
-    first = collect_rows([sweep])
-    (same_cpu,) = set(first["processor"])
+    (same_cpu,) = set(rows["processor"])
     assert same_cpu not in (PROCESSOR_UNRECORDED, PROCESSOR_MIXED)
     recorded = None if processor is None else first_manifest_processor(sweep) if processor == "same" else processor
     rows = collect_rows([_with_processor(sweep, tmp_path, "bfloat16", recorded, earlier)])
