@@ -48,8 +48,10 @@ def two_models(sweep) -> Sweep:
 
 
 def _drawn(fig: Figure) -> Figure:
+    """``fig`` laid out as when it is saved (constrained layout run, text placed), without rasterizing it:
+    the positions and extents the tests read are those of a full draw."""
     FigureCanvasAgg(fig)
-    fig.canvas.draw()
+    fig.draw_without_rendering()
     return fig
 
 
