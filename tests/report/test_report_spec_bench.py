@@ -239,7 +239,7 @@ def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_s
 def test_the_leaderboard_figure_is_readable(loaded):
     fig = draw_board(board_records(loaded), loaded.context_line())
     FigureCanvasAgg(fig)
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # laid out as when saved; positions are all that is read
     renderer = fig.canvas.get_renderer()
     bounds = fig.bbox
     titles = [t for t in [fig._suptitle, *(ax.title for ax in fig.axes)] if t is not None and t.get_text()]
