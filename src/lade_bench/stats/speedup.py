@@ -50,6 +50,7 @@ def speedup_estimate(
     sampled: bool,
     baseline: str = BASELINE_ARM,
     intervals: IntervalSettings = IntervalSettings(),
+    totals: pd.DataFrame | None = None,
 ) -> Estimate:
     """Speedup of ``arm`` over ``baseline`` on a cell's paired rows, with its interval over samples.
 
@@ -60,11 +61,13 @@ def speedup_estimate(
         sampled: the cell samples (speedup per token) or is greedy (speedup of wall times).
         baseline: the arm the speedup is relative to.
         intervals: bootstrap settings and the fewest samples an interval needs.
+        totals: ``per_sample_totals(paired, arm, baseline)`` when the caller has it already.
 
     Returns:
         The estimate; value NaN and note ``"no paired AR rows"`` when nothing pairs.
     """
-    totals = per_sample_totals(paired, arm, baseline)
+    if totals is None:
+        totals = per_sample_totals(paired, arm, baseline)
     if totals.empty:
         return Estimate(math.nan, math.nan, math.nan, 0, 0, NOTE_NO_PAIRS)
     t_base, t_arm, tok_base, tok_arm = (

@@ -164,10 +164,11 @@ def summarize_cell(
     for arm in sorted_arms(cell_rows["arm"].unique(), arm_order):
         arm_rows = cell_rows[cell_rows["arm"] == arm]
         arm_paired = paired[paired["arm"] == arm]
-        estimate = speedup_estimate(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals)
+        totals = per_sample_totals(paired, arm, baseline)
+        estimate = speedup_estimate(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals, totals=totals)
         # The other estimator (docs/statistics.md): tables show it beside the ratio of sums, since the
         # two can fall on opposite sides of 1 when per-sample speedups vary with sample length.
-        mean = per_sample_mean(per_sample_totals(paired, arm, baseline), sampled=sampled)
+        mean = per_sample_mean(totals, sampled=sampled)
         efficiency = arm_efficiency(arm_paired)
         record = {
             **attributes,
