@@ -26,8 +26,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=this_checkout.sh
 source scripts/this_checkout.sh
+py=.venv/bin/python
 models=(smollm2 gemma3_270m)
-category_groups=(mt_bench translation summarization qa math_reasoning rag)
+# Spec-Bench's category groups, from the dataset's own entry (lade_bench.datasets.spec_bench.GROUPS).
+read -r -a category_groups <<<"$("$py" -c 'from lade_bench.datasets.spec_bench import GROUPS; print(*GROUPS)')"
 groups=()
 for model in "${models[@]}"; do
     for group in "${category_groups[@]}"; do
@@ -56,7 +58,6 @@ if [ ! -f "$questions" ]; then
     echo "no Spec-Bench question file at $questions: SHARED_DATA_DIR is the folder holding spec_bench/question.jsonl" >&2
     exit 2
 fi
-py=.venv/bin/python
 sweep=paper_figures/spec_bench
 for entry in "${todo[@]}"; do
     IFS=: read -r model group <<<"$entry"
