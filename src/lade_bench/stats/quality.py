@@ -115,6 +115,8 @@ def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
     samples.
     """
     out: dict[str, float] = {}
+    # The quality columns only, once: each metric's filters then copy no texts or ids.
+    arm_rows = arm_rows[[*SAMPLE_KEY, "error", *dict.fromkeys(MEAN_METRICS.values()), "passed"]]
     for metric, column in MEAN_METRICS.items():
         per_key = per_key_quality(arm_rows, column).to_numpy()
         out[metric] = get_metric(metric).aggregate(per_key) if per_key.size else math.nan
