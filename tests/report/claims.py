@@ -31,6 +31,8 @@ import pandas as pd
 from lade_bench import stats
 from lade_bench.metrics.speed import bootstrap_ci, bootstrap_per_token_ci
 from lade_bench.report.baselines import collect_rows
+from lade_bench.report.spec_bench_board import DATASET as SPEC_BENCH
+from lade_bench.report.spec_bench_board import group_of_sample
 from lade_bench.results import load_rows
 
 # Ten seeds: enough to see how far an interval's end moves with the bootstrap's seed (0.9978-1.0062
@@ -43,7 +45,9 @@ _OPTIONS = ("baseline",)
 # Per-row lists and texts no speedup reads.
 HEAVY_COLUMNS = ("output_ids", "output_text", "accept_lengths", "step_tokens")
 # What a ``vs`` partner cell must share with its left-hand cell unless the claim overrides it.
-_PARTNER_KEYS = ("model", "dataset", "ngram", "window", "guesses", "prompt_as_reference", "do_sample", "compiled")
+_PARTNER_KEYS = (
+    "model", "dataset", "group", "ngram", "window", "guesses", "prompt_as_reference", "do_sample", "compiled",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -61,16 +65,22 @@ class Claim:
 
 
 def committed_rows(root: Path) -> pd.DataFrame:
-    """Every committed per-sample row (reference sweeps, assisted, tune held-out, baselines) in one frame.
+    """Every committed per-sample row (reference sweeps, assisted, tune held-out, baselines, Spec-Bench)
+    in one frame.
 
-    Adds ``dtype`` (float32 outside the baselines archive, whose manifests record it per cell).
+    Adds ``dtype`` (float32 outside the baselines archive, whose manifests record it per cell) and
+    ``group``: the Spec-Bench category group of a Spec-Bench row (its cell's one group), else empty.
     """
     folders = sorted((root / "paper_figures" / "rows").iterdir())
     folders += [root / "paper_figures" / "assisted" / "rows"]
     folders += sorted((root / "paper_figures" / "tune").glob("*/heldout_rows"))
+    folders += sorted((root / "paper_figures" / "spec_bench" / "rows").iterdir())
     frames = [load_rows(folder).assign(dtype="float32") for folder in folders]
     frames.append(collect_rows([root / "paper_figures" / "baselines" / "rows" / "baselines"]).drop(columns="processor"))
-    return pd.concat(frames, ignore_index=True)
+    rows = pd.concat(frames, ignore_index=True)
+    is_spec_bench = rows["dataset"] == SPEC_BENCH
+    groups = rows.loc[is_spec_bench, "sample_id"].map(group_of_sample)
+    return rows.assign(group=groups.reindex(rows.index).fillna(""))
 
 
 def _value(text: str) -> object:

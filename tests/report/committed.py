@@ -51,6 +51,10 @@ def assert_tables_recompute(new_tables: Path, old_tables: Path, key: str) -> Non
     assert_recomputes(recomputed, committed, list(committed.columns), key=key)
 
 
+# The two models that ship offline, which every committed CPU sweep runs.
+EMBEDDED_MODELS = frozenset({"smollm2-135m-instruct", "gemma3-270m"})
+
+
 def assert_each_run_timed_alone(manifest: Mapping, cores: int) -> None:
     """Every run that timed the cell's rows (its ``previous_runs``, then itself) had ``cores`` cores and
     as many torch threads, and saw no other process of the suite (tests, tuner, sweep) at its start or end."""
@@ -61,9 +65,25 @@ def assert_each_run_timed_alone(manifest: Mapping, cores: int) -> None:
             assert not (conditions.get(moment) or {}).get("suite_processes"), (manifest["cell_id"], moment)
 
 
-def numbers_in_tables(tables: Path) -> set[str]:
-    """Every two-decimal number the Markdown tables of ``tables`` print: what the prose may quote.
+# Where the README and paper_figures/spec_bench/README.md report the Spec-Bench results: the prose
+# the number and verdict checks read.
+SPEC_BENCH_SECTION = (r"<!-- spec_bench -->", r"<!-- /spec_bench -->")
+# A ratio as the prose quotes it (``1.23x``), and any decimal (accepted tokens, widths, ratios).
+QUOTED_RATIO = r"(\d+\.\d\d)x"
+QUOTED_DECIMAL = r"(?<![\d/.])(\d+\.\d+)"
+
+
+def numbers_in_tables(tables: Path, number: str = r"\d+\.\d\d") -> set[str]:
+    """Every number matching ``number`` (two decimals unless told) that the Markdown tables of ``tables``
+    print: what the prose may quote.
 
     The tables print ratios without the ``x`` (``0.84 [0.73, 0.98]``); the prose marks them with it.
     """
-    return {number for table in tables.glob("*.md") for number in re.findall(r"\d+\.\d\d", table.read_text())}
+    return {found for table in tables.glob("*.md") for found in re.findall(number, table.read_text())}
+
+
+def assert_quotes_only_table_numbers(prose: str, known: set[str], where: object, quoted: str = QUOTED_RATIO) -> None:
+    """``prose`` quotes at least one number matching ``quoted`` (its group 1), and every one is in ``known``."""
+    found = set(re.findall(quoted, prose))
+    assert found, f"{where}: the prose quotes no number"
+    assert found <= known, (where, sorted(found - known))

@@ -26,6 +26,7 @@ from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests
 
 from .claims import HEAVY_COLUMNS, SEEDS, Claim, claim_verdicts, claims_in, committed_rows, speedup_bounds
+from .committed import SPEC_BENCH_SECTION
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "paper_figures"
@@ -35,7 +36,8 @@ ASSISTED = FIGURES / "assisted" / "README.md"
 BASELINES = FIGURES / "baselines" / "README.md"
 TUNING = ROOT / "docs" / "tuning.md"
 ASSISTED_DOC = ROOT / "docs" / "assisted.md"
-DOCUMENTS = (README, REFERENCE, ASSISTED, BASELINES, TUNING, ASSISTED_DOC, FIGURES / "tune" / "README.md")
+SPEC_BENCH = FIGURES / "spec_bench" / "README.md"
+DOCUMENTS = (README, REFERENCE, ASSISTED, BASELINES, TUNING, ASSISTED_DOC, FIGURES / "tune" / "README.md", SPEC_BENCH)
 # The parts of each document that report results: there every verdict needs its marker.
 RESULT_SECTIONS = {
     README: (r"<!-- reference -->", r"<!-- /reference -->"),
@@ -44,6 +46,8 @@ RESULT_SECTIONS = {
     BASELINES: (r"## What it shows", r"\*\*Drift of identical AR work\.\*\*"),
     TUNING: (r"What this says:", r"On a GPU, where"),
 }
+# The Spec-Bench results sections (a second one in the README): marked as the sections above are.
+SPEC_BENCH_SECTIONS = {path: SPEC_BENCH_SECTION for path in (README, SPEC_BENCH)}
 VERDICT_WORDS = re.compile(r"\b(faster|slower|beats?|loses?|ties)\b")
 
 
@@ -58,8 +62,8 @@ def _one(pattern: str, text: str, flags: int = re.S) -> re.Match[str]:
     return found[0]
 
 
-def _section(path: Path) -> str:
-    start, end = RESULT_SECTIONS[path]
+def _section(path: Path, sections: dict[Path, tuple[str, str]] = RESULT_SECTIONS) -> str:
+    start, end = sections[path]
     text = _text(path)
     return text[re.search(start, text).start() : re.search(end, text).start()]  # type: ignore[union-attr]
 
@@ -101,8 +105,11 @@ def verdicts(slim_rows):
 def test_the_results_sections_mark_their_verdicts():
     """Each paragraph or bullet of a results section that says faster, slower, beats or loses carries a
     claim marker, so the next test checks it; and the documents mark enough claims to mean something."""
-    for path in RESULT_SECTIONS:
-        for paragraph in re.split(r"\n\s*\n|\n(?=- )", _section(path)):
+    marked = [(path, _section(path)) for path in RESULT_SECTIONS] + [
+        (path, _section(path, SPEC_BENCH_SECTIONS)) for path in SPEC_BENCH_SECTIONS
+    ]
+    for path, section in marked:
+        for paragraph in re.split(r"\n\s*\n|\n(?=- )", section):
             prose = re.sub(r"<!--.*?-->", "", paragraph, flags=re.S)
             if VERDICT_WORDS.search(prose) and not prose.lstrip().startswith("|"):
                 assert "<!-- claim " in paragraph, (path.name, prose.strip()[:200])

@@ -11,7 +11,6 @@ README quotes must be one the tables hold.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import subprocess
 from pathlib import Path
@@ -24,9 +23,15 @@ from lade_bench import stats
 from lade_bench.report import aggregate, figures
 from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import cell_processor
-from lade_bench.results.archive import read_archive_cells
+from lade_bench.results.archive import cell_manifests
 
-from .committed import assert_each_run_timed_alone, assert_tables_recompute, numbers_in_tables
+from .committed import (
+    EMBEDDED_MODELS,
+    assert_each_run_timed_alone,
+    assert_quotes_only_table_numbers,
+    assert_tables_recompute,
+    numbers_in_tables,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "paper_figures"
 SWEEPS = ("main", "prompt_ref", "ablation_wg", "ablation_n", "sampling")
 ARCHIVES = [FOLDER / "rows" / sweep for sweep in SWEEPS]
-MODELS = {"smollm2-135m-instruct", "gemma3-270m"}
 DATASETS = {"mt_bench", "humaneval", "mbpp", "classeval", "gsm8k", "xsum"}
 DECLARED = (5, 7, 7)
 MAIN_ARMS = {"ar", "lookahead", "prompt_lookup", "jacobi"}
@@ -47,10 +51,6 @@ PLAN = {
     "sampling": ({(5, 7, 7, True, False), (5, 7, 7, True, True)}, 20),
 }
 MAIN_SAMPLES = 20
-
-
-def _manifests() -> list[dict]:
-    return [json.loads(record["manifest_text"]) for archive in ARCHIVES for record in read_archive_cells(archive)]
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_the_sweeps_are_the_whole_plan(rebuilt):
     rows = rebuilt.sweep.rows
     assert set(rows["sweep"]) == set(SWEEPS)
     main = rows[rows["sweep"] == "main"]
-    assert set(main["model"]) == MODELS and set(main["dataset"]) == DATASETS
+    assert set(main["model"]) == EMBEDDED_MODELS and set(main["dataset"]) == DATASETS
     for (model, dataset), group in main.groupby(["model", "dataset"]):
         configs = {tuple(c) for c in group[["ngram", "window", "guesses"]].drop_duplicates().itertuples(index=False)}
         assert DECLARED in configs and len(configs) == 2, (model, dataset, configs)
@@ -137,7 +137,7 @@ def test_each_group_ran_at_one_clean_commit_on_one_cpu_kind_pinned_and_alone(reb
     A group is what reference_results.sh times in one sitting: one (model, dataset) of the main
     table, or one whole ablation or sampling sweep.
     """
-    manifests = _manifests()
+    manifests = [m for archive in ARCHIVES for m in cell_manifests(archive).values()]
     commits = sorted({m["git_sha"] for m in manifests})
     assert len(commits) <= 2, commits
     if len(commits) == 2:
@@ -176,9 +176,7 @@ def test_every_number_the_readmes_quote_is_in_the_tables():
         text = readme.read_text()
         section = re.search(r"<!-- reference -->\n(.*?)<!-- /reference -->", text, re.S)
         assert section is not None, f"{readme}: no <!-- reference --> section"
-        quoted = set(re.findall(r"(\d+\.\d\d)x", section.group(1)))
-        assert quoted, f"{readme}: the section quotes no number"
-        assert quoted <= known, (readme, quoted - known)
+        assert_quotes_only_table_numbers(section.group(1), known, readme)
 
 
 def _drawn(fig):

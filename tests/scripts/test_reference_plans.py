@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
+
+from lade_bench.datasets import load_dataset_samples
+from lade_bench.datasets.spec_bench import GROUPS
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -74,3 +79,26 @@ def test_a_bad_group_is_named_with_the_allowed_ones_before_anything_runs(tmp_pat
     done = _run(script, *args, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written: no output folder, no run started
+
+
+def test_the_paper_scale_volume_the_docs_give_is_the_plans(shared_data_dir):
+    """docs/spec_bench.md's cells, arm runs, turns, generations and tokens of Spec-Bench's own run, counted
+    here from the sweep's groups, its three cell configs and the question file (read by the dataset's loader)."""
+    root = SCRIPTS.parent
+    question_file = shared_data_dir / "spec_bench" / "question.jsonl"
+    if not question_file.is_file():
+        pytest.skip(f"{question_file} not found")
+    questions = load_dataset_samples("spec_bench", path=str(question_file), limit=None)
+    turns = sum(len(q.turns) for q in questions)
+    two_turns = sum(len(q.turns) == 2 for q in questions)
+    variants = ("every_method", "paper_lookahead", "rest")
+    arms = [len(yaml.safe_load((root / "conf" / "spec_bench" / f"{v}.yaml").read_text())["arms"]) for v in variants]
+    tokens = yaml.safe_load((root / "conf" / "sweep" / "spec_bench.yaml").read_text())["max_new_tokens"]
+    text = " ".join((root / "docs" / "spec_bench.md").read_text().split())
+    expected = (
+        f"{len(GROUPS) * len(variants)} cells ({len(GROUPS)} groups x {len(variants)} cells), {sum(arms)} arm runs "
+        f"per turn ({arms[0]} in `every_method`, {arms[1]} in `paper_lookahead`, {arms[2]} in `rest`) over {turns} "
+        f"turns ({len(questions)} questions, MT-Bench's {two_turns} with both turns): {sum(arms) * turns:,} "
+        f"generations of up to {tokens} new tokens, at most {sum(arms) * turns * tokens:,} tokens"
+    )
+    assert expected in text, re.findall(r"\d+ cells \(.*?tokens\.", text)

@@ -1,0 +1,125 @@
+"""The committed Spec-Bench reference results (paper_figures/spec_bench/) recompute from their committed rows.
+
+``scripts/spec_bench_reference.sh`` runs both embedded models over Spec-Bench's six category groups (10
+questions each, 128 new tokens), archives the sweep into ``paper_figures/spec_bench/rows/spec_bench/`` and
+builds the leaderboard and report from that archive alone. Here the report is built again from the
+archive into a temporary folder: every table must come out byte for byte (``cells_summary.csv`` to
+1e-9), with the same figures; the sweep must be the script's whole plan (per model and group the three
+cells of ``+sweep=spec_bench``, every arm on every question); each group timed at one clean commit on
+one CPU kind, pinned to one core with nothing of the suite beside it; every greedy arm equal to AR; and
+every number the prose quotes one the tables hold.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lade_bench import stats
+from lade_bench.datasets.spec_bench import GROUPS
+from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
+from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor
+from lade_bench.report.spec_bench_board import FIGURE, group_of_sample
+from lade_bench.results.archive import cell_manifests
+
+from .committed import (
+    EMBEDDED_MODELS,
+    QUOTED_DECIMAL,
+    SPEC_BENCH_SECTION,
+    assert_each_run_timed_alone,
+    assert_quotes_only_table_numbers,
+    assert_tables_recompute,
+    numbers_in_tables,
+)
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER = ROOT / "paper_figures" / "spec_bench"
+ARCHIVE = FOLDER / "rows" / "spec_bench"
+SAMPLES = 10  # dataset.per_category_limit=10: ten questions per group (MT-Bench: both turns of each)
+# The three cells of a (model, group), told apart by their arms, as their configs declare them.
+CELL_ARMS = [
+    frozenset(yaml.safe_load((ROOT / "conf" / "spec_bench" / f"{variant}.yaml").read_text())["arms"])
+    for variant in ("every_method", "paper_lookahead", "rest")
+]
+# Lookahead's settings: Spec-Bench's own N5 W7 G7 without the pool, the paper's 7B preset with it.
+LOOKAHEAD_SETTINGS = {(5, 7, 7, False), (5, 15, 15, True)}
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory):
+    """The report built again from the committed archive, into a temporary folder."""
+    out = tmp_path_factory.mktemp("spec_bench")
+    return build_report([ARCHIVE], out, html=False)
+
+
+def test_every_committed_table_recomputes_from_the_committed_rows(rebuilt):
+    """The leaderboard and every other table byte for byte, the full-precision summary to 1e-9."""
+    assert_tables_recompute(rebuilt.out_dir / TABLES_DIR, FOLDER / TABLES_DIR, key="cell_id")
+
+
+def test_the_committed_figures_are_the_ones_the_rows_give(rebuilt):
+    """The same figures, the leaderboard's among them."""
+    new = sorted(p.name for p in (rebuilt.out_dir / FIGURES_DIR).iterdir())
+    assert new == sorted(p.name for p in (FOLDER / FIGURES_DIR).iterdir())
+    assert f"{FIGURE}.png" in new
+
+
+def test_the_sweep_is_the_whole_plan(rebuilt):
+    """Per model and group: the every-method cell, the paper-setting lookahead cell and the REST cell,
+    ten questions each, every arm on every question, paired with its own cell's AR on all of them."""
+    rows = rebuilt.sweep.rows
+    assert set(rows["model"]) == EMBEDDED_MODELS and set(rows["dataset"]) == {"spec_bench"}
+    rows = rows.assign(group=rows["sample_id"].map(group_of_sample))
+    found: dict[tuple[str, str], list[frozenset[str]]] = {}
+    for _, cell in rows.groupby("cell_id"):
+        groups = set(cell["group"])
+        assert len(groups) == 1, (cell["cell_id"].iloc[0], groups)
+        found.setdefault((cell["model"].iloc[0], groups.pop()), []).append(frozenset(cell["arm"]))
+        assert cell["sample_id"].nunique() == SAMPLES, cell["cell_id"].iloc[0]
+        # No arm lost a unit to an error: every arm is paired with AR on every unit it ran.
+        assert len(stats.common_rows(cell)) == len(cell), cell["cell_id"].iloc[0]
+    assert set(found) == {(model, group) for model in EMBEDDED_MODELS for group in GROUPS}
+    assert all(sorted(arms, key=sorted) == sorted(CELL_ARMS, key=sorted) for arms in found.values()), found
+    lookahead = rows[rows["arm"] == "lookahead"]
+    keys = lookahead[["ngram", "window", "guesses", "prompt_as_reference"]].drop_duplicates()
+    assert {tuple(k) for k in keys.itertuples(index=False)} == LOOKAHEAD_SETTINGS
+
+
+def test_each_group_ran_at_one_clean_commit_on_one_cpu_kind_pinned_and_alone(rebuilt):
+    """One clean commit for the whole sweep; one core and one torch thread per run of a cell, no suite
+    process beside it; one CPU kind per (model, group), the unit one sitting timed."""
+    manifests = list(cell_manifests(ARCHIVE).values())
+    assert len({m["git_sha"] for m in manifests}) == 1
+    cells = rebuilt.sweep.rows[["model", "sample_id", "cell_id"]].drop_duplicates("cell_id")
+    group_of = {c.cell_id: (c.model, group_of_sample(c.sample_id)) for c in cells.itertuples(index=False)}
+    processors: dict[tuple[str, str], set[str]] = {}
+    for m in manifests:
+        assert not m["git_dirty"], m["cell_id"]
+        assert_each_run_timed_alone(m, cores=1)
+        processors.setdefault(group_of[m["cell_id"]], set()).add(cell_processor(m))
+    assert set(processors) == set(group_of.values())
+    for group, cpus in processors.items():
+        assert len(cpus) == 1 and not cpus & {PROCESSOR_MIXED, PROCESSOR_UNRECORDED}, (group, cpus)
+
+
+def test_greedy_arms_give_ar_tokens_on_every_question(rebuilt):
+    """float32 greedy: every method matches AR token for token on every question of every group."""
+    summary = rebuilt.sweep.summary
+    methods = summary[summary["arm"] != stats.BASELINE_ARM]
+    assert (methods["matches_ar"] == 1.0).all(), methods.loc[methods["matches_ar"] < 1, ["cell_id", "arm"]]
+
+
+def test_every_number_the_prose_quotes_is_in_the_tables():
+    """Each decimal of the results prose (the results README's and the README's Spec-Bench sections) is a
+    number a committed table prints (the tables print ratios without the ``x`` the prose adds)."""
+    known = numbers_in_tables(FOLDER / TABLES_DIR, number=r"\d+\.\d+")
+    for readme in (FOLDER / "README.md", ROOT / "README.md"):
+        section = re.search("(.*?)".join(SPEC_BENCH_SECTION), readme.read_text(), re.S)
+        assert section is not None, f"{readme}: no <!-- spec_bench --> section"
+        prose = re.sub(r"<!--.*?-->", "", section.group(1), flags=re.S)
+        assert_quotes_only_table_numbers(prose, known, readme, quoted=QUOTED_DECIMAL)
