@@ -140,10 +140,12 @@ def board_records(sweep: Sweep, external: Sequence[AnswerSet] = ()) -> pd.DataFr
     modes = _state_modes(sweep)
     records: list[dict[str, Any]] = []
     cell_key = ["sweep", "cell_id"]
+    # Each cell's rows once, in the rows' order (what set_index(cell_key).loc[key] gave per entry and key).
+    cell_rows = {key: cell.reset_index(drop=True) for key, cell in rows.groupby(cell_key, sort=False)}
     for (model, arm, setting), entry_rows in rows[rows["arm"] != stats.BASELINE_ARM].groupby(
         ["model", "arm", "setting"], sort=True
     ):
-        cells = {key: rows.set_index(cell_key).loc[key].reset_index() for key in entry_rows.groupby(cell_key).groups}
+        cells = {key: cell_rows[key] for key in entry_rows.groupby(cell_key).groups}
         for column in COLUMNS:
             chosen = [c if column == OVERALL else c[c["group"] == column] for c in cells.values()]
             chosen = [c for c in chosen if len(c)]

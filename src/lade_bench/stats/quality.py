@@ -115,10 +115,13 @@ def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
     samples.
     """
     out: dict[str, float] = {}
-    # The quality columns only, once: each metric's filters then copy no texts or ids.
-    arm_rows = arm_rows[[*SAMPLE_KEY, "error", *dict.fromkeys(MEAN_METRICS.values()), "passed"]]
+    columns = list(dict.fromkeys(MEAN_METRICS.values()))
+    # One grouping for every column, as per_key_quality groups one: a column's NaNs drop out of its mean,
+    # and a key with none of its values drops out of that column (per_key_quality's rows without one).
+    good = ok_rows(arm_rows, [*SAMPLE_KEY, *columns])
+    per_keys = good[columns].astype(np.float64).groupby([good[k] for k in SAMPLE_KEY], sort=True).mean()
     for metric, column in MEAN_METRICS.items():
-        per_key = per_key_quality(arm_rows, column).to_numpy()
+        per_key = per_keys[column].dropna().to_numpy()
         out[metric] = get_metric(metric).aggregate(per_key) if per_key.size else math.nan
     passed = ok_rows(arm_rows, [*SAMPLE_KEY, "passed"]).dropna(subset=["passed"])
     if passed.empty:
