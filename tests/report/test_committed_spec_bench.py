@@ -7,7 +7,8 @@ archive into a temporary folder: every table must come out byte for byte (``cell
 1e-9), with the same figures; the sweep must be the script's whole plan (per model and group the three
 cells of ``+sweep=spec_bench``, every arm on every question); each group timed at one clean commit on
 one CPU kind, pinned to one core with nothing of the suite beside it; every greedy arm equal to AR; and
-every number the prose quotes one the tables hold.
+every number the prose quotes one the tables hold, and the conditions its README states (cells, rows,
+load, time span, resumed cells) those the manifests record.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from lade_bench.datasets.spec_bench import GROUPS
 from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor
 from lade_bench.report.spec_bench_board import FIGURE, group_of_sample
+from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests
 
 from .committed import (
@@ -48,6 +50,8 @@ CELL_ARMS = [
 ]
 # Lookahead's settings: Spec-Bench's own N5 W7 G7 without the pool, the paper's 7B preset with it.
 LOOKAHEAD_SETTINGS = {(5, 7, 7, False), (5, 15, 15, True)}
+# How the README spells a small count at a sentence's start.
+NUMBER_WORDS = {0: "No", 1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +127,23 @@ def test_every_number_the_prose_quotes_is_in_the_tables():
         assert section is not None, f"{readme}: no <!-- spec_bench --> section"
         prose = re.sub(r"<!--.*?-->", "", section.group(1), flags=re.S)
         assert_quotes_only_table_numbers(prose, known, readme, quoted=QUOTED_DECIMAL)
+
+
+def test_the_conditions_the_readme_states_are_the_manifests():
+    """The results README's cell and row counts, 1-minute load range, time span and count of resumed cells
+    are what the committed manifests and rows record (every run of a cell: its ``previous_runs``, then itself)."""
+    manifests = list(cell_manifests(ARCHIVE).values())
+    runs = [run for m in manifests for run in [*(m.get("previous_runs") or []), m]]
+    snapshots = [s for run in runs for s in (run["timing_conditions"].get(k) for k in ("start", "end")) if s]
+    loads = [s["load_average"][0] for s in snapshots]
+    times = sorted(s["utc"][:16].replace("T", " ") for s in snapshots)
+    n_rows = len(load_rows(ARCHIVE))
+    resumed = sum(bool(m.get("previous_runs")) for m in manifests)
+    text = " ".join((FOLDER / "README.md").read_text().split())
+    for stated in (
+        f"{len(manifests)} cells, {n_rows:,} per-sample rows",
+        f"was {min(loads):.2f}-{max(loads):.2f}",
+        f"{times[0]} UTC to {times[-1]} UTC",
+        f"{NUMBER_WORDS[resumed]} cells were stopped and resumed",
+    ):
+        assert stated in text, stated
