@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from lade_bench.report.build import SUMMARY_CSV
 
@@ -63,6 +64,13 @@ def assert_each_run_timed_alone(manifest: Mapping, cores: int) -> None:
         assert conditions["cpu_affinity_count"] == conditions["torch_threads"] == cores, manifest["cell_id"]
         for moment in ("start", "end"):  # a run killed mid-cell has no end snapshot
             assert not (conditions.get(moment) or {}).get("suite_processes"), (manifest["cell_id"], moment)
+
+
+def spec_bench_cell_arms(root: Path) -> dict[str, list[str]]:
+    """The arms of each of ``+sweep=spec_bench``'s cell configs (``conf/spec_bench/<variant>.yaml``), by
+    variant in name order: every_method, paper_lookahead, rest, the three cells of each group."""
+    configs = sorted((root / "conf" / "spec_bench").glob("*.yaml"))
+    return {path.stem: yaml.safe_load(path.read_text())["arms"] for path in configs}
 
 
 # Where the README and paper_figures/spec_bench/README.md report the Spec-Bench results: the prose

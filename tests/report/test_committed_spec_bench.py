@@ -17,7 +17,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUPS
@@ -35,6 +34,7 @@ from .committed import (
     assert_quotes_only_table_numbers,
     assert_tables_recompute,
     numbers_in_tables,
+    spec_bench_cell_arms,
 )
 
 pytestmark = pytest.mark.slow
@@ -44,10 +44,7 @@ FOLDER = ROOT / "paper_figures" / "spec_bench"
 ARCHIVE = FOLDER / "rows" / "spec_bench"
 SAMPLES = 10  # dataset.per_category_limit=10: ten questions per group (MT-Bench: both turns of each)
 # The three cells of a (model, group), told apart by their arms, as their configs declare them.
-CELL_ARMS = [
-    frozenset(yaml.safe_load((ROOT / "conf" / "spec_bench" / f"{variant}.yaml").read_text())["arms"])
-    for variant in ("every_method", "paper_lookahead", "rest")
-]
+CELL_ARMS = [frozenset(arms) for arms in spec_bench_cell_arms(ROOT).values()]
 # Lookahead's settings: Spec-Bench's own N5 W7 G7 without the pool, the paper's 7B preset with it.
 LOOKAHEAD_SETTINGS = {(5, 7, 7, False), (5, 15, 15, True)}
 # How the README spells a small count at a sentence's start.

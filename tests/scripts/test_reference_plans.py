@@ -11,6 +11,7 @@ import yaml
 
 from lade_bench.datasets import load_dataset_samples
 from lade_bench.datasets.spec_bench import GROUPS
+from tests.report.committed import spec_bench_cell_arms
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -36,8 +37,6 @@ def test_the_reference_plan_lists_its_groups():
 
 
 def test_the_spec_bench_plan_lists_one_group_per_model_and_category_group():
-    from lade_bench.datasets.spec_bench import GROUPS
-
     done = _run("spec_bench_reference.sh", "--groups", cwd=SCRIPTS)
     assert done.returncode == 0
     assert done.stdout.split() == [f"{model}:{group}" for model in ("smollm2", "gemma3_270m") for group in GROUPS]
@@ -91,13 +90,13 @@ def test_the_paper_scale_volume_the_docs_give_is_the_plans(shared_data_dir):
     questions = load_dataset_samples("spec_bench", path=str(question_file), limit=None)
     turns = sum(len(q.turns) for q in questions)
     two_turns = sum(len(q.turns) == 2 for q in questions)
-    variants = ("every_method", "paper_lookahead", "rest")
-    arms = [len(yaml.safe_load((root / "conf" / "spec_bench" / f"{v}.yaml").read_text())["arms"]) for v in variants]
+    variants = spec_bench_cell_arms(root)
+    arms = [len(arms) for arms in variants.values()]
     tokens = yaml.safe_load((root / "conf" / "sweep" / "spec_bench.yaml").read_text())["max_new_tokens"]
     text = " ".join((root / "docs" / "spec_bench.md").read_text().split())
     expected = (
         f"{len(GROUPS) * len(variants)} cells ({len(GROUPS)} groups x {len(variants)} cells), {sum(arms)} arm runs "
-        f"per turn ({arms[0]} in `every_method`, {arms[1]} in `paper_lookahead`, {arms[2]} in `rest`) over {turns} "
+        f"per turn ({', '.join(f'{len(a)} in `{v}`' for v, a in variants.items())}) over {turns} "
         f"turns ({len(questions)} questions, MT-Bench's {two_turns} with both turns): {sum(arms) * turns:,} "
         f"generations of up to {tokens} new tokens, at most {sum(arms) * turns * tokens:,} tokens"
     )
