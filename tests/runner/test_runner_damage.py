@@ -253,3 +253,18 @@ def test_a_repaired_cell_keeps_exactly_one_wandb_run(damage, finished_with_wandb
     record = json.loads((plan.cell_dir / "wandb_run.json").read_text())
     assert len(offline_runs) == 1 and offline_runs[0].name in record["sync_dir"], (offline_runs, record)
     assert [c.state for c in sweep_progress(plan.sweep_root).cells] == ["done"]
+
+
+def test_a_garbage_manifest_keeps_the_runs_that_timed_the_rows(copy, finished):
+    # The manifest is set aside and written anew; the runs it named must not vanish from the record:
+    # every row names its run, so the new manifest carries them over (and says what was lost).
+    cfg, plan = copy
+    _, rows, _ = finished
+    (timed_by,) = set(rows["run_id"])
+    (plan.cell_dir / "manifest.json").write_text("[1, 2")
+    assert run_cell(cfg, sinks=[FileSink()]).status == "done"
+    manifest = json.loads((plan.cell_dir / "manifest.json").read_text())
+    (earlier,) = manifest["previous_runs"]
+    assert earlier["run"]["run_id"] == timed_by and earlier["rows"] == len(rows)
+    assert "manifest.json.damaged" in earlier["recovered_from"]
+    assert (plan.cell_dir / "manifest.json.damaged").read_text() == "[1, 2"

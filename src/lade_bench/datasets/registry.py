@@ -162,7 +162,7 @@ def load_dataset_samples(
             ``per_category_limit``, or an ``offset`` that leaves no sample.
     """
     spec = get_spec(name)
-    wanted = _category_selection(spec, categories, per_category_limit)
+    wanted = category_selection(spec, categories, per_category_limit)
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
     if offset < 0:
@@ -204,10 +204,15 @@ def load_dataset_samples(
     return samples if limit is None else samples[:limit]
 
 
-def _category_selection(
+def category_selection(
     spec: DatasetSpec, categories: Sequence[str] | None, per_category_limit: int | None
 ) -> set[str] | None:
-    """The categories ``dataset.categories`` keeps (None: all), checked before anything is read."""
+    """The categories ``dataset.categories`` keeps (None: all), checked before anything is read.
+
+    Raises:
+        ValueError: an unknown or empty selection (naming the allowed groups and categories), a
+            selection on a dataset without categories, or a ``per_category_limit`` below 1.
+    """
     if spec.categories is None:
         if categories is not None or per_category_limit is not None:
             raise ValueError(

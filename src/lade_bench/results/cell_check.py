@@ -11,9 +11,12 @@ A finished cell (its ``summary.json`` written, or the index marking it done) mus
   reader none (numbers come from the rows only, and a cell written without the runner may lack them).
 
 Each problem is a :class:`Damage` with its remedy: ``"rebuild"`` (the file is derived from the rows
-and the manifest, so it is rewritten without the model) or ``"regenerate"`` (rows are missing or
+and the manifest, so it is rewritten without the model), ``"regenerate"`` (rows are missing or
 unreadable, or the manifest that says which rows belong to the cell is: the cell is reopened and
-its missing rows generated again). Readers refuse a damaged cell with :class:`DamagedCellError`;
+its missing rows generated again) or ``"restart"`` (rows the manifest does not expect: more rows than
+it counts, or rows of samples it did not keep, e.g. a cell resumed on another sample set before
+resumes were checked; no repair can tell which rows belong, so the cell must be run afresh).
+Readers refuse a damaged cell with :class:`DamagedCellError`;
 the runner repairs it on the next run of the sweep.
 """
 
@@ -32,9 +35,11 @@ import pyarrow.parquet as pq
 from lade_bench.results.schema import row_key
 from lade_bench.results.writer import MANIFEST_JSON, ROWS_JSONL, ROWS_PARQUET, SUMMARY_JSON, scan_rows_jsonl
 
-Remedy = Literal["rebuild", "regenerate"]
+Remedy = Literal["rebuild", "regenerate", "restart"]
 # What a reader is told to run; the runner repairs a damaged cell on its next pass over the sweep.
 REPAIR_HINT = "rerun the sweep's command (python -m lade_bench.run ...) to repair it"
+# What to do with a cell whose rows do not all belong to it.
+RESTART_HINT = "move the cell folder aside and rerun the sweep's command, which runs the cell afresh"
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,8 @@ class Damage:
 
     def describe(self) -> str:
         """One line: the file, what is wrong, and how it is repaired."""
+        if self.remedy == "restart":
+            return f"{self.path}: {self.problem} (not repairable: {RESTART_HINT})"
         how = "rebuilt from the rows" if self.remedy == "rebuild" else "its rows are generated again"
         return f"{self.path}: {self.problem} (on the next run {how})"
 
@@ -161,8 +168,36 @@ def _rows_damage(folder: Path, manifest: dict[str, Any] | None, damage: list[Dam
         damage.append(Damage(path, f"ends in a cut or corrupt line ({cut} bytes)", "regenerate"))
         return None
     keys = {row_key(row) for row in scan.rows}
+    unexpected = _unexpected_rows(keys, manifest or {})
+    if unexpected is not None:
+        damage.append(Damage(path, unexpected, "restart"))
+        return None
     expected = (manifest or {}).get("rows_expected")
     if isinstance(expected, int) and len(keys) < expected:
         damage.append(Damage(path, f"holds {len(keys)} of the {expected} rows its manifest expects", "regenerate"))
         return None
     return keys
+
+
+def _unexpected_rows(keys: set, manifest: dict[str, Any]) -> str | None:
+    """Rows the manifest does not account for: more than it expects, or of samples it did not keep."""
+    expected = manifest.get("rows_expected")
+    if isinstance(expected, int) and len(keys) > expected:
+        return f"holds {len(keys)} rows, more than the {expected} its manifest expects"
+    kept = _kept_sample_ids(manifest)
+    if kept is None:
+        return None
+    foreign = sorted({str(key[0]) for key in keys} - kept)
+    if foreign:
+        return f"holds rows of {len(foreign)} sample(s) its manifest did not keep (e.g. {foreign[:3]})"
+    return None
+
+
+def _kept_sample_ids(manifest: dict[str, Any]) -> set[str] | None:
+    """The sample ids the manifest says the cell kept (None where it records none)."""
+    samples = manifest.get("samples")
+    kept = samples.get("kept_ids") if isinstance(samples, dict) else None
+    if kept is None:  # manifests before kept_ids: a stateful cell recorded its samples' order
+        state = manifest.get("method_state")
+        kept = state.get("sample_order") if isinstance(state, dict) else None
+    return {str(i) for i in kept} if isinstance(kept, list) else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -122,3 +122,24 @@ def earlier_runs(path: Path) -> list[dict[str, Any]]:
         return []
     earlier = read_json_object(path)
     return [*earlier.pop("previous_runs", []), earlier]
+
+
+def runs_named_by_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The runs that wrote ``rows``, in the order of their first row, as ``previous_runs`` records.
+
+    For a cell whose manifest was unreadable and set aside (``manifest.json.damaged``): each row names
+    its run (``run_id``, ``job_id``, ``host``), so the new manifest still says which runs timed the rows
+    it keeps, with the count of rows each wrote, and that the rest of their record was lost.
+    """
+    runs: dict[Any, dict[str, Any]] = {}
+    for row in rows:
+        run_id = row.get("run_id")
+        if run_id not in runs:
+            runs[run_id] = {
+                "run": {"run_id": run_id, "job_id": row.get("job_id"), "host": row.get("host")},
+                "rows": 0,
+                "recovered_from": "rows.jsonl: the cell's manifest was unreadable (kept as manifest.json.damaged); "
+                "this run's code version, packages and timing conditions are not known",
+            }
+        runs[run_id]["rows"] += 1
+    return list(runs.values())

@@ -62,18 +62,19 @@ from lade_bench.results import (
 )
 from lade_bench.results.atomic import remove_temp_files
 from lade_bench.results.cell_check import Damage, check_cell, read_json_object
-from lade_bench.results.manifest import earlier_runs
+from lade_bench.results.manifest import earlier_runs, runs_named_by_rows
 from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path, profile_lock_path
 from lade_bench.results.sweep_plan import job_key, record_job
 from lade_bench.results.writer import ROWS_JSONL, salvage_rows_jsonl, write_rows_jsonl
+from lade_bench.runner.cell_inputs import check_resume_inputs, inputs_record
 from lade_bench.runner.cell_model import CellModel
 from lade_bench.runner.conditions import finish_conditions, start_conditions
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import count_pending_rows, count_units, run_samples
 from lade_bench.runner.locks import LockLostError, LockSettings, Ownership, claim
 from lade_bench.runner.method_state import state_record
-from lade_bench.runner.plan import CellPlan, plan_cell
+from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell
 from lade_bench.runner.provenance import RunIdentity, current_run, label_slurm_job, launch_command
 from lade_bench.runner.ranks import Ranks
 from lade_bench.runner.roles import load_roles, roles_to_load
@@ -175,16 +176,27 @@ def _run_owned_cell(
         for leftover in remove_temp_files(folder):
             log.info("removed %s, left by an interrupted run", leftover)
     if _looks_finished(plan):  # also when another job finished it while we waited
+        if plan.dataset.path:
+            # A local file is cheap to read: a finished cell named with another file's content is not
+            # "already done" (wheel and hub datasets are not read again just to skip a done cell).
+            check_resume_inputs(plan, inputs_record(plan, load_samples(plan)), _readable_manifest(plan), ())
         damage = check_cell(plan.cell_dir, required=(SUMMARY_JSON, MANIFEST_JSON))
         for found in damage:
             log.warning("damaged: %s", found.describe())
+        unrepairable = [found for found in damage if found.remedy == "restart"]
+        if unrepairable:
+            raise CellConfigError(f"cell {plan.cell_id} cannot be used: {unrepairable[0].describe()}")
         if not any(found.remedy == "regenerate" for found in damage):
             return _complete_finished_cell(plan, sinks, ownership, damage)
         _reopen(plan, damage, ownership)
     if samples is None:
         samples = load_samples(plan)
-    log.info("cell %s: results go to %s (run %s)", plan.cell_id, plan.cell_dir, me.run_id)
     writer = CellWriter(plan.cell_dir, guard=ownership.ensure_held)
+    # Before anything is written or loaded: a resume on other samples would mix two sample sets.
+    inputs = inputs_record(plan, samples)
+    stored = writer.read_rows()
+    check_resume_inputs(plan, inputs, _readable_manifest(plan), (row["sample_id"] for row in stored))
+    log.info("cell %s: results go to %s (run %s)", plan.cell_id, plan.cell_dir, me.run_id)
     writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
     update_index(
         plan.sweep_root,
@@ -201,7 +213,7 @@ def _run_owned_cell(
         _profile_device_once(plan, cell_model, me)
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
-        manifest = _manifest(plan, sample_set, len(samples), me, ranks, conditions)
+        manifest = _manifest(plan, sample_set, len(samples), inputs, stored, me, ranks, conditions)
         writer.write_json(MANIFEST_JSON, manifest)
         appended = _generate(plan, cell_model, sample_set, writer, me)
         # The end snapshot, into this run's manifest (not a new run: previous_runs stays as it is).
@@ -249,6 +261,14 @@ def _looks_finished(plan: CellPlan) -> bool:
         return True
     entries = salvage_index(plan.sweep_root)[0]
     return any(e["cell_id"] == plan.cell_id and e.get("status") == "done" for e in entries)
+
+
+def _readable_manifest(plan: CellPlan) -> dict[str, Any] | None:
+    """The cell's manifest, or None where there is none or it cannot be read (then set aside as damaged)."""
+    try:
+        return read_json_object(plan.cell_dir / MANIFEST_JSON)
+    except (OSError, ValueError):
+        return None
 
 
 def _reopen(plan: CellPlan, damage: Sequence[Damage], ownership: Ownership) -> None:
@@ -494,11 +514,15 @@ def _manifest(
     plan: CellPlan,
     sample_set: SampleSet,
     loaded: int,
+    inputs: dict[str, Any],
+    stored: Sequence[dict[str, Any]],
     me: RunIdentity,
     ranks: Ranks | None = None,
     conditions: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    previous = earlier_runs(plan.cell_dir / MANIFEST_JSON)
+    # A manifest set aside as damaged takes its runs' records with it; the rows still name the runs
+    # that timed them, so their provenance is carried over from there rather than lost.
+    previous = earlier_runs(plan.cell_dir / MANIFEST_JSON) or runs_named_by_rows(stored)
     seeds = {"global": plan.counts.seed, "per_sample": "SeedSequence([seed, sample_index, turn])", "bootstrap": 0}
     if plan.dataset.shuffle_seed is not None:
         seeds["dataset_shuffle"] = plan.dataset.shuffle_seed
@@ -521,9 +545,13 @@ def _manifest(
             "timing_conditions": conditions,
             # Ranks of a multi-device cell (lookahead parallelism, tensor-parallel AR); 1 and no backend otherwise.
             "parallel": ranks.describe() if ranks is not None else {"world_size": 1, "backend": None},
+            # What the cell ran on (dataset file sha256, loaded sample ids in order, their content digest):
+            # every later run compares it before resuming (runner.cell_inputs).
+            "inputs": inputs,
             "samples": {
                 "loaded": loaded,
                 "kept": len(sample_set.samples),
+                "kept_ids": [sample.sample_id for sample in sample_set.samples],
                 "skipped_ids": sample_set.skipped_ids,
                 "max_prompt_tokens": sample_set.max_prompt_tokens,
             },

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from lade_bench.datasets import DatasetSpec, get_spec
+from lade_bench.datasets import DatasetSpec, category_selection, get_spec
 from lade_bench.decoding.params import (
     BLOCK_MASK_ATTENTION,
     MASK_CAPABLE_ATTENTION,
@@ -187,10 +187,10 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     cfg = _resolve_sections(cfg, arms, facts)
     settings = _arm_settings(cfg, arms, facts)
     counts = _run_counts(cfg)
-    _validate_dataset(cfg.dataset)
+    spec = get_spec(cfg.dataset.name)
+    _validate_dataset(cfg.dataset, spec)
     model = _model_choice(cfg)
     lock = _lock_settings(cfg.cell_lock)
-    spec = get_spec(cfg.dataset.name)
     allow_unsandboxed = _allow_unsandboxed(cfg)
     _check_sandbox(spec, allow_unsandboxed)
     from lade_bench.models.loading import resolve_device, resolve_dtype
@@ -539,7 +539,12 @@ def _run_counts(cfg: DictConfig) -> RunCounts:
     return counts
 
 
-def _validate_dataset(data: DictConfig) -> None:
+def _validate_dataset(data: DictConfig, spec: DatasetSpec) -> None:
+    try:  # get: configs recorded before these keys lack them
+        categories = data.get("categories")
+        category_selection(spec, list(categories) if categories is not None else None, data.get("per_category_limit"))
+    except ValueError as err:
+        raise CellConfigError(str(err)) from err
     if data.limit is not None and data.limit < 1:
         raise CellConfigError(f"dataset.limit={data.limit!r} is not allowed: use an integer >= 1, or null for all")
     if data.offset < 0:
