@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lade_bench.decoding import DecodeResult
-from lade_bench.methods import Method, get_method, methods_where
+from lade_bench.methods import Method, get_method, method_state_text, methods_where
 from lade_bench.methods.state import REQUESTS_SEEN_STAT, STATE_SECTION, STATE_SIZE_STAT, use_state
 
 
@@ -53,3 +53,16 @@ def test_use_state_records_the_warmth_at_the_start_and_counts_the_request():
     assert warmth == [(0, 0), (1, 1), (2, 2)] and state.requests_seen == 3
     cold = use_state(None, _Counter, generate)  # no state given: a fresh one
     assert cold.stats[REQUESTS_SEEN_STAT] == 0 and state.requests_seen == 3
+
+
+def test_only_a_state_that_learns_is_labelled_warm_or_cold_and_rest_s_datastore_is_static():
+    with pytest.raises(ValueError, match="static_state=True needs state='cell'"):
+        Method("toy", _never_run, label="Toy", color="#000001", static_state=True)
+    assert get_method("rest").state == "cell" and get_method("rest").static_state
+    # REST's rows count the requests its datastore served, but none changed it: not warm, whatever the mode.
+    assert method_state_text("rest", "warm", 0.0, 19.0) == "static"
+    assert method_state_text("token_recycling", "warm", 0.0, 19.0) == "warm 0-19"
+    assert method_state_text("suffix_decoding", "cold", 0, 1) == "cold 0-1"
+    assert method_state_text("token_recycling", None, 0.0, 3.0) == "0-3"  # the mode not recorded
+    assert method_state_text("lookahead", "warm", float("nan"), float("nan")) == ""
+    assert method_state_text("gone_method", "warm", 0.0, 2.0) == "warm 0-2"  # rows of another version

@@ -115,6 +115,22 @@ def test_greedy_arms_give_ar_tokens_on_every_question(rebuilt):
     assert (methods["matches_ar"] == 1.0).all(), methods.loc[methods["matches_ar"] < 1, ["cell_id", "arm"]]
 
 
+def test_the_leaderboard_labels_rest_static_and_only_learning_states_warm(rebuilt):
+    """REST's datastore is carried across a cell's requests but none changes it: "static", never "warm
+    0-19"; the methods whose state learns say warm and the earlier requests it had seen; the others nothing."""
+    lines = (rebuilt.out_dir / TABLES_DIR / "spec_bench_leaderboard.md").read_text().splitlines()
+    table = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
+    header, body = table[0], table[2:]
+    method, state = header.index("Method"), header.index("State")
+    states: dict[str, set[str]] = {}
+    for row in body:
+        states.setdefault(row[method].split(" (")[0], set()).add(re.sub(r"\d+-\d+", "N-M", row[state]))
+    assert states["REST"] == {"static"}
+    for learning in ("Token Recycling", "SuffixDecoding", "PIA", "SAM-Decoding"):
+        assert states[learning] == {"warm N-M"}, learning
+    assert states["Lookahead"] == states["Prompt lookup"] == {""}
+
+
 def test_every_number_the_prose_quotes_is_in_the_tables():
     """Each decimal of the results prose (the results README's and the README's Spec-Bench sections) is a
     number a committed table prints (the tables print ratios without the ``x`` the prose adds)."""

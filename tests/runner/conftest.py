@@ -73,3 +73,12 @@ def interrupt_generation_after(monkeypatch, calls: int, run) -> None:
     with pytest.raises(KeyboardInterrupt):
         run()
     monkeypatch.setattr(execute_module, "generate", original)
+
+
+def console_states(printed: str) -> dict[str, str]:
+    """The state column of the end-of-run table ``runner.console.console_summary_sink`` printed, by arm."""
+    lines = [line for line in printed.splitlines() if line.startswith(("┃", "│"))]
+    header = [cell.strip() for cell in lines[0].strip("┃").split("┃")]
+    column = header.index("state")  # ValueError: the table has no state column
+    rows = ([cell.strip() for cell in line.strip("│").split("│")] for line in lines[1:])
+    return {cells[0]: cells[column] for cells in rows if cells[0]}  # a wrapped line continues the arm above

@@ -21,9 +21,10 @@ from lade_bench.rest_datastore import (
 from lade_bench.rest_datastore import main as datastore_command
 from lade_bench.results import load_rows
 from lade_bench.runner import plan_cell, run_cell
+from lade_bench.runner.console import console_summary_sink
 from lade_bench.runner.plan import CellConfigError
 
-from .conftest import TINY
+from .conftest import TINY, console_states
 
 REST = [*TINY, "arms=[ar,rest]"]
 
@@ -46,12 +47,14 @@ def stdlib_datastore(tmp_path_factory) -> Path:
 
 
 def test_a_cell_matches_ar_and_its_datastore_is_named_by_content_in_the_cell_id(
-    compose_cfg, tmp_path, stdlib_datastore
+    compose_cfg, tmp_path, stdlib_datastore, capsys
 ):
     cfg = compose_cfg(
         [*REST, "dataset.limit=1", "warmup=0", f"rest.datastore={stdlib_datastore}", f"output_root={tmp_path}"]
     )
-    outcome = run_cell(cfg)
+    outcome = run_cell(cfg, sinks=[console_summary_sink])
+    # The end-of-run table: the datastore is carried across requests but none changes it, so not "warm".
+    assert console_states(capsys.readouterr().out) == {"ar": "-", "rest": "static"}
     rows = load_rows(outcome.cell_dir)
     assert rows["error"].isna().all() and rows[rows["arm"] == "rest"]["matches_ar"].all()
     rest = rows[rows["arm"] == "rest"]

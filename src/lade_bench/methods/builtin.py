@@ -510,9 +510,11 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         tuner_baseline=True,
         refuse=refuse_rest,
         resolve=resolve_rest,  # `datastore: reference` -> the reference datastore of the cell's tokenizer
-        # The datastore is static: loaded once per cell and carried across its requests, never changed.
+        # The datastore is static: loaded once per cell and carried across its requests, never changed
+        # (static_state: its rows are labelled static, not warm or cold).
         state="cell",
         new_state=REST.new_state,
+        static_state=True,
         hashed=hashed_rest,
     ),
 )

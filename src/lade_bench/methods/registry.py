@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lade_bench.methods.state import STATE_LIFETIMES, STATE_SECTION
+from lade_bench.methods.state import STATE_LIFETIMES, STATE_SECTION, state_text
 
 # Model roles a method can run (``Method.models``); the runner loads each role a cell's arms need.
 REPLICA = "replica"  # the full model on this rank's device
@@ -181,6 +181,9 @@ class Method:
             runner in ``GenerationRequest.state``; the method then also reads the ``method_state``
             section, added to ``sections``, so warm or cold enters the id of its cells only).
         new_state: settings -> an empty state (``requests_seen``, ``size()``); required for ``"cell"``.
+        static_state: a ``"cell"`` state that no request changes (REST's datastore: loaded once, only
+            read). It is carried like any other, but there is nothing warm or cold about it: the console
+            and the report label its rows ``static`` (``methods.state.state_text``).
         parse: (section, ``cfg.<section>`` as composed) -> the typed value its generate gets in
             ``settings`` (e.g. lookahead's ``LookaheadParams``); it may raise the engine's
             ``DecodingConfigError`` on a bad value. None: the composed section as it is. The plan
@@ -211,6 +214,7 @@ class Method:
     model_checks: bool = True
     state: str = "none"
     new_state: Callable[[Settings], Any] | None = None
+    static_state: bool = False
     parse: Callable[[str, Any], Any] | None = None
     hashed: Callable[[str, dict[str, Any]], dict[str, Any]] | None = None
     name_part: Callable[[Any], str] | None = None
@@ -230,6 +234,10 @@ class Method:
                 raise ValueError(f"method {self.name!r}: state='cell' needs new_state (settings -> an empty state)")
             if STATE_SECTION not in self.sections:
                 object.__setattr__(self, "sections", (*self.sections, STATE_SECTION))
+        elif self.static_state:
+            raise ValueError(
+                f"method {self.name!r}: static_state=True needs state='cell' (a state carried across requests)"
+            )
 
     @property
     def own_section(self) -> str:
@@ -321,6 +329,14 @@ def method_label(name: str) -> str:
     """Display name of a method; the name itself for one not registered (rows of another version)."""
     method = _REGISTRY.get(name)
     return method.label if method is not None else name
+
+
+def method_state_text(name: str, mode: str | None, low: Any, high: Any) -> str:
+    """The State column of a method's rows (``methods.state.state_text``); a method not registered (rows
+    of another version) is read as one whose state learns, so its rows' warmth still shows."""
+    method = _REGISTRY.get(name)
+    lifetime, static = ("cell", False) if method is None else (method.state, method.static_state)
+    return state_text(lifetime, static, mode, low, high)
 
 
 def method_color(name: str) -> str | None:

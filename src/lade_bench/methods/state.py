@@ -16,11 +16,15 @@ config says ``method_state.mode=cold``. A generate function called without a sta
 
 A state object has ``requests_seen`` (requests finished with it before this one) and ``size()``
 (entries held); :func:`use_state` records both in the result's ``stats`` at the request's start and
-counts the request at its end, so every row says how warm its state was.
+counts the request at its end, so every row says how warm its state was. A ``"cell"`` state that no
+request changes (``Method.static_state``: REST's datastore) is carried the same way, but is neither
+warm nor cold: :func:`state_text` labels it ``static`` wherever the others show warm or cold.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -30,6 +34,8 @@ STATE_LIFETIMES: tuple[str, ...] = ("none", "request", "cell")
 # every "cell" method reads it (Method adds it to its sections), so it enters the id of those cells only.
 STATE_SECTION = "method_state"
 STATE_MODES: tuple[str, ...] = ("warm", "cold")
+# The State label of a carried state that no request changes (Method.static_state).
+STATIC_STATE = "static"
 # DecodeResult.stats keys the rows' warmth columns are filled from.
 REQUESTS_SEEN_STAT = "state_requests_seen"
 STATE_SIZE_STAT = "state_size"
@@ -64,3 +70,34 @@ def use_state(state: _State | None, fresh: Callable[[], _State], generate: Calla
     result.stats[REQUESTS_SEEN_STAT] = float(seen)
     result.stats[STATE_SIZE_STAT] = float(size)
     return result
+
+
+def warmth_span(low: Any, high: Any) -> str:
+    """``"0-39"``: the fewest and most earlier requests a state had seen at its rows' starts (warm when
+    the most grows with the samples, cold when it stays at the turn count); empty when either is
+    missing (a stateless method, rows written before the count existed)."""
+    if not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in (low, high)):
+        return ""
+    return f"{int(low)}-{int(high)}"
+
+
+def state_text(lifetime: str, static: bool, mode: str | None, low: Any, high: Any) -> str:
+    """The State column of a method's rows in a cell, the console's and the report's alike.
+
+    Args:
+        lifetime: the method's ``Method.state``; only ``"cell"`` carries a state across requests.
+        static: ``Method.static_state``: no request changes that state (REST's datastore).
+        mode: the cell's ``method_state.mode`` (warm or cold; None: not recorded).
+        low: the fewest earlier requests the state had seen at a row's start (``state_requests_min``).
+        high: the most (``state_requests_max``).
+
+    Returns:
+        ``"warm 0-39"`` / ``"cold 0-1"`` (the mode, then :func:`warmth_span`) for a state that learns;
+        ``"static"`` for a static one; ``""`` for a method without carried state, or without the counts.
+    """
+    if lifetime != "cell":
+        return ""
+    if static:
+        return STATIC_STATE
+    span = warmth_span(low, high)
+    return f"{mode or ''} {span}".strip() if span else ""

@@ -27,7 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from lade_bench import stats
-from lade_bench.methods import REFERENCE, method_color, method_label, registered_methods
+from lade_bench.methods import REFERENCE, method_color, method_label, method_state_text, registered_methods
+from lade_bench.methods.state import STATIC_STATE
 from lade_bench.profiling.device_profile import StoredProfile
 from lade_bench.report import aggregate
 from lade_bench.report.conditions import cell_processors, short_processor
@@ -444,6 +445,9 @@ def _legend_label(summary: pd.DataFrame, arm: str) -> str:
     high = pd.to_numeric(mine["state_requests_max"], errors="coerce").max()
     if not (np.isfinite(low) and np.isfinite(high)):
         return label
+    state = method_state_text(arm, None, low, high)
+    if state == STATIC_STATE:  # nothing learnt from the earlier requests it counts
+        return f"{label}\n(static state)"
     return f"{label}\n(state saw {int(low)}-{int(high)} earlier requests)"
 
 

@@ -35,11 +35,11 @@ from matplotlib.ticker import MaxNLocator
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUP_OF, GROUPS, SCORED_COLUMNS, UNSCORED, parse_sample_id
 from lade_bench.export.spec_bench_answers import AnswerSet, questions, read_answer_file, split_settings
-from lade_bench.methods import method_color, method_label
+from lade_bench.methods import method_color, method_label, method_state_text
 from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING
-from lade_bench.report.tables import PaperTable, fmt, fmt_speedup, state_cell, write_table
+from lade_bench.report.tables import PaperTable, fmt, fmt_speedup, write_table
 
 DATASET = "spec_bench"
 OVERALL = "overall"
@@ -72,7 +72,8 @@ LEADERBOARD = PaperTable(
     "or the reason there is none) and n = samples; Accepted/step = tokens emitted per decode step "
     "(Spec-Bench's tau without the prefill); Width/step = input tokens per decode step (the draft a step "
     "verifies: its cost); State = a stateful method's carried state, warm or cold, and the fewest-most "
-    "earlier requests it had seen; Quality = the group's metric where Spec-Bench's file has references "
+    "earlier requests it had seen, or static where no request changes it (REST's datastore); Quality = "
+    "the group's metric where Spec-Bench's file has references "
     "(translation BLEU/chrF, summarization ROUGE-L x100, math final-number accuracy, RAG exact match/token "
     "F1 x100), else why not; =AR = outputs token-identical to AR. External rows: Spec-Bench answer files, "
     "Spec-Bench's speed.py arithmetic (mean tokens/s ratio, mean accept_lengths), no CI, never paired.",
@@ -254,8 +255,9 @@ def entry_label(rec: dict[str, Any]) -> str:
 
 
 def _state_text(rec: dict[str, Any]) -> str:
-    span = state_cell(rec)
-    return f"{rec['state_mode']} {span}".strip() if span else ""
+    """``"warm 0-19"``, ``"static"`` (REST's datastore) or empty (``methods.method_state_text``)."""
+    mode = rec["state_mode"] or None
+    return method_state_text(str(rec["arm"]), mode, rec["state_requests_min"], rec["state_requests_max"])
 
 
 def leaderboard_table(records: pd.DataFrame) -> pd.DataFrame:

@@ -40,7 +40,7 @@ from typing import Any
 import pandas as pd
 
 from lade_bench import stats
-from lade_bench.methods import method_label
+from lade_bench.methods import method_label, method_state_text
 from lade_bench.report.conditions import cell_dtypes, cell_processors, short_processor
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING, to_latex, to_markdown
@@ -75,7 +75,8 @@ COMPILE_TIME_HEADER = "Compile time (s)"
 ACCEPTED_HEADER = "Accepted/step"
 WIDTH_HEADER = "Width/step"
 # How warm a method's carried state was (lade_bench.methods.state): the fewest and most earlier
-# requests it had learnt from at its rows' starts; shown only where some method keeps state.
+# requests it had learnt from at its rows' starts, or "static" for a state no request changes (REST's
+# datastore); shown only where some method keeps state.
 STATE_HEADER = "State (earlier requests)"
 
 
@@ -517,11 +518,9 @@ def draft_share_cell(rec: dict[str, Any]) -> str:
 
 def state_cell(rec: dict[str, Any]) -> str:
     """``"0-39"``: the fewest and most earlier requests a stateful method's state had seen (warm when
-    the most grows with the samples, cold when it stays at the turn count); empty for a stateless one."""
-    low, high = rec.get("state_requests_min"), rec.get("state_requests_max")
-    if low is None or high is None or not _finite(low) or not _finite(high):
-        return ""
-    return f"{int(low)}-{int(high)}"
+    the most grows with the samples, cold when it stays at the turn count); ``"static"`` for a state no
+    request changes (REST's datastore); empty for a stateless method (``methods.method_state_text``)."""
+    return method_state_text(str(rec["arm"]), None, rec.get("state_requests_min"), rec.get("state_requests_max"))
 
 
 def without_empty_state(table: pd.DataFrame) -> pd.DataFrame:

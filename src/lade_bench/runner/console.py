@@ -13,6 +13,9 @@ from rich.console import Console, JustifyMethod
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from lade_bench.methods import method_state_text
+from lade_bench.methods.state import STATE_SECTION
+
 
 @contextlib.contextmanager
 def progress_bar(total: int, title: str) -> Iterator[Callable[[str], None]]:
@@ -60,7 +63,8 @@ def _quality(stats: dict[str, Any]) -> str:
 
 # Header, justification; "speedup" is the ratio of summed wall times (greedy) or of time per token
 # (sampling; the header says "speedup/tok"), "per-sample" the mean of per-sample ratios, "n" the
-# paired samples and (sample, turn, repeat) units every number of the row is computed on.
+# paired samples and (sample, turn, repeat) units every number of the row is computed on; "state" what
+# the arm's carried state was (only in a cell where an arm carries one; see summary_table).
 _COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("arm", "left"),
     ("rows", "right"),
@@ -71,6 +75,7 @@ _COLUMNS: tuple[tuple[str, JustifyMethod], ...] = (
     ("95% CI", "right"),
     ("per-sample", "right"),
     ("=AR", "right"),
+    ("state", "left"),
     ("quality", "left"),
 )
 
@@ -124,13 +129,29 @@ def mismatch_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summary_table(summary: dict[str, Any]) -> Table:
-    """One row per arm: n, throughput, compression, speedup with its 95% CI (or why none), match rate, quality."""
+def summary_table(summary: dict[str, Any], state_mode: str | None = None) -> Table:
+    """One row per arm: n, throughput, compression, speedup with its 95% CI (or why none), match rate,
+    carried state and quality.
+
+    Args:
+        summary: the cell's summary (``runner.summary``).
+        state_mode: the cell's ``method_state.mode`` (warm or cold). The state column is shown when an
+            arm carries a state across requests: warm or cold and the fewest-most earlier requests its
+            state had seen, ``static`` for a state no request changes (REST's datastore), ``-`` for an
+            arm without one.
+    """
     # The mode in the title: a speedup over eager AR and one over compiled AR are different claims.
     mode = f" ({summary['mode']})" if summary.get("mode") else ""
     title = f"{summary.get('cell_name', '')} [{summary.get('cell_id', '')}]{mode}"
     table = Table(title=title, title_justify="left")
+    states = {
+        arm: method_state_text(arm, state_mode, stats.get("state_requests_min"), stats.get("state_requests_max"))
+        for arm, stats in summary["arms"].items()
+    }
+    shown = any(states.values())
     for header, justify in _COLUMNS:
+        if header == "state" and not shown:
+            continue
         header = speedup_header(summary) if header == "speedup" else header
         table.add_column(header, justify=justify, no_wrap=header != "quality")
     for arm, stats in summary["arms"].items():
@@ -151,6 +172,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
             interval,
             per_sample,
             _fmt(stats.get("matches_ar"), ".0%") if "matches_ar" in stats else "-",
+            *([states[arm] or "-"] if shown else []),
             _quality(stats),
         )
     return table
@@ -160,13 +182,14 @@ def console_summary_sink(
     cell_config: dict[str, Any], summary: dict[str, Any], rows: pd.DataFrame, cell_dir: Path
 ) -> None:
     """Print the cell's summary table, what was skipped, and where the results are."""
-    # Captured output (logs, CI) has no terminal width; 120 columns keep the table on one line per arm.
-    console = Console(width=None if sys.stdout.isatty() else 120)
+    # Captured output (logs, CI) has no terminal width; 140 columns keep the table on one line per arm,
+    # its state column included.
+    console = Console(width=None if sys.stdout.isatty() else 140)
     if summary.get("status") == "failed":
         console.print(f"cell {summary['cell_id']} failed: {summary['error']}", markup=False, highlight=False)
         console.print(f"partial results: {cell_dir}", soft_wrap=True, markup=False, highlight=False)
         return
-    console.print(summary_table(summary))
+    console.print(summary_table(summary, (cell_config.get(STATE_SECTION) or {}).get("mode")))
     console.print(table_legend(summary), markup=False, highlight=False)
     skipped = summary.get("skipped_samples", 0)
     if skipped:

@@ -8,8 +8,11 @@ the generation is timed (by the engine). A multi-turn sample prompts each arm wi
 answers (MT-Bench turn 2).
 
 Resume: keys already in ``rows.jsonl`` are not generated again; their stored ``output_text``
-supplies the history a later turn needs. The rows of one (sample, turn, repeat) are appended together
-once scored, so a kill loses at most that group (the sample in flight).
+supplies the history a later turn needs. A stateful arm's stored generations, failed ones included,
+are replayed into its state (untimed) and each replay is compared with its stored row
+(``runner.replay``): a difference refuses the resume before any new row is written. The rows of one
+(sample, turn, repeat) are appended together once scored, so a kill loses at most that group (the
+sample in flight).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from lade_bench.runner.method_state import CellStates
 from lade_bench.runner.mismatch import record_mismatches
 from lade_bench.runner.plan import CellPlan
 from lade_bench.runner.ranks import RanksError
+from lade_bench.runner.replay import check_replay
 from lade_bench.runner.rows import derive_seed, error_row, identity, result_row
 from lade_bench.runner.scoring import score_output
 from lade_bench.runner.timing import arm_order
@@ -146,15 +150,17 @@ class _SampleLoop:
         for arm in order:
             key = (sample.sample_id, turn, arm, repeat)
             state = self.states.get(arm, repeat)
+            ids = {**identity(self.plan, sample.sample_id, turn, arm, repeat, seed), **self.provenance}
             if key in self.stored:
                 rows[arm] = self.stored[key]
-                if state is not None and rows[arm]["error"] is None:
-                    _replay(self.plan, self.cell_model, sample, turn, history[arm], arm, seed, state)
+                # Every request the state served, failed ones too; not a turn skipped after a failed one.
+                if state is not None and arm not in failed_turn:
+                    replayed = _generate_row(self.plan, self.cell_model, sample, turn, history[arm], arm, ids, state)
+                    check_replay(self.plan, rows[arm], replayed)
                 continue
             if not self.warmed:
                 warm_up(self.plan, self.cell_model, sample)
                 self.warmed = True
-            ids = {**identity(self.plan, sample.sample_id, turn, arm, repeat, seed), **self.provenance}
             if arm in failed_turn:
                 rows[arm] = error_row(ids, None, f"turn {failed_turn[arm]} of this sample failed for {arm}")
             else:
@@ -196,21 +202,6 @@ def _generate_row(
         return error_row(ids, len(prompt), f"{type(exc).__name__}: {exc}")
     text = cell_model.tokenizer.decode(result.tokens, skip_special_tokens=True)
     return result_row(ids, len(prompt), result, text)
-
-
-def _replay(
-    plan: CellPlan,
-    cell_model: CellModel,
-    sample: Sample,
-    turn: int,
-    history: list[tuple[str, str]],
-    arm: str,
-    seed: int,
-    state: Any,
-) -> None:
-    """Regenerate a stored row's generation into ``state`` (untimed, discarded): a resumed cell's state
-    then learnt from the same requests as an uninterrupted run's, so its rows' warmth is the same."""
-    generate(arm, cell_model, _prompt(plan, cell_model, sample, turn, history), plan, seed, state=state)
 
 
 def _prompt(

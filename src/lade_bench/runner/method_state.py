@@ -7,8 +7,9 @@ sample sees a state that learnt from the same earlier requests, never from an ea
 same sample. ``method_state.mode=cold`` builds a fresh state at every sample's start.
 
 Warm-up generations get no state (a fresh one each: they teach the cell's state nothing), and a
-resumed cell replays the generations of its stored rows into the state (untimed, results discarded),
-so a row's warmth does not depend on whether its cell was interrupted.
+resumed cell replays the generations of its stored rows into the state (untimed), failed generations
+included, comparing each replay with its stored row (``runner.replay``), so a row's warmth does not
+depend on whether its cell was interrupted.
 """
 
 from __future__ import annotations
