@@ -107,3 +107,37 @@ def test_unfinished_planned_cells_are_those_neither_done_nor_live(tmp_path, make
     # a is done and b has a live owner; c failed, d's job is gone (interrupted), the fifth never started.
     assert sorted(cell.state for cell in unfinished_planned_cells(progress)) == ["failed", "interrupted", "pending"]
     lock.release()
+
+
+def _finished(root, make_row, cell_id):
+    """A cell run to the end as the runner leaves it (rows, parquet, summary, index done)."""
+    cell_dir = _cell(root, make_row, cell_id, 4, run_id=f"r{cell_id}")
+    CellWriter(cell_dir).finalize()
+    CellWriter(cell_dir).write_json("summary.json", {"status": "done"})
+    update_index(root, cell_id, cell_dir=cell_dir, status="done", run={"run_id": f"r{cell_id}"})
+    return cell_dir
+
+
+def test_jobs_that_are_one_cell_are_one_cell_never_a_pending_one(tmp_path, make_row):
+    # Issue 64: jobs whose swept setting no arm reads are one cell. Planned as one (a shared ``cell``
+    # identity), they are listed once before any job starts and once done.
+    merged = [{"num": i, "key": job_key([f"w={i}"]), "name": "one", "overrides": [], "cell": "x"} for i in (0, 1)]
+    write_launch(tmp_path / "merged", merged)
+    before = sweep_progress(tmp_path / "merged")
+    (pending,) = before.cells
+    assert (pending.name, pending.state, pending.job_num, pending.other_jobs) == ("one", "pending", 0, [1])
+    cell_dir = _finished(tmp_path / "merged", make_row, "a")
+    for job in merged:  # the first job ran it, the second found it done: both record the same cell
+        record_job(tmp_path / "merged", job["key"], "a", cell_dir.name)
+    after = sweep_progress(tmp_path / "merged")
+    assert [(cell.state, cell.cell_id) for cell in after.cells] == [("done", "a")]
+    assert unfinished_planned_cells(after) == []
+    # Planned apart (the launch could not tell them apart: no identity), they still are one cell once run.
+    apart = [{key: value for key, value in job.items() if key != "cell"} for job in merged]
+    write_launch(tmp_path / "apart", apart)
+    cell_dir = _finished(tmp_path / "apart", make_row, "a")
+    for job in apart:
+        record_job(tmp_path / "apart", job["key"], "a", cell_dir.name)
+    progress = sweep_progress(tmp_path / "apart")
+    assert [(cell.state, cell.cell_id) for cell in progress.cells] == [("done", "a")]
+    assert unfinished_planned_cells(progress) == []

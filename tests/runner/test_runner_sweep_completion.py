@@ -7,6 +7,7 @@ launch ends: the launch must say so and exit non-zero (3), and a rerun finishes 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -14,12 +15,14 @@ import textwrap
 
 import pytest
 
+from lade_bench import status
 from lade_bench.results import read_index
 from lade_bench.results.sweep_layout import cell_lock_path
+from lade_bench.results.sweep_plan import read_launch
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.launch_plan import INCOMPLETE_EXIT
 
-from .conftest import TINY
+from .conftest import QUIET, TINY
 
 pytestmark = pytest.mark.slow
 
@@ -103,3 +106,21 @@ def test_a_skipped_cell_whose_owner_died_fails_the_launch(tmp_path, owner_of_win
     assert _states(plan.sweep_root) == {3: "done"}
     assert _rerun_in_process(compose_cfg, tmp_path) == ["done", "skipped"]  # the dead owner's cell is taken over
     assert _states(plan.sweep_root) == {1: "done", 3: "done"}
+
+
+def test_jobs_that_are_one_cell_are_planned_once_and_the_launch_finishes(run_cli, tmp_path, capsys):
+    # The smoke sweep sweeps lookahead.window=1,3; with no lookahead arm both jobs are one cell (issue 64):
+    # the launch plans it once, the first job runs it, the second skips it, and nothing stays pending.
+    result = run_cli("+sweep=smoke", "arms=[ar,sam_decoding,pia]", *QUIET)
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said[-3000:]
+    assert "lookahead.window=1,3 is read by no arm of this cell" in said and "2 jobs are 1 cell" in said
+    sweep_root = tmp_path / "runs" / "smoke"
+    launch = read_launch(sweep_root)
+    assert [cell["jobs"] for cell in launch["cells"]] == [[0, 1]] and len(launch["jobs"]) == 2
+    assert status.main([str(sweep_root), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown["cells"]) == 1 and shown["counts"]["done"] == 1 and shown["counts"]["pending"] == 0
+    assert shown["cells"][0]["job_num"] == 0 and shown["cells"][0]["other_jobs"] == [1]
+    (entry,) = read_index(sweep_root)
+    assert entry["status"] == "done" and entry["arms"] == ["ar", "sam_decoding", "pia"]

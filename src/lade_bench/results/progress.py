@@ -4,7 +4,10 @@ Read-only: it combines what the jobs of a sweep leave on disk and never writes o
 it is safe to run at any time, from any node sharing the sweep folder:
 
 * the launch plan (``_plan/``): the cells the latest multirun launch planned, and which planned job
-  became which cell (a planned job with no cell yet is *pending*);
+  became which cell (a planned cell none of whose jobs has started is *pending*). Jobs the launch
+  planned as one cell (``results.sweep_plan``) are that cell once; so are jobs that turn out to be one
+  cell only where they run (``device: auto`` decided alike): a job whose cell is listed already adds
+  no second, pending one;
 * the index (``index.jsonl``): done, failed (with the error) or running, and who ran the cell last;
 * the cell locks (``_locks/cell-<id>.lock``): who runs a cell now and their last heartbeat. An index
   that says running without a live lock means the job died: the cell is *interrupted* (a rerun of
@@ -46,7 +49,7 @@ from lade_bench.results.cell_check import check_cell
 from lade_bench.results.lockfile import owner_state, read_lock
 from lade_bench.results.sweep_index import salvage_index
 from lade_bench.results.sweep_layout import cell_lock_path
-from lade_bench.results.sweep_plan import read_jobs, read_launch
+from lade_bench.results.sweep_plan import planned_cells, read_jobs, read_launch
 from lade_bench.results.sweep_queue import read_queue_record
 from lade_bench.results.writer import MANIFEST_JSON, ROWS_JSONL, ROWS_PARQUET, SUMMARY_JSON, scan_rows_jsonl
 
@@ -74,7 +77,9 @@ class CellProgress:
         rows_mismatched: greedy rows of a lookahead-style arm whose tokens differ from AR's
             (``matches_ar`` false).
         log: the log of the cell's latest run (its file in the cell folder, else the job's log).
-        job_num: Hydra's job number in the latest launch, where the cell was planned there.
+        job_num: Hydra's job number in the latest launch, where the cell was planned there (its
+            first job, when several jobs of the launch are this cell).
+        other_jobs: the launch's other jobs that are this cell (they find it done or owned and skip it).
         scheduler: what the scheduler says about the cell's job, in words (a requeued or queued job).
         job_id: the scheduler job of the cell's latest run (from its lock or the index).
         restarts: Slurm's restart count of that job when that run started (None outside Slurm).
@@ -93,6 +98,7 @@ class CellProgress:
     rows_mismatched: int = 0
     log: str | None = None
     job_num: int | None = None
+    other_jobs: list[int] = field(default_factory=list)
     scheduler: str | None = None
     job_id: str | None = None
     restarts: int | None = None
@@ -185,14 +191,20 @@ def sweep_progress(sweep_root: str | os.PathLike[str], side_files: Sequence[str]
     started = read_jobs(root)
     cells: list[CellProgress] = []
     seen: set[str] = set()
-    for job in (launch or {}).get("jobs", []):
-        known = started.get(job["key"])
-        if known is None or known["cell_id"] in seen:
-            cells.append(CellProgress(name=job["name"], state="pending", job_num=job["num"]))
+    for planned in planned_cells(launch or {}):
+        first, *others = [job["num"] for job in planned.jobs]
+        runs = [started[job["key"]] for job in planned.jobs if job["key"] in started]
+        known = next((run for run in runs if run["cell_id"] not in seen), None)
+        if known is None:
+            if not runs:  # none of its jobs has started
+                cells.append(CellProgress(name=planned.name, state="pending", job_num=first, other_jobs=others))
+            # else its jobs run a cell listed already: one cell, whatever the launch could tell apart
             continue
         seen.add(known["cell_id"])
         entry = index.get(known["cell_id"])
-        cells.append(_cell(root, known["cell_id"], known["cell_dir"], entry, job["num"], side_files))
+        cell = _cell(root, known["cell_id"], known["cell_dir"], entry, first, side_files)
+        cell.other_jobs = others
+        cells.append(cell)
     for cell_id, entry in index.items():
         if cell_id not in seen:
             cells.append(_cell(root, cell_id, entry["cell_dir"], entry, None, side_files))
@@ -213,7 +225,10 @@ def _apply_queue(cells: list[CellProgress], queue: dict[str, Any]) -> None:
     for cell in cells:
         if cell.job_num is None:
             continue
-        queued = jobs.get(str(cell.job_num)) if queue["live"] else None
+        listed = [jobs.get(str(num)) for num in (cell.job_num, *cell.other_jobs)] if queue["live"] else []
+        # Of a cell's jobs, the one that ran it last (a requeue), else the first one queued.
+        queued = next((q for q in listed if q is not None and q.get("job_id") == cell.job_id), None)
+        queued = queued or next((q for q in listed if q is not None), None)
         if queued is not None:
             where = f"job {queued.get('job_id')} {queued.get('state')}"
             if queued.get("reason") not in (None, "", "None"):

@@ -172,18 +172,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     if cfg.compile:  # before the per-arm checks: a compiled cell's own limits are the first thing to say
         _validate_compile(cfg.compile_options, arms, devices, attention)
     _validate_attention(attention, arms)
-    facts = CellFacts(
-        devices=devices,
-        device=_enum_value(cfg.device),
-        attn_implementation=attention,
-        model_source=_enum_value(cfg.model.source),
-        model_name=cfg.model.name,
-        compiled=bool(cfg.compile),
-        dataset=cfg.dataset.name,
-        dataset_path=cfg.dataset.path,
-        tokenizer=tokenizer_source(cfg.model),
-        model_cache_dir=cfg.model_cache_dir,
-    )
+    facts = _cell_facts(cfg, devices, attention)
     cfg = _resolve_sections(cfg, arms, facts)
     settings = _arm_settings(cfg, arms, facts)
     counts = _run_counts(cfg)
@@ -207,7 +196,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     compile_options = (
         None if compile_mode is None else CompileOptions(compile_mode, options.cache_block, options.backend)
     )
-    semantic = semantic_config(cfg, arms, spec, device, dtype, compile_mode)
+    semantic = semantic_config(cfg, arms, spec, device.type, str(dtype).removeprefix("torch."), compile_mode)
     identity = cell_id(semantic)
     sweep_root = Path(cfg.output_root).expanduser().resolve() / _plain_name("sweep_name", cfg.sweep_name)
     cell_dir = sweep_root / f"{readable_cell_name(cfg, arms)}-{identity}"
@@ -243,21 +232,65 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     )
 
 
+def launch_identity(cfg: DictConfig) -> str:
+    """Which cell a job of a multirun will run, as the machine launching it can tell (``runner.launch_plan``).
+
+    A cell id hashes what the job resolves where it lands (the device kind of ``device: auto``, the
+    dtype of ``dtype: auto``, a compiled cell's mode), which a cluster's login node cannot know; this
+    hashes the same semantic config (:func:`semantic_config`) with those as configured. Jobs of one
+    launch with one identity run one cell (on alike machines): a swept setting no arm reads, or one
+    that is no part of a cell's id (``warmup``), does not make a second cell.
+
+    Raises:
+        CellConfigError, DecodingConfigError, UnknownDatasetError: bad arms, sampling values or dataset
+            name (the job itself refuses them, by name).
+    """
+    sampling = SamplingParams(
+        do_sample=cfg.sampling.do_sample,
+        temperature=cfg.sampling.temperature,
+        top_k=cfg.sampling.top_k,
+        top_p=cfg.sampling.top_p,
+    )
+    arms = _validate_arms(cfg.arms, sampling)
+    cfg = _resolve_sections(cfg, arms, _cell_facts(cfg, cell_devices(cfg), _enum_value(cfg.attn_implementation)))
+    compile_mode = _enum_value(cfg.compile_options.mode) if cfg.compile else None
+    spec = get_spec(cfg.dataset.name)
+    device, dtype = str(_enum_value(cfg.device)), str(_enum_value(cfg.dtype))
+    return cell_id(semantic_config(cfg, arms, spec, device, dtype, compile_mode))
+
+
+def _cell_facts(cfg: DictConfig, devices: int, attention: str) -> CellFacts:
+    """The facts about a cell that its arms' ``Method.resolve`` and ``Method.refuse`` are asked with."""
+    return CellFacts(
+        devices=devices,
+        device=_enum_value(cfg.device),
+        attn_implementation=attention,
+        model_source=_enum_value(cfg.model.source),
+        model_name=cfg.model.name,
+        compiled=bool(cfg.compile),
+        dataset=cfg.dataset.name,
+        dataset_path=cfg.dataset.path,
+        tokenizer=tokenizer_source(cfg.model),
+        model_cache_dir=cfg.model_cache_dir,
+    )
+
+
 def semantic_config(
     cfg: DictConfig,
     arms: tuple[str, ...],
     spec: DatasetSpec,
-    device: torch.device,
-    dtype: torch.dtype,
+    device: str,
+    dtype: str,
     compile_mode: str | None = None,
 ) -> dict[str, Any]:
     """The keys that change what a row means (see :mod:`lade_bench.results.cell_id`).
 
     Left out on purpose: the sweep name, output paths, warm-up and the model cache folder (none of
     them changes a generated token or a timed region). The dataset path enters by file name only,
-    so the same file copied elsewhere is the same cell. ``compile_mode``: the resolved torch.compile
-    mode of a compiled cell (None: eager). A method's config sections enter only when the method is
-    among ``arms`` (:func:`arm_sections`).
+    so the same file copied elsewhere is the same cell. ``device``: the resolved device kind
+    (``cuda``, ``cpu``); ``dtype``: the resolved dtype's name (``float32``); ``compile_mode``: the
+    resolved torch.compile mode of a compiled cell (None: eager). A method's config sections enter
+    only when the method is among ``arms`` (:func:`arm_sections`).
     """
     model = cfg.model
     model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
@@ -297,8 +330,8 @@ def semantic_config(
         "max_new_tokens": cfg.max_new_tokens,
         "repeats": cfg.repeats,
         "seed": cfg.seed,
-        "device": device.type,
-        "dtype": str(dtype).removeprefix("torch."),
+        "device": device,
+        "dtype": dtype,
         "attn_implementation": _enum_value(cfg.attn_implementation),
     }
     devices = cell_devices(cfg)
