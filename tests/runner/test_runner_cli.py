@@ -143,3 +143,20 @@ def test_unreachable_hub_dataset_says_how_to_use_a_local_copy(run_cli, tmp_path)
     assert result.returncode == 2
     assert "cannot load dataset 'gsm8k'" in output and "dataset.path=" in output
     assert "loading model" not in output
+
+
+def test_a_hub_model_offline_fails_the_cell_and_leaves_no_wandb_run(run_cli, tmp_path):
+    # Issue 64: +sweep=ablation_wg's own model (meta-llama/Llama-2-7b-chat-hf on the hub) cannot be had
+    # offline. The cell fails as it loads its model; with real offline W&B, a cell that never loaded its
+    # model must leave no W&B run (nor a record of one): nothing to sync for a cell that never ran.
+    offline = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    args = ["+sweep=ablation_wg", "lookahead.window=1", "lookahead.guesses=1", "dataset.limit=1", "device=cpu"]
+    result = run_cli(*args, "wandb.mode=offline", env=offline)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-3000:]
+    assert "cannot load model 'llama2-7b-chat'" in output and "Traceback" not in output
+    sweep_root = tmp_path / "runs" / "ablation_wg"
+    (entry,) = read_index(sweep_root)
+    assert entry["status"] == "failed" and "cannot load model" in entry["error"]  # the status still says why
+    assert list(sweep_root.rglob("offline-run-*")) == [] and list(sweep_root.rglob("wandb_run.json")) == []
+    assert "wandb sync" not in output

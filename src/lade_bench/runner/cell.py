@@ -206,10 +206,12 @@ def _run_owned_cell(
         config=plan.semantic,
         run=me.as_record(),
     )
+    loaded = False
     try:
         # Before the model loads: the load average is the machine's, and the resume gap ends now.
         conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
         cell_model = _load_model(plan, ranks)
+        loaded = True
         _profile_device_once(plan, cell_model, me)
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
@@ -228,7 +230,10 @@ def _run_owned_cell(
             raise  # the cell is another job's now: its index entry and sinks are not ours to touch
         message = _failure_message(exc)
         _mark_failed(plan, message)
-        if isinstance(exc, Exception):  # not on Ctrl-C: the user wants out, not a W&B upload
+        # Not on Ctrl-C (the user wants out, not a W&B upload), nor before the model loaded (a model that
+        # cannot be had offline): such a cell has no result to show, the index and the job's error say
+        # what to fix, and a W&B run of it would outlive the fix.
+        if isinstance(exc, Exception) and loaded:
             _report_failure(plan, sinks, message)
         raise
     ownership.ensure_held()

@@ -4,7 +4,9 @@ A sink is any callable ``sink(cell_config, summary, rows, cell_dir)``:
 
 * ``cell_config``: the resolved job config as a plain dict (enums as strings) plus ``cell_id``;
 * ``summary``: the cell summary as written to ``summary.json`` (``status: "done"``), or, for a cell
-  that raised, ``{"status": "failed", "error": ..., "cell_id": ..., "results_dir": ...}``;
+  that raised once its model was loaded, ``{"status": "failed", "error": ..., "cell_id": ...,
+  "results_dir": ...}`` (a cell that failed before, e.g. on a model that cannot be had offline, is no
+  sink's business: the index records the failure and the job's error names the fix);
 * ``rows``: the cell's rows as a DataFrame (``lade_bench.results.load_rows``; empty if none);
 * ``cell_dir``: the cell's folder (manifest, config, rows).
 
