@@ -45,6 +45,24 @@ RECURRENT: dict[str, Callable[[], PretrainedConfig]] = {
 
 _DOGE = dict(num_hidden_layers=2, max_position_embeddings=256, keep_window_size=8, **TINY_DECODER)
 
+
+def dory_config(recurrent_kv_cache_mode: str) -> PretrainedConfig:
+    """A tiny recurrent-depth Dory: one input, one recurrent (looped twice) and one output layer, the
+    outer ones sliding (window 8, so the probe's 16 tokens pass it)."""
+    return CONFIG_MAPPING["dory"](
+        num_hidden_layers=3,
+        n_input_layers=1,
+        n_output_layers=1,
+        n_recurrent_loops=2,
+        recurrent_kv_cache_mode=recurrent_kv_cache_mode,
+        head_dim=8,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        max_position_embeddings=256,
+        **TINY_DECODER,
+    )
+
+
 # Families that ran silently wrong (or crashed raw) before the checks named their features.
 SILENT: dict[str, Callable[[], PretrainedConfig]] = {
     # Local layers window by the index in the input (an 8-token window, so the probe's 16 pass it).
@@ -62,6 +80,9 @@ SILENT: dict[str, Callable[[], PretrainedConfig]] = {
     # Dynamic-mask attention: a top-k over keys once more than keep_window_size are there.
     "doge": lambda: CONFIG_MAPPING["doge"](**_DOGE),
     "doge_moe": lambda: CONFIG_MAPPING["doge"](**_DOGE, is_moe=True, num_experts=16, num_experts_per_tok=2),
+    # Recurrent-depth loops that read the last loop's cache: a token's logits depend on which tokens
+    # share its forward (issue 64; before it, the engine's config-less cache even ran 'per_loop').
+    "dory_last_loop": lambda: dory_config("last_loop"),
 }
 
 # What each refusal of SILENT names besides the class and the model type.
@@ -70,6 +91,7 @@ SILENT_FEATURES = {
     "openai_gpt": ("OpenAIGPTLMHeadModel", "model_type='openai-gpt'", "takes no KV cache"),
     "doge": ("DogeForCausalLM", "model_type='doge'", "dynamic-mask attention", "keep_window_size=8"),
     "doge_moe": ("DogeForCausalLM", "model_type='doge'", "dynamic-mask attention", "is_moe=True"),
+    "dory_last_loop": ("DoryForCausalLM", "model_type='dory'", "recurrent_kv_cache_mode='last_loop'"),
 }
 
 # RoBERTa-style encoders used as decoders: positions from the padding index when left to the model.

@@ -53,7 +53,7 @@ def test_silent_families_are_refused_by_feature_before_any_forward(family):
 
 @pytest.mark.parametrize(
     ("family", "failed"),
-    [("gpt_neo_local", "(c)"), ("openai_gpt", "(b)"), ("doge", "(a)"), ("doge_moe", "(a)")],
+    [("gpt_neo_local", "(c)"), ("openai_gpt", "(b)"), ("doge", "(a)"), ("doge_moe", "(a)"), ("dory_last_loop", "(b)")],
 )
 def test_the_probe_alone_refuses_each_family(family, failed):
     """Were the feature unnamed (a family nobody listed), the probe would still refuse it."""
@@ -141,7 +141,7 @@ def test_the_probe_runs_once_per_model_and_keeps_its_verdict():
     model = tiny_model("llama")
     counter = ForwardCounter(model)
     check_model_behaviour(model)
-    assert counter.calls == 7  # the seven forwards the probe's docstring names
+    assert counter.calls == 11  # the eleven forwards the probe's docstring names
     lookahead_generate(model, PROMPT, PARAMS, 4)
     runs = counter.calls
     check_model_behaviour(model)

@@ -288,11 +288,14 @@ def missing_cache_of(model: torch.nn.Module) -> str | None:
 def input_dependent_attention_of(model: torch.nn.Module) -> str | None:
     """Which attention of ``model`` depends on input indices or on the other tokens fed, or None.
 
-    Two features, read from the config whatever the model is called: local layers that apply their
+    Three features, read from the config whatever the model is called: local layers that apply their
     window by the index in the input rather than by position id (GPT-Neo's ``attention_layers``
-    with ``"local"``), and dynamic-mask attention that picks each query's keys by a top-k over all
+    with ``"local"``), dynamic-mask attention that picks each query's keys by a top-k over all
     keys, masked ones included (Doge's ``keep_window_size``; its mixture-of-experts variant also
-    routes with information from the other tokens of a forward).
+    routes with information from the other tokens of a forward), and recurrent-depth loops that read
+    the cache only the last loop writes (Dory's ``recurrent_kv_cache_mode="last_loop"``: a token sees
+    the tokens of its own forward at an earlier loop's keys and values and the cached ones at the
+    last loop's, so its logits depend on which tokens share its forward, and ``generate`` feeds one).
     """
     config: Any = model.config  # a transformers config (nn.Module attributes are typed as tensors)
     if hasattr(config, "get_text_config"):
@@ -306,6 +309,13 @@ def input_dependent_attention_of(model: torch.nn.Module) -> str | None:
                 f"its local attention layers (config.{field} has 'local', window_size={window}, "
                 f"model_type={model_type!r}) apply their window by the index in the input, not by position id"
             )
+    if getattr(config, "recurrent_kv_cache_mode", None) == "last_loop":
+        return (
+            f"its recurrent loops before the last read the cache only the last loop writes "
+            f"(config.recurrent_kv_cache_mode='last_loop', model_type={model_type!r}): a token reads the tokens "
+            "of its own forward at an earlier loop's keys and values and the cached ones at the last loop's, "
+            "while generate feeds one token per forward ('per_loop' keeps a cache per loop and is exact)"
+        )
     keep = getattr(config, "keep_window_size", None)
     if keep is not None:
         moe = getattr(config, "is_moe", False)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
 
 from lade_bench.decoding.executor import ForwardRecord
+from lade_bench.decoding.kv_cache import engine_cache
 from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device
 
 
@@ -16,9 +16,9 @@ class CachedForward:
         """Forwards of ``model`` on a fresh, empty cache."""
         self.model = model
         self.device = model_device(model)
-        # No config: every layer keeps every entry (no sliding-window trimming), so all layers have one
-        # length and a step's commit is the same for full and sliding layers (see masks.py).
-        self.cache = DynamicCache()
+        # generate's layers, each keeping every entry (no sliding-window trimming), so all layers have
+        # one length and a step's commit is the same for full and sliding layers (see kv_cache.py).
+        self.cache = engine_cache(model)
         self._cache_argument = cache_argument_name(model)
         self._clock = Stopwatch(self.device)
         self.record = ForwardRecord()

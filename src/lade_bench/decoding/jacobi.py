@@ -5,8 +5,8 @@ the greedy prediction before them (plus one more token), and uses the prediction
 the block as the next guesses (a Jacobi fixed-point iteration).
 
 The block is plain causal, so the model builds its own masks (sliding-window ones for local layers
-included); the cache is a config-less ``DynamicCache`` that keeps every entry on every layer, so
-cropping the rejected guesses is exact for full and sliding layers alike.
+included); the cache is the engine's (``kv_cache.engine_cache``: generate's layers, each keeping every
+entry), so cropping the rejected guesses is exact for full and sliding layers alike.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterable, Sequence
 
 import torch
-from transformers import DynamicCache
 
 from lade_bench.decoding.checks import eos_set, prompt_ids_as_list
 from lade_bench.decoding.forward import following_positions
+from lade_bench.decoding.kv_cache import engine_cache
 from lade_bench.decoding.params import (
     JACOBI_BLOCK_SIZE,
     DecodeResult,
@@ -57,7 +57,7 @@ def jacobi_generate(
     device = model_device(model)
     generator = torch.Generator().manual_seed(seed)
     cache_key = cache_argument_name(model)
-    cache = DynamicCache()
+    cache = engine_cache(model)
     forward_clock = Stopwatch(device)
     sync = device_synchronizer(device)
     step_tokens: list[int] = []

@@ -6,7 +6,7 @@ layer additionally sees only keys within its window of each query: the query at 
 the key at position j only if ``i - j < sliding_window``, measured on position ids, so a window or
 candidate token sees exactly what the same token would see in autoregressive decoding.
 
-The cache keeps every entry on every layer (a plain ``DynamicCache()``: no per-layer trimming), so
+The cache keeps every entry on every layer (``kv_cache.engine_cache``: no per-layer trimming), so
 all layers share one cache length and ``kv_cache.commit_accepted`` is the same for both kinds; the
 sliding layers' older entries are simply masked out.
 

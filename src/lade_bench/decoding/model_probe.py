@@ -14,9 +14,14 @@ forwards through the engine's own code paths, and refuses the model with the fai
   ids, each hidden from the other by the step mask (the shape of a lookahead or draft-tree step,
   where a row's position id differs from its index in the input), each get the logits they get
   when fed alone (a model that ignores the custom mask or the position ids, or applies a window by
-  input index, breaks this).
+  input index, breaks this);
+- **(d) the engine's cache decodes like generate's**: tokens fed together on the engine's cache
+  (``kv_cache.engine_cache``) get the logits they get fed one at a time on the cache the model
+  builds for itself, ``generate``'s decoding path (a model whose forward reads the cache's structure
+  and computes something else on a cache built otherwise, or whose rows depend on which tokens
+  share a forward, breaks this).
 
-Cost: seven forwards of at most 16 tokens, once per model, dtype and attention
+Cost: eleven forwards of at most 16 tokens, once per model, dtype and attention
 implementation (the verdict is kept on the model object). What it cannot see is written in
 docs/engine.md ("The behavioural probe").
 """
@@ -30,10 +35,10 @@ import torch
 
 from lade_bench.decoding.checks import UnsupportedModelError, attention_implementation_of
 from lade_bench.decoding.executor import StepInput
-from lade_bench.decoding.forward import CachedForward
+from lade_bench.decoding.forward import CachedForward, following_positions
 from lade_bench.decoding.position_limits import position_thresholds
 from lade_bench.decoding.single_device import SingleDeviceExecutor
-from lade_bench.decoding.timing import model_dtype
+from lade_bench.decoding.timing import cache_argument_name, model_device, model_dtype
 
 # The longest sequence (largest cache length + input index + 1) a probe forward builds: long enough
 # to pass an 8-token local window by input index in (c), short enough to cost nothing next to loading.
@@ -41,6 +46,10 @@ PROBE_LENGTH = 16
 
 # Longest branch of (c), in tokens.
 PROBE_BRANCH = 4
+
+# Tokens (d) decodes one at a time on the model's own cache: the first shows a cache that differs
+# from the engine's, the next ones rows that depend on which tokens share a forward.
+PROBE_DECODED = 3
 
 # Where the verdicts live on a model: keyed by (dtype, attention implementation), since either
 # changes which kernels run. On the model object, so the cache lives and dies with the model.
@@ -94,7 +103,7 @@ def probe_shape(model: torch.nn.Module) -> ProbeShape:
 
 
 def check_model_behaviour(model: torch.nn.Module) -> None:
-    """Raise UnsupportedModelError naming the first property (a), (b) or (c) ``model`` breaks.
+    """Raise UnsupportedModelError naming the first property (a), (b), (c) or (d) ``model`` breaks.
 
     Runs the probe once per model object, dtype and attention implementation; later calls read the
     kept verdict (a refusal is raised again with the same message).
@@ -141,8 +150,10 @@ def _probe(model: torch.nn.Module) -> str | None:
             _gap(full[shape.split :], rest),
         )
     if shape.branch:
-        return _check_branches(model, ids, full, shape, tolerance, name)
-    return None
+        problem = _check_branches(model, ids, full, shape, tolerance, name)
+        if problem is not None:
+            return problem
+    return _check_generate_path(model, prompt, rest, shape.split, tolerance, name)
 
 
 def _check_branches(
@@ -176,6 +187,46 @@ def _check_branches(
                 _gap(expected, together),
             )
     return None
+
+
+def _check_generate_path(
+    model: torch.nn.Module, prompt: list[int], rest: torch.Tensor, split: int, tolerance: float | None, name: str
+) -> str | None:
+    """Property (d): the engine's rows of ``prompt[split:]`` (``rest``, fed together on the engine's
+    cache after ``prompt[:split]``) equal the first tokens' rows fed one at a time on the cache the
+    model builds for itself when given none (``generate``'s cache, ``DynamicCache(config=...)``)."""
+    count = min(PROBE_DECODED, len(prompt) - split)
+    device = model_device(model)
+    key = cache_argument_name(model)
+    output = model(
+        input_ids=torch.tensor([prompt[:split]], device=device),
+        position_ids=following_positions(0, split, device),
+        use_cache=True,
+    )
+    cache = getattr(output, key)
+    rows = []
+    for index in range(split, split + count):
+        output = model(
+            input_ids=torch.tensor([[prompt[index]]], device=device),
+            position_ids=following_positions(index, 1, device),
+            use_cache=True,
+            **{key: cache},
+        )
+        cache = getattr(output, key)
+        rows.append(output.logits[0, -1])
+    decoded = torch.stack(rows)
+    if _close(decoded, rest[:count], tolerance):
+        return None
+    return _refusal(
+        name,
+        "(d) the engine's cache decodes like generate's",
+        f"the first {count} of {len(rest)} tokens fed in one forward on the engine's cache (after {split} cached "
+        "ones) do not get the logits they get fed one at a time on the cache the model builds for itself, as "
+        "generate decodes "
+        "(the model computes something else on a cache built otherwise, or a token's logits depend on which "
+        "tokens share its forward)",
+        _gap(decoded, rest[:count]),
+    )
 
 
 def _probe_tokens(model: torch.nn.Module, count: int) -> list[int]:

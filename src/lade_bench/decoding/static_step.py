@@ -9,9 +9,10 @@ code wants one shape: here every step of a generation feeds ``StepShape.tokens``
   (token 0 at cur's position). A padding row sees only itself, so its values stay finite, and no
   real row sees it, so the real rows' logits are those of the unpadded step. Padding logit rows
   repeat row 0 and are never read.
-* The cache is one full-length ``StaticLayer`` per layer (sliding layers too: like the eager
-  executor's config-less cache, every layer holds every entry and the masks hide what a local layer
-  must not see), so a step's commit is the same for every layer. The committed length is
+* The cache is one full-length ``StaticLayer`` per layer of ``generate``'s cache
+  (``kv_cache.engine_cache``; sliding layers too: like the eager executor's cache, every layer holds
+  every entry and the masks hide what a local layer must not see), so a step's commit is the same
+  for every layer. The committed length is
   ``position``, set before each forward; a commit moves the accepted entries in place
   (``kv_cache.move_accepted``) and leaves the rest to be masked and overwritten.
 * The step forward is ``CompiledForwards.compiled_forward`` (``dynamic=False``): one compile per
@@ -24,17 +25,15 @@ decoding's, padding is masked out and never accepted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from transformers import Cache
-from transformers.cache_utils import StaticLayer
 
 from lade_bench.decoding.branch import BRANCH_BUILDERS
 from lade_bench.decoding.checks import LayerAttention, layer_attention_of
 from lade_bench.decoding.compiled import CompiledForwards
 from lade_bench.decoding.executor import ForwardRecord, StepInput
-from lade_bench.decoding.kv_cache import move_accepted
+from lade_bench.decoding.kv_cache import engine_cache, entry_layers, move_accepted
 from lade_bench.decoding.layout import LayoutCache, StepLayout
 from lade_bench.decoding.masks import FULL_ATTENTION, SLIDING_ATTENTION
 from lade_bench.decoding.params import DecodingConfigError
@@ -72,14 +71,13 @@ def lookahead_step_shape(ngram: int, window: int, guesses: int) -> StepShape:
 def full_static_cache(model: torch.nn.Module, length: int) -> Cache:
     """A static cache of ``length`` positions whose every layer keeps every entry (sliding ones too).
 
-    transformers' ``StaticCache`` gives sliding layers a rolling buffer whose update branches on the
-    cache's fill level, a Python decision on a tensor that recompiles the graph at every step; a
-    full-length layer has no such branch, and the masks (``create_masks_for_generate``'s or the
+    The engine's cache (``kv_cache.engine_cache``: the layers ``generate``'s cache has) with static
+    layers. transformers' ``StaticCache`` gives sliding layers a rolling buffer whose update branches
+    on the cache's fill level, a Python decision on a tensor that recompiles the graph at every step;
+    a full-length layer has no such branch, and the masks (``create_masks_for_generate``'s or the
     step's own) hide what a local layer must not see, so the attention is the same.
     """
-    model_config: Any = model.config  # a transformers config (nn.Module attributes type as tensors)
-    config = model_config.get_text_config(decoder=True)
-    return Cache(layers=[StaticLayer(max_cache_len=length) for _ in range(config.num_hidden_layers)])
+    return engine_cache(model, static_length=length)
 
 
 class StaticShapeExecutor:
@@ -168,8 +166,8 @@ class StaticShapeExecutor:
 
     def _set_committed(self, length: int) -> None:
         # Every layer writes its next inputs at its cumulative length: set it to the accepted count.
-        for layer in self.cache.layers:
-            layer.cumulative_length.fill_(length)  # type: ignore[union-attr]  # every layer is a StaticLayer
+        for layer in entry_layers(self.cache):
+            layer.cumulative_length.fill_(length)  # every entry layer is a StaticLayer
 
     def _check_room(self, needed: int) -> None:
         if needed > self._cache_length:
