@@ -215,9 +215,10 @@ def measure_forward_curve(
         ValueError: a k < 1, ``repeats < 1``, or a context that does not fit the model.
     """
     import torch
-    from transformers import Cache, DynamicCache
+    from transformers import Cache
 
     from lade_bench.decoding.compiled import recompiles_allowed
+    from lade_bench.decoding.kv_cache import engine_cache
     from lade_bench.decoding.static_step import full_static_cache
     from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
 
@@ -243,7 +244,7 @@ def measure_forward_curve(
     medians = []
     with torch.no_grad():
         if compiled is None:
-            cache: Cache = DynamicCache()
+            cache: Cache = engine_cache(model)  # the cache the timed engine forwards run on
             forward: Any = model
         else:
             cache = full_static_cache(model, compiled.cache_length(context_tokens + counts[-1]))
