@@ -12,23 +12,23 @@ A datastore is a folder (built atomically: written beside, then renamed into pla
 
 * ``tokens.npy``: the corpus's token ids (uint32), documents concatenated in file order;
 * ``suffix_array.npy``: their suffix array (int32, int64 past 2**31 tokens);
-* ``ngrams.npy``: the sorted hashes of every word 13-gram of the corpus text, for the leak check;
 * ``manifest.json``: the tokenizer (``models.loading.tokenizer_source``), its vocabulary size, the
   token count, each corpus file with its sha256, and the content hash that names the datastore in a
-  cell's id (``content_hash``: two datastores never share a cell).
+  cell's id (``content_hash``: sha256 of the tokenizer and the ids; two datastores never share a cell).
+
+Every file is checked whenever a datastore is read (``load_datastore``, through
+``rest_datastore_files``): a damaged one is refused naming the file and the rebuild command, and the
+suffix array is checked to be the ids' own, so the content hash covers all the drafter reads.
 
 **Leak check.** A datastore drafts what it holds; one holding a benchmark's reference answers would
-inflate that benchmark's acceptance. A scored dataset's reference texts (``Sample.reference`` and the
-payload strings that are not part of the prompt, e.g. GSM8K's worked answer) are cut into lowercase
-word 13-grams, the contamination rule of GPT-3 (Brown et al. 2020, appendix C); a sample leaks when one
-of its 13-grams is in the corpus. References shorter than 13 words cannot be told from common text
-and are not counted, nor are 13-grams of numbers alone (test tables of any code share them). The
-plan refuses a REST cell whose scored dataset has a leaking sample (``methods/rest.py``).
+inflate that benchmark's acceptance and speed. ``rest_datastore_leak`` reads the token stream as the
+drafter does (across record boundaries) and refuses a datastore holding any 16-token span of a cell's
+benchmark text (docs/rest.md, "Leak check"); the plan asks it before any model loads (``methods/rest.py``).
 
 Commands: ``python -m lade_bench.rest_datastore build --model smollm2 --corpus FILE... [--name NAME]``, or
 ``build --reference --model smollm2`` for the reference datastore (``REFERENCE``, what ``rest.datastore``
 names by default; ``scripts/setup.sh`` builds it for the embedded models);
-``... check --datastore PATH --datasets NAME[=FILE]...`` reports the leak check as JSON
+``... check --datastore PATH --datasets NAME[=FILE]... [--outputs PATH...]`` reports the leak check as JSON
 (docs/rest.md). No torch import at the top: the plan reads manifests and checks leaks before loading.
 """
 
@@ -50,12 +50,9 @@ import numpy as np
 FORMAT_VERSION = 1
 TOKENS_FILE = "tokens.npy"
 SUFFIX_ARRAY_FILE = "suffix_array.npy"
-NGRAMS_FILE = "ngrams.npy"
 MANIFEST_FILE = "manifest.json"
 # Beside the converted models (``model_cache_dir``), one folder per tokenizer.
 DATASTORES_DIR = "rest_datastores"
-# GPT-3's contamination n-gram (Brown et al. 2020, appendix C): 13 words rarely repeat by chance.
-LEAK_NGRAM = 13
 # The setting that names a datastore in messages, unless a caller names its own (SAM-Decoding's static corpus).
 SETTING = "rest.datastore"
 # JSONL records: the field read as a document's text unless --text-field says otherwise.
@@ -67,8 +64,6 @@ REFERENCE = "reference"
 # every machine and offline, code and English prose, PSF licence; but configparser.py, which shares a
 # 13-word span with ClassEval_18's solution (the leak check flags it; docs/rest.md).
 REFERENCE_LEFT_OUT = ("configparser.py",)
-_WORD = re.compile(r"\w+")
-_NGRAM_BASE = np.uint64(0x100000001B3)  # FNV-1a's 64-bit prime: odd, so powers stay invertible
 
 
 class DatastoreError(ValueError):
@@ -121,8 +116,10 @@ def read_manifest(path: str | Path, setting: str = SETTING) -> dict[str, Any]:
         )
     try:
         manifest = json.loads(manifest_file.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DatastoreError(f"{setting}={str(path)!r}: {manifest_file} is not JSON ({err}); rebuild it") from err
+    if not isinstance(manifest, dict):
+        raise DatastoreError(f"{setting}={str(path)!r}: {manifest_file} is not a JSON object; rebuild it")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise DatastoreError(
             f"{setting}={str(path)!r}: format_version {manifest.get('format_version')!r} is not "
@@ -148,14 +145,26 @@ def check_tokenizer(path: str | Path, tokenizer: str, setting: str = SETTING) ->
 
 
 def load_datastore(path: str | Path, setting: str = SETTING) -> Datastore:
-    """Load the datastore at ``path`` (token ids and suffix array memory-mapped: nothing is copied)."""
+    """Load the datastore at ``path`` (token ids and suffix array memory-mapped: nothing is copied), every
+    file checked first (``rest_datastore_files.checked_files``: the plan calls this before any model loads).
+
+    Raises:
+        DatastoreError: no datastore there, or a damaged file (one line: the folder, the file, what is
+            wrong, the rebuild command).
+    """
+    from lade_bench.rest_datastore_files import checked_files
+
     folder = Path(path).expanduser()
     manifest = read_manifest(folder, setting)
-    tokens = np.load(folder / TOKENS_FILE, mmap_mode="r")
-    suffix_array = np.load(folder / SUFFIX_ARRAY_FILE, mmap_mode="r")
-    if tokens.shape[0] != manifest["tokens"] or suffix_array.shape != tokens.shape:
-        raise DatastoreError(f"{setting}={str(path)!r}: its files disagree with its manifest; rebuild it")
+    tokens, suffix_array = checked_files(folder, manifest, setting)
     return Datastore(folder, tokens, suffix_array, manifest)
+
+
+def content_hash(tokenizer: str, tokens: np.ndarray) -> str:
+    """A datastore's identity: the sha256 of its tokenizer's word and its token ids (little-endian uint32)."""
+    digest = hashlib.sha256(tokenizer.encode() + b"\0")
+    digest.update(np.ascontiguousarray(tokens, dtype="<u4").tobytes())
+    return digest.hexdigest()
 
 
 def reference_corpus() -> list[Path]:
@@ -169,10 +178,10 @@ def reference_corpus() -> list[Path]:
 def reference_build_command(tokenizer: str, cache_dir: str | Path | None) -> str:
     """The command that builds the reference datastore for ``tokenizer`` in ``cache_dir``, for messages."""
     cache = f" --cache-dir {cache_dir}" if cache_dir is not None else ""
-    return f"python -m lade_bench.rest_datastore build --reference --model {_conf_model(tokenizer)}{cache}"
+    return f"python -m lade_bench.rest_datastore build --reference --model {conf_model_name(tokenizer)}{cache}"
 
 
-def _conf_model(tokenizer: str) -> str:
+def conf_model_name(tokenizer: str) -> str:
     """A ``conf/model`` entry whose tokenizer is ``tokenizer`` (``<model>`` when none is)."""
     if tokenizer.startswith("embedded:"):
         return tokenizer.split(":", 1)[1]
@@ -243,25 +252,6 @@ def datastore_folder(cache_dir: str | Path, tokenizer: str, name: str) -> Path:
     return Path(cache_dir).expanduser() / DATASTORES_DIR / slug / name
 
 
-def text_ngrams(text: str, n: int = LEAK_NGRAM) -> np.ndarray:
-    """Hashes (uint64) of the lowercase word ``n``-grams of ``text`` (empty when it has fewer than n words)."""
-    words = _WORD.findall(text.lower())
-    if len(words) < n:
-        return np.zeros(0, dtype=np.uint64)
-    ids = np.fromiter(
-        (int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little") for w in words),
-        dtype=np.uint64,
-        count=len(words),
-    )
-    # A polynomial rolling hash: sum_j ids[i + j] * base**(n - 1 - j), wrapping mod 2**64.
-    hashes = np.zeros(len(words) - n + 1, dtype=np.uint64)
-    for j in range(n):
-        hashes = hashes * _NGRAM_BASE + ids[j : j + len(hashes)]
-    # Runs of numbers alone ("1 2 3 ... 13", "0 0 0 ...") occur in any test table: no evidence of a leak.
-    wordy = np.cumsum(np.concatenate([[0], [not w.isdigit() for w in words]]))
-    return hashes[(wordy[n:] - wordy[:-n]) > 0]
-
-
 def corpus_documents(files: Sequence[str | Path], text_fields: Sequence[str] = (DEFAULT_TEXT_FIELD,)) -> Iterator[str]:
     """The documents of ``files``: each JSONL record's ``text_fields`` (a ``.jsonl`` file), else the whole file.
 
@@ -317,7 +307,6 @@ def write_datastore(
     *,
     tokenizer: str,
     vocab_size: int,
-    texts: Iterable[str] = (),
     corpus: Sequence[dict[str, Any]] = (),
     extra: dict[str, Any] | None = None,
 ) -> Path:
@@ -328,7 +317,6 @@ def write_datastore(
         documents: each document's token ids, concatenated in order.
         tokenizer: the tokenizer's word (``models.loading.tokenizer_source``).
         vocab_size: the tokenizer's vocabulary size; every id must be below it.
-        texts: the corpus text, for the leak check's 13-grams.
         corpus: what the manifest records of each source file (path, sha256, ...).
         extra: more manifest keys.
 
@@ -347,9 +335,7 @@ def write_datastore(
             f"token ids span [{joined.min()}, {joined.max()}], outside the vocabulary [0, {vocab_size})"
         )
     tokens = joined.astype(np.uint32)
-    ngrams = [text_ngrams(t) for t in texts]
-    ngram_set = np.unique(np.concatenate(ngrams)) if ngrams else np.zeros(0, dtype=np.uint64)
-    digest = hashlib.sha256(tokenizer.encode() + b"\0" + tokens.astype("<u4").tobytes()).hexdigest()
+    digest = content_hash(tokenizer, tokens)
     manifest = {
         "format_version": FORMAT_VERSION,
         "tokenizer": tokenizer,
@@ -357,7 +343,6 @@ def write_datastore(
         "tokens": int(tokens.shape[0]),
         "documents": len(pieces),
         "content_hash": digest,
-        "leak_ngram": LEAK_NGRAM,
         "corpus": list(corpus),
         **(extra or {}),
     }
@@ -368,7 +353,6 @@ def write_datastore(
     scratch.mkdir()
     np.save(scratch / TOKENS_FILE, tokens)
     np.save(scratch / SUFFIX_ARRAY_FILE, suffix_array_of(tokens))
-    np.save(scratch / NGRAMS_FILE, ngram_set)
     (scratch / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     if target.exists():
@@ -398,126 +382,42 @@ def build_from_files(
         documents,
         tokenizer=tokenizer_source(model),
         vocab_size=len(tokenizer),
-        texts=texts,
         corpus=corpus,
         extra={"text_fields": list(text_fields)},
     )
 
 
-def reference_texts(sample: Any) -> list[str]:
-    """What a sample's answer is scored against: its reference and the payload strings not shown in its prompt."""
-    prompt = "\n".join(sample.turns) + "\n" + (sample.completion_prefix or "")
-    texts = [sample.reference] if isinstance(sample.reference, str) else []
-
-    def strings(value: Any) -> Iterator[str]:
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            for item in value.values():
-                yield from strings(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                yield from strings(item)
-
-    texts += [s for s in strings(sample.payload) if s.strip() and s.strip() not in prompt]
-    return texts
-
-
-def leaking_samples(path: str | Path, samples: Sequence[Any]) -> list[str]:
-    """Ids of the ``samples`` one of whose reference 13-grams the datastore's corpus holds."""
-    corpus = np.load(Path(path).expanduser() / NGRAMS_FILE)
-    leaked = []
-    for sample in samples:
-        grams = [text_ngrams(t) for t in reference_texts(sample)]
-        joined = np.concatenate(grams) if grams else np.zeros(0, dtype=np.uint64)
-        if joined.size and corpus.size:
-            found = np.searchsorted(corpus, joined)
-            found = np.minimum(found, corpus.size - 1)
-            if np.any(corpus[found] == joined):
-                leaked.append(str(sample.sample_id))
-    return leaked
-
-
-def leak_report(path: str | Path, datasets: Sequence[str]) -> dict[str, Any]:
-    """The leak check of the datastore at ``path`` against each of ``datasets`` (``NAME`` or ``NAME=FILE``).
-
-    Returns:
-        The manifest's summary and, per dataset, its samples, those with a checkable reference and the
-        leaking ids, or why it could not be loaded.
-    """
-    from lade_bench.datasets.registry import load_dataset_samples
-
-    manifest = read_manifest(path)
-    report: dict[str, Any] = {
-        "datastore": {k: manifest[k] for k in ("tokenizer", "tokens", "documents", "content_hash")},
-        "corpus_files": len(manifest["corpus"]),
-        "leak_ngram": LEAK_NGRAM,
-        "datasets": {},
-    }
-    for entry in datasets:
-        name, _, file = entry.partition("=")
-        try:
-            samples = load_dataset_samples(name, path=file or None)
-        except (OSError, RuntimeError, ValueError) as err:
-            report["datasets"][name] = {"path": file or None, "unavailable": str(err).splitlines()[0]}
-            continue
-        checkable = sum(any(text_ngrams(t).size for t in reference_texts(s)) for s in samples)
-        leaked = leaking_samples(path, samples)
-        report["datasets"][name] = {
-            "path": file or None,
-            "samples": len(samples),
-            "checkable": checkable,
-            "leaking": leaked,
-        }
-    return report
-
-
-def dataset_leak(path: str | Path, dataset: str, dataset_path: str | None, setting: str = SETTING) -> str | None:
-    """Why the datastore at ``path`` cannot serve scored ``dataset`` (its reference answers are in it); None: clean.
-
-    Unscored datasets (nothing to inflate) pass. The whole split the cell reads is checked (its
-    ``dataset.path`` file, or the default source).
-    """
-    from lade_bench.datasets.registry import get_spec, load_dataset_samples
-    from lade_bench.datasets.spec import Unscored
-
-    if isinstance(get_spec(dataset).scorer, Unscored):
-        return None
-    try:
-        samples = load_dataset_samples(dataset, path=dataset_path)
-    except (OSError, RuntimeError, ValueError) as err:
-        return (
-            f"{setting}={str(path)!r} cannot be checked against {dataset}'s reference answers "
-            f"(the dataset does not load: {err}); set dataset.path to its file"
-        )
-    leaked = leaking_samples(path, samples)
-    if not leaked:
-        return None
-    return (
-        f"{setting}={str(path)!r} holds reference answers of {len(leaked)} of {len(samples)} {dataset} "
-        f"samples (a shared {LEAK_NGRAM}-word span; e.g. ids {leaked[:3]}): it would draft the answers it is "
-        "scored on. Build the datastore from a corpus without them (docs/rest.md, 'Leak check')"
-    )
-
-
 def datastore_refusal(
-    path: str | Path, tokenizer: str, dataset: str, dataset_path: str | None, setting: str = SETTING
+    path: str | Path,
+    tokenizer: str,
+    dataset: str,
+    dataset_path: str | None,
+    setting: str = SETTING,
+    *,
+    outputs: Sequence[str | Path] = (),
+    cache_dir: str | Path | None = None,
 ) -> str | None:
-    """Why a cell cannot draft from the datastore at ``path``, before anything loads; None: it can.
+    """Why a cell cannot draft from the datastore at ``path``, before any model loads; None: it can.
 
-    Refused: no datastore there, one built with another ``tokenizer`` than the cell's model's (checked
-    when the cell knows it), or one holding reference answers of the cell's scored ``dataset``.
-    ``setting`` is the config key that named it (REST's ``rest.datastore``, SAM-Decoding's
-    ``sam_decoding.static_datastore``), quoted in the message.
+    Refused: no datastore there; a damaged file (``load_datastore`` checks every one); one built with
+    another ``tokenizer`` than the cell's model's (checked when the cell knows it); or one holding text of
+    the cell's ``dataset`` (its reference answers, or the prompts of samples without any) or of the
+    model's own ``outputs`` (results folders or JSONL files), by the token leak check
+    (``rest_datastore_leak``, the tokenizer read from the model cache ``cache_dir``). ``setting`` is the
+    config key that named it (REST's ``rest.datastore``, SAM-Decoding's ``sam_decoding.static_datastore``),
+    quoted in the message.
     """
+    from lade_bench.rest_datastore_leak import leak_refusal
+
     try:
+        datastore = load_datastore(path, setting)
         if tokenizer:
             check_tokenizer(path, tokenizer, setting)
-        else:
-            read_manifest(path, setting)
     except DatastoreError as err:
         return str(err)
-    return dataset_leak(path, dataset, dataset_path, setting) if dataset else None
+    if not dataset and not outputs:
+        return None
+    return leak_refusal(datastore, setting, dataset, dataset_path, outputs, cache_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -547,18 +447,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cache-dir", default="~/.cache/lade_bench", help="the model cache (the runner's model_cache_dir)"
     )
     build.add_argument("--out", default=None, help="the datastore folder (default: <cache-dir>/rest_datastores/...)")
-    check = commands.add_parser("check", help="report the leak check of a datastore against datasets (JSON)")
+    check = commands.add_parser(
+        "check",
+        help="check a datastore's files and its leak check against datasets and outputs (JSON; exit 1: refused)",
+    )
     check.add_argument("--datastore", required=True, help="the datastore folder")
-    check.add_argument("--datasets", nargs="+", required=True, help="registered datasets, NAME or NAME=FILE")
+    check.add_argument("--datasets", nargs="*", default=[], help="registered datasets, NAME or NAME=FILE")
+    check.add_argument(
+        "--outputs",
+        nargs="*",
+        default=[],
+        help="the model's own outputs: results folders (a finished cell's rows) or JSONL files (output_text or text)",
+    )
+    check.add_argument(
+        "--cache-dir", default="~/.cache/lade_bench", help="the model cache, where the datastore's tokenizer is read"
+    )
     check.add_argument("--output", default=None, help="write the JSON report there (default: print it)")
     args = parser.parse_args(argv)
     if args.command == "check":
-        text = json.dumps(leak_report(args.datastore, args.datasets), indent=2) + "\n"
-        if args.output:
-            Path(args.output).write_text(text)
-        else:
-            print(text, end="")
-        return 0
+        return _check(parser, args)
     if args.reference:
         if args.out is not None or args.name != "default" or args.text_field:
             parser.error(
@@ -581,6 +488,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     manifest = read_manifest(folder)
     print(f"{manifest['tokens']} tokens from {len(args.corpus)} file(s) -> {folder}", flush=True)
     print(f"use it with: rest.datastore={folder}", flush=True)
+    return 0
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The ``check`` command: the report as JSON (stdout or ``--output``); exit 1 when the datastore is
+    damaged (one line on stderr) or any text leaks (the refusal on stderr too)."""
+    import sys
+
+    from lade_bench.rest_datastore_leak import leak_report
+
+    if not args.datasets and not args.outputs:
+        parser.error("check: give --datasets, --outputs or both")
+    try:
+        report = leak_report(args.datastore, args.datasets, args.outputs, args.cache_dir)
+    except DatastoreError as err:
+        print(f"refused: {err}", file=sys.stderr)
+        return 1
+    text = json.dumps(report, indent=2) + "\n"
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text, end="")
+    if report["refused"]:
+        print(f"refused: {report['refused']}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from lade_bench.bench import resolved_bench_settings
 from lade_bench.rest_datastore import REFERENCE, datastore_folder, write_datastore
+from lade_bench.rest_datastore import main as datastore_command
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 
@@ -114,9 +115,16 @@ def test_the_word_reference_names_rests_reference_datastore_of_the_cells_tokeniz
 
 def test_a_static_corpus_holding_gsm8k_answers_is_refused_for_gsm8k(compose_cfg, tmp_path, shared_data_dir):
     gsm8k = shared_data_dir / "gsm8k" / "test.jsonl"
-    records = [json.loads(line) for line in gsm8k.read_text().splitlines()[:20]]  # real records
-    answers = _datastore(tmp_path, "answers", [5, 6, 7], texts=[r["answer"] for r in records])
-    questions = _datastore(tmp_path, "questions", [5, 6, 7], texts=[r["question"] for r in records])
+    records = tmp_path / "records.jsonl"  # 20 real records, tokenized by the command as the drafter reads them
+    records.write_text("".join(gsm8k.read_text().splitlines(keepends=True)[:20]))
+
+    def build(field: str) -> Path:
+        out = tmp_path / field
+        argv = ["build", "--model", "tiny_llama", "--corpus", str(records), "--text-field", field, "--out", str(out)]
+        assert datastore_command(argv) == 0
+        return out
+
+    answers, questions = build("answer"), build("question")
     cell = [*SAM, "dataset=gsm8k", f"dataset.path={gsm8k}"]
     with pytest.raises(CellConfigError, match=rf"{STATIC}='{answers}' holds reference answers of 20 of 1319 gsm8k"):
         plan_cell(compose_cfg([*cell, f"{STATIC}={answers}"]))

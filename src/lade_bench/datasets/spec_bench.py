@@ -139,12 +139,18 @@ def load(path: Path | None, split: str) -> list[Sample]:
         if category in MT_BENCH_CATEGORIES and len(row["turns"]) != 2:
             raise ValueError(f"an MT-Bench question ({category}) has two turns, got {len(row['turns'])}")
         text, golds = _reference(row)
+        payload = {"question_id": row["question_id"], "category": category, "golds": golds}
+        judge = row.get("reference") if category in MT_BENCH_CATEGORIES else None
+        if isinstance(judge, list) and judge:
+            # MT-Bench's judge references (hints for the LLM judge, unscored here), kept as mt_bench keeps
+            # them: REST's leak check reads them (rest_datastore_leak.reference_texts).
+            payload["references"] = tuple(str(r) for r in judge)
         return Sample(
             sample_id=sample_id(category, row["question_id"]),
             turns=prompt(row).turns,
             reference=text,
             task=TASK,
-            payload={"question_id": row["question_id"], "category": category, "golds": golds},
+            payload=payload,
         )
 
     return build_samples(

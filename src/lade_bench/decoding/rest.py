@@ -77,6 +77,10 @@ class RestSettings:
         num_draft: draft tokens per step: the trie's nodes below cur.
         max_matches: occurrences of the suffix read per retrieval.
         draft_length: tokens read after each occurrence (the trie's depth).
+        leak_outputs: the model's own outputs on the cell's questions, for the plan's leak check only
+            (``rest_datastore_leak``: a datastore holding a 16-token span of one is refused): a results
+            folder (a finished cell's rows) or a JSONL file, or a list of them; None: none given. Not
+            part of the cell id, and the engine never reads it.
     """
 
     datastore: str | None = REST_DATASTORE
@@ -84,6 +88,7 @@ class RestSettings:
     num_draft: int = REST_NUM_DRAFT
     max_matches: int = REST_MAX_MATCHES
     draft_length: int = REST_DRAFT_LENGTH
+    leak_outputs: Any = None
 
     def __post_init__(self) -> None:
         require_int("rest.max_token_span", self.max_token_span, minimum=REST_MIN_TOKEN_SPAN)
@@ -94,6 +99,20 @@ class RestSettings:
             raise DecodingConfigError(
                 f"rest.datastore={self.datastore!r} is not allowed: use a datastore folder (a path) or null"
             )
+        outputs = self.leak_outputs
+        listed = [outputs] if isinstance(outputs, str) else outputs
+        if outputs is not None and not (
+            isinstance(listed, Sequence) and all(isinstance(o, str) and o.strip() for o in listed)
+        ):
+            raise DecodingConfigError(
+                f"rest.leak_outputs={outputs!r} is not allowed: use a results folder or a JSONL file of the "
+                "model's outputs, a list of them, or null"
+            )
+
+    def leak_output_paths(self) -> tuple[str, ...]:
+        """The ``leak_outputs`` sources as a tuple of paths (empty: none given)."""
+        outputs = self.leak_outputs
+        return () if outputs is None else (outputs,) if isinstance(outputs, str) else tuple(outputs)
 
 
 class RestState:
@@ -289,6 +308,7 @@ def rest_generate(
     num_draft: int = REST_NUM_DRAFT,
     max_matches: int = REST_MAX_MATCHES,
     draft_length: int = REST_DRAFT_LENGTH,
+    leak_outputs: Any = None,
     state: RestState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
@@ -301,6 +321,7 @@ def rest_generate(
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
         datastore, max_token_span, num_draft, max_matches, draft_length: see :class:`RestSettings`.
+        leak_outputs: the plan's leak check reads it (:class:`RestSettings`); generation does not.
         state: the loaded datastore (a cell's, loaded once); None: load ``datastore``.
         eos_token_id: id(s) that end the generation (emitted, then stop).
         seed: seeds every sampling draw.

@@ -6,15 +6,16 @@ Nothing here imports torch (the plan reads it); the datastore itself is ``lade_b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from lade_bench.methods.registry import CellFacts
 
 
-def datastore_refusal(value: str, setting: str, cell: CellFacts) -> str | None:
+def datastore_refusal(value: str, setting: str, cell: CellFacts, outputs: Sequence[str] = ()) -> str | None:
     """Why the datastore ``value`` (a folder or ``reference``) cannot serve the cell, or None: not built,
-    missing, of another tokenizer, or holding the scored dataset's reference answers. ``setting`` names the
-    config key in the messages."""
+    missing, a damaged file, of another tokenizer, or holding text of the cell's dataset or of the model's
+    own ``outputs`` (the token leak check). ``setting`` names the config key in the messages."""
     from lade_bench.rest_datastore import DatastoreError, resolve_datastore
     from lade_bench.rest_datastore import datastore_refusal as refusal
 
@@ -22,7 +23,15 @@ def datastore_refusal(value: str, setting: str, cell: CellFacts) -> str | None:
         path = resolve_datastore(value, cell.tokenizer, cell.model_cache_dir, setting)
     except DatastoreError as err:
         return str(err)
-    return refusal(path, cell.tokenizer, cell.dataset, cell.dataset_path, setting)
+    return refusal(
+        path,
+        cell.tokenizer,
+        cell.dataset,
+        cell.dataset_path,
+        setting,
+        outputs=outputs,
+        cache_dir=cell.model_cache_dir,
+    )
 
 
 def resolved_datastore(section: dict[str, Any], key: str, setting: str, cell: CellFacts) -> dict[str, Any]:

@@ -21,8 +21,9 @@ REST = DrafterMethod("rest", RestSettings, rest_generate, new_rest_state, rest_r
 
 
 def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
-    """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a datastore of
-    another tokenizer, or one holding the cell's scored dataset's reference answers."""
+    """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a damaged datastore
+    file, a datastore of another tokenizer, or one holding text of the cell's dataset or of the model outputs
+    ``rest.leak_outputs`` names (the token leak check, ``rest_datastore_leak``)."""
     from lade_bench.rest_datastore import REFERENCE, build_command
 
     section = REST.checked(settings)
@@ -34,7 +35,7 @@ def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
             f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH, or use "
             f"rest.datastore={REFERENCE} (the reference datastore)"
         )
-    return datastore_refusal(section.datastore, SETTING, cell)
+    return datastore_refusal(section.datastore, SETTING, cell, section.leak_output_paths())
 
 
 def resolve_rest(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
@@ -48,5 +49,8 @@ def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
     """The ``rest`` section as it enters the cell id: the datastore by its content hash, not its path.
 
     Two datastores never share a cell, and one datastore moved to another folder keeps its cells.
+    ``leak_outputs`` never enters it: it feeds the plan's leak check, not a generated token (and cells
+    recorded before it keep their ids).
     """
+    value = {k: v for k, v in value.items() if k != "leak_outputs"}
     return value if value.get("datastore") is None else hashed_datastore(value, "datastore", SETTING)
