@@ -6,7 +6,6 @@ SAM-Decoding's static corpus (a REST datastore) is checked by the same code."""
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
 from collections.abc import Callable
@@ -18,7 +17,7 @@ import pytest
 from lade_bench.rest_datastore import main as datastore_command
 from lade_bench.results import read_index
 from lade_bench.runner import plan_cell
-from lade_bench.runner.job import CONFIG_ERROR_EXIT, run_job
+from lade_bench.runner.job import CONFIG_ERROR_EXIT
 from lade_bench.runner.plan import CellConfigError
 
 from .conftest import TINY
@@ -125,17 +124,18 @@ def test_a_damaged_datastore_is_refused_when_planned_naming_the_file_and_the_reb
     assert re.search(DAMAGE[damage][1], message), message
 
 
-def test_a_refused_datastore_writes_nothing_and_loads_no_model(compose_cfg, caplog, tmp_path, good):
-    """The job (what the command line runs) stops at the plan: exit 2, no model, no cell folder, no index entry."""
+def test_a_refused_datastore_writes_nothing_and_loads_no_model(run_cli, tmp_path, good):
+    """As a user meets it, from the command line: exit 2, one line, no model, no cell folder, no index entry."""
     store = _damaged(good, tmp_path, "suffix array out of range")
+    result = run_cli(*REST, f"rest.datastore={store}")
+    output = result.stdout + result.stderr
+    assert result.returncode == CONFIG_ERROR_EXIT, output[-2000:]
+    (error,) = [line for line in output.splitlines() if "[ERROR]" in line]
+    assert "suffix_array.npy has entry 10000" in error and "rebuild the datastore with" in error
+    assert "loading model" not in output and "Traceback" not in output
     runs = tmp_path / "runs"
-    cfg = compose_cfg([*REST, f"rest.datastore={store}", f"output_root={runs}"])
-    with caplog.at_level(logging.INFO, logger="lade_bench"), pytest.raises(SystemExit) as exited:
-        run_job(cfg)
-    assert exited.value.code == CONFIG_ERROR_EXIT
-    assert "suffix_array.npy has entry 10000" in caplog.text and "loading model" not in caplog.text
     assert read_index(runs / "single") == []
-    assert not list(runs.glob("single/*/"))
+    assert [folder.name for folder in runs.glob("single/*/")] == ["_hydra"]  # Hydra's own record, no cell
 
 
 def test_an_empty_static_corpus_of_sam_decoding_is_refused_by_the_same_check(compose_cfg, tmp_path, good):
