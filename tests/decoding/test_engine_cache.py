@@ -82,3 +82,30 @@ def test_the_probe_flags_an_engine_cache_unlike_generates(monkeypatch):
     with pytest.raises(UnsupportedModelError, match=re.escape("property (d) the engine's cache decodes like")):
         check_model_behaviour(build_tiny(dory_config("last_loop")))
     check_model_behaviour(build_tiny(dory_config("per_loop")))
+
+
+def test_the_gaps_docs_engine_md_quotes():
+    """The numbers docs/engine.md gives for last_loop Dory (tiny float64 model): the config-less cache moved
+    its token-by-token logits by about 7e-5, and on generate's own cache 8 tokens fed in one forward after
+    8 cached ones land about 7e-5 from the same tokens fed one at a time (logits below 0.08), which is why
+    it is refused rather than run."""
+    model = build_tiny(dory_config("last_loop"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(forward_module, "engine_cache", lambda model, static_length=None: DynamicCache())
+        config_less = _engines_path(model, PROMPT, DECODED)
+    generate = _generates_path(model, PROMPT, DECODED)
+    assert 5e-5 <= float((config_less - generate).abs().max()) < 1e-4  # "7e-5"
+    key = cache_argument_name(model)
+    prompt, fed = DECODED, PROMPT[:8]
+    with torch.no_grad():
+        cached = model(input_ids=torch.tensor([prompt]), use_cache=True)
+        together = model(
+            input_ids=torch.tensor([fed]),
+            position_ids=following_positions(len(prompt), len(fed), "cpu"),
+            use_cache=True,
+            **{key: getattr(cached, key)},
+        ).logits[0]
+    alone = _generates_path(model, prompt, fed)[:-1]  # the row after the prompt, then each fed token's but the last
+    rows = torch.cat([cached.logits[0, -1:], together[:-1]])
+    gap = float((rows - alone).abs().max())
+    assert 5e-5 <= gap < 1e-4 and float(alone.abs().max()) < 0.08, gap  # "about 7e-5", "logits below 0.08"
