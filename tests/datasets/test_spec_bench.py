@@ -17,6 +17,7 @@ from lade_bench.datasets.spec_bench import (
     SCORED_COLUMNS,
     UNSCORED,
     parse_sample_id,
+    turn_count,
 )
 from lade_bench.runner.scoring import score_output
 
@@ -87,6 +88,23 @@ def test_malformed_records_of_a_real_copy_are_named_by_line(question_file, tmp_p
     assert f"{copy}:6:" in message and "turns" in message
     with pytest.raises(DatasetUnavailableError, match="dataset.path"):
         load_dataset_samples("spec_bench")
+
+
+def test_a_question_with_another_number_of_turns_than_its_category_s_is_refused(question_file, tmp_path):
+    """Spec-Bench's rule, one place (``turn_count``): MT-Bench questions have two turns, the others one."""
+    records = [json.loads(line) for line in question_file.read_text(encoding="utf-8").splitlines()]
+    assert all(len(r["turns"]) == turn_count(r["category"]) for r in records)
+    records[0]["turns"] = records[0]["turns"][:1]  # line 1: writing-81 with one turn
+    records[90]["turns"] = [*records[90]["turns"], "And again."]  # line 91: translation-171 with two
+    copy = tmp_path / "question.jsonl"
+    copy.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(DatasetFormatError) as refused:
+        _samples(copy)
+    message = str(refused.value)
+    assert f"{copy}:1: " in message
+    assert "turns: 1 turn(s) in a writing question; Spec-Bench's writing questions have 2" in message
+    assert f"{copy}:91: " in message
+    assert "turns: 2 turn(s) in a translation question; Spec-Bench's translation questions have 1" in message
 
 
 def test_each_category_is_scored_by_its_metric_or_says_why_not(question_file):

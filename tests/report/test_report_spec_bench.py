@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,7 @@ from matplotlib.text import Text
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.export import AnswerFileError, read_answer_file
 from lade_bench.export.__main__ import main as export_main
+from lade_bench.export.spec_bench_records import read_questions
 from lade_bench.report.build import build_report
 from lade_bench.report.spec_bench_board import EXTERNAL, board_records, draw_board
 from lade_bench.report.sweep import load_sweep
@@ -108,17 +112,25 @@ def _read(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(answers, rows, tmp_path):
+def _kinds(rows: pd.DataFrame) -> tuple[str, str]:
+    """The ids naming the two kinds of cell: the every-method cell's and the first paper-lookahead cell's."""
+    every = rows[rows["arm"] == "prompt_lookup"]["cell_id"].iloc[0]
+    return every, min(rows[(rows["arm"] == "lookahead") & (rows["window"] == 15)]["cell_id"])
+
+
+def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(answers, rows, question_file, tmp_path):
     names = sorted(p.stem for p in answers.glob("*.jsonl"))
-    # AR and lookahead ran in cells of two lookahead settings: one file per setting; the rest one file each.
+    every, paper = _kinds(rows)
+    # AR and lookahead ran in two kinds of cell: one file per kind, named by its first cell; the rest one file
+    # each. The lookahead shape is in lookahead's names only.
     assert names == sorted(
         [
-            "tiny-llama-ar-n5-w15-g15-pool",
-            "tiny-llama-ar-n5-w7-g7",
-            "tiny-llama-lookahead-n5-w15-g15-pool",
-            "tiny-llama-lookahead-n5-w7-g7",
-            "tiny-llama-prompt_lookup",
-            "tiny-llama-token_recycling",
+            f"tiny-llama-ar-{paper}",
+            f"tiny-llama-ar-{every}",
+            f"tiny-llama-lookahead-n5-w15-g15-pool-{paper}",
+            f"tiny-llama-lookahead-n5-w7-g7-{every}",
+            f"tiny-llama-prompt_lookup-{every}",
+            f"tiny-llama-token_recycling-{every}",
         ]
     )
     for name in names:
@@ -144,7 +156,10 @@ def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(answers, rows
             assert sum(choice["accept_lengths"]) == sum(choice["new_tokens"])
     # speed.py: the mean over questions of tokens/s, method over baseline, each method against the AR file
     # of its own cells; the same number from the rows directly.
-    for method, base in (("lookahead-n5-w15-g15-pool", "ar-n5-w15-g15-pool"), ("prompt_lookup", "ar-n5-w7-g7")):
+    for method, base in (
+        (f"lookahead-n5-w15-g15-pool-{paper}", f"ar-{paper}"),
+        (f"prompt_lookup-{every}", f"ar-{every}"),
+    ):
         ours, ar = _read(answers / f"tiny-llama-{method}.jsonl"), _read(answers / f"tiny-llama-{base}.jsonl")
         arm = method.split("-")[0]
         in_cells = rows[rows["cell_id"].isin({r["answer_id"].split("-")[0] for r in ours})]
@@ -158,13 +173,15 @@ def test_answer_files_round_trip_and_read_as_spec_bench_reads_them(answers, rows
         # equal.py: a greedy method's texts equal AR's, question by question.
         assert [str(r["choices"][0]["turns"]) for r in ours] == [str(r["choices"][0]["turns"]) for r in ar]
     # Our reader takes them back, and refuses a corrupted copy naming the line.
-    assert read_answer_file(answers / "tiny-llama-token_recycling.jsonl").model_id == "tiny-llama-token_recycling"
-    lines = (answers / "tiny-llama-token_recycling.jsonl").read_text().splitlines()
+    questions = read_questions(question_file)
+    token_recycling = f"tiny-llama-token_recycling-{every}"
+    assert read_answer_file(answers / f"{token_recycling}.jsonl", questions).model_id == token_recycling
+    lines = (answers / f"{token_recycling}.jsonl").read_text().splitlines()
     broken = json.loads(lines[1])
     broken["choices"][0]["wall_time"] = broken["choices"][0]["wall_time"] + [1.0]
     (tmp_path / "broken.jsonl").write_text("\n".join([lines[0], json.dumps(broken), *lines[2:]]) + "\n")
-    with pytest.raises(AnswerFileError, match=r"broken.jsonl:2: .*one entry per turn"):
-        read_answer_file(tmp_path / "broken.jsonl")
+    with pytest.raises(AnswerFileError, match=r"broken.jsonl:2: choices\[0\].wall_time: .*one per turn"):
+        read_answer_file(tmp_path / "broken.jsonl", questions)
 
 
 def test_leaderboard_pairs_each_method_with_the_ar_of_its_own_cells(loaded, rows):
@@ -198,12 +215,15 @@ def test_leaderboard_pairs_each_method_with_the_ar_of_its_own_cells(loaded, rows
     assert (records["matches_ar"] == 1.0).all()
 
 
-def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_sweep, answers, tmp_path):
+def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(
+    spec_sweep, answers, rows, question_file, tmp_path
+):
     # A Spec-Bench user's files: another model id, another machine's times (twice as slow for the method).
     published = {}
+    every, _ = _kinds(rows)
     for ours, theirs, scale in (
-        ("ar-n5-w7-g7", "vicuna-7b-v1.3-vanilla", 1.0),
-        ("prompt_lookup", "vicuna-7b-v1.3-pld", 2.0),
+        (f"ar-{every}", "vicuna-7b-v1.3-vanilla", 1.0),
+        (f"prompt_lookup-{every}", "vicuna-7b-v1.3-pld", 2.0),
     ):
         records = _read(answers / f"tiny-llama-{ours}.jsonl")
         for record in records:
@@ -213,11 +233,17 @@ def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_s
         published[theirs].write_text("".join(json.dumps(r) + "\n" for r in records))
     files = [published["vicuna-7b-v1.3-vanilla"], published["vicuna-7b-v1.3-pld"]]
     result = build_report(
-        spec_sweep, tmp_path / "report", html=False, n_boot=200, min_ci_units=2, spec_bench_answers=files
+        spec_sweep,
+        tmp_path / "report",
+        html=False,
+        n_boot=200,
+        min_ci_units=2,
+        spec_bench_answers=files,
+        spec_bench_questions=question_file,
     )
     sweep = result.sweep
     alone = board_records(sweep)
-    together = board_records(sweep, [read_answer_file(f) for f in files])
+    together = board_records(sweep, [read_answer_file(f, read_questions(question_file)) for f in files])
     external = together[together["source"] == EXTERNAL]
     # Ours are unchanged by the external files; theirs carry Spec-Bench's arithmetic and no interval.
     pd.testing.assert_frame_equal(together[together["source"] != EXTERNAL].reset_index(drop=True), alone)
@@ -232,7 +258,9 @@ def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(spec_s
     assert any(f.name == "spec_bench_leaderboard" and f.png.is_file() for f in result.figures)
     # A method's file without its baseline's is refused before anything is loaded or written.
     with pytest.raises(ValueError, match="baseline's answer file first"):
-        build_report(spec_sweep, tmp_path / "again", html=False, spec_bench_answers=files[:1])
+        build_report(
+            spec_sweep, tmp_path / "again", html=False, spec_bench_answers=files[:1], spec_bench_questions=question_file
+        )
     assert not (tmp_path / "again").exists()
 
 
@@ -274,3 +302,189 @@ def test_the_console_table_shows_a_translation_cell_s_bleu(spec_sweep):
     console.print(summary_table(summary))
     bleu = summary["arms"]["ar"]["bleu"]
     assert f"BLEU {bleu:.1f} chrF" in console.export_text()
+
+
+# --- Answer files without a model run: exported from the committed archive, or written by hand -------------
+
+ARCHIVE = Path(__file__).resolve().parents[2] / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
+SHAPE = re.compile(r"-n\d+-w\d+-g\d+")
+
+
+@pytest.fixture(scope="module")
+def question_file(shared_data_dir) -> Path:
+    path = shared_data_dir / "spec_bench" / "question.jsonl"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    return path
+
+
+@pytest.fixture(scope="module")
+def committed_answers(tmp_path_factory) -> Path:
+    """The committed Spec-Bench archive's answer files, as the export command writes them."""
+    out = tmp_path_factory.mktemp("committed_answers")
+    assert export_main(["spec-bench", str(ARCHIVE), "--out", str(out)]) == 0
+    return out
+
+
+def test_exported_names_say_the_cell_kind_and_the_arm_and_pair_by_their_ending(committed_answers, question_file):
+    cells = pd.DataFrame(json.loads((ARCHIVE / "cells.json").read_text(encoding="utf-8")))
+    rows = load_rows(ARCHIVE)
+    arms_of = rows.groupby("cell_id")["arm"].agg(lambda a: frozenset(a))
+    questions = read_questions(question_file)
+    files = sorted(committed_answers.glob("*.jsonl"))
+    by_name = {f.stem: f for f in files}
+    # 2 models x (every-method cells: 8 arms, paper-lookahead cells: 2, REST cells: 2), each kind spanning 6 groups.
+    assert len(files) == 24
+    for name, file in by_name.items():
+        answers = read_answer_file(file, questions)  # our own files pass the import's checks, turn counts included
+        assert answers.model_id == name
+        cell_ids = {r["answer_id"].split("-")[0] for r in answers.records}
+        assert len(cell_ids) == 6 and name.endswith("-" + min(cell_ids))  # named by its first cell's id
+        (arms,) = {arms_of[c] for c in cell_ids}  # one kind of cell: the same arms in every cell
+        (model,) = set(rows[rows["cell_id"].isin(cell_ids)]["model"])
+        arm = next(a for a in arms if name.startswith(f"{model}-{a}-"))
+        # A lookahead shape only in a lookahead arm's name, and there the one its cells ran.
+        if arm == "lookahead":
+            dirs = set(cells[cells["cell_id"].isin(cell_ids)]["cell_dir"])
+            shape = SHAPE.search(name).group(0)  # -n5-w7-g7 -> N5W7G7 in the folder names
+            tag = shape.replace("-n", "N").replace("-w", "W").replace("-g", "G")
+            tag += "ref" if name.endswith("-pool-" + min(cell_ids)) else ""
+            assert all(f"-{tag}-greedy-" in d for d in dirs)
+        else:
+            assert not SHAPE.search(name) and "pool" not in name
+        # Every method's file has the AR file of its own cells: the same ending.
+        assert f"{model}-ar-{min(cell_ids)}" in by_name
+    rest_ar = [n for n in by_name if "-ar-" in n and f"{n.split('-ar-')[0]}-rest-{n.split('-ar-')[1]}" in by_name]
+    assert len(rest_ar) == 2 and not any(SHAPE.search(n) for n in rest_ar)
+
+
+def _choice(n_turns: int) -> dict:
+    return {
+        "index": 0,
+        "turns": ["An answer."] * n_turns,
+        "decoding_steps": [3] * n_turns,
+        "new_tokens": [4] * n_turns,
+        "wall_time": [0.5] * n_turns,
+        "accept_lengths": [1, 2, 1] * n_turns,
+    }
+
+
+def _record(question_id: int, category: str, n_turns: int) -> dict:
+    return {
+        "question_id": question_id,
+        "category": category,
+        "answer_id": f"a{question_id}",
+        "model_id": "vicuna-7b-v1.3-pld",
+        "choices": [_choice(n_turns)],
+    }
+
+
+def _lines(*records) -> str:
+    return "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records)
+
+
+WRITING, TRANSLATION = _record(81, "writing", 2), _record(161, "translation", 1)
+
+
+def _without(field: str) -> dict:
+    record = json.loads(json.dumps(TRANSLATION))
+    del record["choices"][0][field]
+    return record
+
+
+def _with(**changes) -> dict:
+    return {**json.loads(json.dumps(TRANSLATION)), **changes}
+
+
+# (file text, line, the start of the message after "<file>:<line>: ")
+MALFORMED = {
+    "not JSON": (_lines(WRITING, '{"question_id": 161,'), 2, "not JSON (Expecting property name"),
+    "not an object": (_lines(WRITING, "[161, 2]"), 2, "record: a JSON object expected, got an array"),
+    "missing field": (_lines(WRITING, _without("wall_time")), 2, "choices[0].wall_time: missing (an array expected)"),
+    "missing top field": (_lines({k: v for k, v in WRITING.items() if k != "choices"}), 1, "choices: missing"),
+    "wrong type": (_lines(_with(question_id="161")), 1, 'question_id: an integer expected, got a string "161"'),
+    "wrong element type": (
+        _lines(_with(choices=[{**_choice(1), "new_tokens": ["4"]}])),
+        1,
+        'choices[0].new_tokens[0]: an integer >= 0 expected, got a string "4"',
+    ),
+    "choice not an object": (_lines(_with(choices=[[1]])), 1, "choices[0]: a JSON object expected, got an array"),
+    "unequal per-turn lists": (
+        _lines(_with(choices=[{**_choice(1), "wall_time": [0.5, 0.5]}])),
+        1,
+        "choices[0].wall_time: 2 entries, expected one per turn (1)",
+    ),
+    "MT-Bench with one turn": (
+        _lines(_record(81, "writing", 1)),
+        1,
+        "choices[0].turns: 1 turn(s) for question 81 (writing), expected 2",
+    ),
+    "translation with two turns": (
+        _lines(WRITING, _record(161, "translation", 2)),
+        2,
+        "choices[0].turns: 2 turn(s) for question 161 (translation), expected 1",
+    ),
+    "category not its question's": (_lines(_record(81, "qa", 1)), 1, "category: 'qa', but question 81 of "),
+    "unknown question": (_lines(WRITING, _record(999, "qa", 1)), 2, "question_id: 999 is not a question of "),
+    "duplicate question": (
+        _lines(WRITING, TRANSLATION, WRITING),
+        3,
+        "question_id: question 81 again (first on line 1)",
+    ),
+    "two model ids": (_lines(WRITING, _with(model_id="other")), 2, "model_id: 'other', but line 1 has"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_answer_file_is_refused_in_one_line_naming_file_line_and_field(case, question_file, tmp_path):
+    text, line, message = MALFORMED[case]
+    path = tmp_path / "answers.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(AnswerFileError) as refused:
+        read_answer_file(path, read_questions(question_file))
+    assert str(refused.value).startswith(f"{path}:{line}: {message}") and "\n" not in str(refused.value)
+
+
+def test_an_empty_answer_file_is_refused_and_a_good_one_read_whole(question_file, tmp_path):
+    questions = read_questions(question_file)
+    (tmp_path / "empty.jsonl").write_text("\n", encoding="utf-8")
+    with pytest.raises(AnswerFileError, match=rf"^{re.escape(str(tmp_path / 'empty.jsonl'))}: no answer records"):
+        read_answer_file(tmp_path / "empty.jsonl", questions)
+    # A turn's text may hold U+2028 unescaped (JSON allows it; json.dumps(ensure_ascii=False) writes it so):
+    # it does not end a line.
+    translation = _with(choices=[{**_choice(1), "turns": ["Zeile eins\u2028Zeile zwei"]}])
+    (tmp_path / "good.jsonl").write_text(
+        json.dumps(translation, ensure_ascii=False) + "\n" + json.dumps(WRITING) + "\n", encoding="utf-8"
+    )
+    read = read_answer_file(tmp_path / "good.jsonl", questions)
+    assert read.model_id == "vicuna-7b-v1.3-pld" and [r["question_id"] for r in read.records] == [81, 161]
+    assert read.records[1]["choices"][0]["turns"] == ["Zeile eins\u2028Zeile zwei"]
+
+
+def _cli(module: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_every_command_that_reads_answer_files_refuses_a_bad_one_in_one_line(question_file, tmp_path):
+    good, bad = tmp_path / "vicuna-vanilla.jsonl", tmp_path / "vicuna-pld.jsonl"
+    good.write_text(_lines(WRITING, TRANSLATION), encoding="utf-8")
+    bad.write_text(_lines(WRITING, _record(161, "translation", 2)), encoding="utf-8")
+    expected = f"error: {bad}:2: choices[0].turns: 2 turn(s) for question 161 (translation), expected 1"
+    out = tmp_path / "report"
+    report = [str(ARCHIVE), "--out", str(out), "--no-html", "--spec-bench-questions", str(question_file)]
+    for done in (
+        _cli("lade_bench.report", *report, "--spec-bench-answers", str(good), str(bad)),
+        _cli("lade_bench.export", "spec-bench-check", "--questions", str(question_file), str(good), str(bad)),
+    ):
+        assert done.returncode == 2 and done.stdout == ""
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(expected), done.stderr
+    assert not out.exists()  # refused before the report loaded the sweep or wrote anything
+    # Answer files without the question file they are checked against: one line, too.
+    done = _cli("lade_bench.report", str(ARCHIVE), "--out", str(out), "--spec-bench-answers", str(good), str(good))
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "error: --spec-bench-answers needs --spec-bench-questions FILE, Spec-Bench's question.jsonl "
+        "(every answer record is checked against its question)"
+    )
+    checked = _cli("lade_bench.export", "spec-bench-check", "--questions", str(question_file), str(good))
+    assert checked.returncode == 0 and checked.stdout.startswith(f"{good}: vicuna-7b-v1.3-pld, 2 questions")

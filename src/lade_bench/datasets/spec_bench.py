@@ -72,6 +72,15 @@ assert set(SCORED_COLUMNS) | set(UNSCORED) == set(CATEGORIES) and not set(SCORED
 _ID_SEPARATOR = "-"
 
 
+def turn_count(category: str) -> int:
+    """How many turns a Spec-Bench question of ``category`` has: MT-Bench's two, every other category's one.
+
+    The one statement of the rule: the question file is checked against it as it loads, and an answer
+    file's records against their questions (``export.spec_bench_records``).
+    """
+    return 2 if category in MT_BENCH_CATEGORIES else 1
+
+
 def sample_id(category: str, question_id: int) -> str:
     """The row id of a question: ``<category>-<question_id>``, e.g. ``translation-161``."""
     return f"{category}{_ID_SEPARATOR}{question_id}"
@@ -136,8 +145,12 @@ def load(path: Path | None, split: str) -> list[Sample]:
             raise ValueError(f"category {category!r} is not one of Spec-Bench's: {', '.join(CATEGORIES)}")
         if not isinstance(row["question_id"], int) or isinstance(row["question_id"], bool):
             raise ValueError(f"question_id must be an integer, got {row['question_id']!r}")
-        if category in MT_BENCH_CATEGORIES and len(row["turns"]) != 2:
-            raise ValueError(f"an MT-Bench question ({category}) has two turns, got {len(row['turns'])}")
+        expected = turn_count(category)
+        if not isinstance(row["turns"], list) or len(row["turns"]) != expected:
+            found = f"{len(row['turns'])} turn(s)" if isinstance(row["turns"], list) else repr(row["turns"])[:40]
+            raise ValueError(
+                f"turns: {found} in a {category} question; Spec-Bench's {category} questions have {expected}"
+            )
         text, golds = _reference(row)
         payload = {"question_id": row["question_id"], "category": category, "golds": golds}
         judge = row.get("reference") if category in MT_BENCH_CATEGORIES else None

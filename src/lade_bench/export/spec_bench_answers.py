@@ -13,10 +13,19 @@ questions, method over baseline; ``equal.py`` compares the ``turns`` texts with 
 Our rows map onto it one to one: a row is one (sample, turn, arm, repeat); ``choices[i]`` is repeat
 ``i``; ``decoding_steps`` is the row's forward passes, the prefill included, and ``accept_lengths`` its
 tokens per forward, the prefill's first token included, which is Spec-Bench's own count (its
-baseline reports ``step = new_tokens`` and ``accept_lengths = [1] * new_tokens``). One file per
-(model, method); a (model, method) measured in cells of more than one lookahead setting (the
-``spec_bench`` sweep's AR runs in both of its cells) gets one file per setting, named by it, so that
-every method file has the AR file of its own cells to be compared with.
+baseline reports ``step = new_tokens`` and ``accept_lengths = [1] * new_tokens``).
+
+One file per (model, arm, kind of cell): cells of one sweep that ran the same arms at the same
+settings (the lookahead shape counted only where lookahead is among them) are one kind, e.g. the
+``spec_bench`` sweep's every-method cells of its six groups, so that a file spans Spec-Bench's
+categories as its own files do. The file is named ``<model>-<arm>[-<lookahead shape>]-<cell id>``:
+the shape only in a lookahead arm's name, and the id of the kind's first cell (the cells' folders end
+in their ids; each record's ``answer_id`` names its own cell), shared by every arm of those cells, so
+a method's file and the AR file it is compared with end alike and two kinds never share a name.
+
+Reading (:func:`read_answer_file`) checks every record against Spec-Bench's question file
+(``spec_bench_records``) and refuses a malformed file with one line naming the file, the line and the
+field.
 """
 
 from __future__ import annotations
@@ -31,13 +40,18 @@ from typing import Any
 
 import pandas as pd
 
-from lade_bench.datasets.spec_bench import CATEGORIES, parse_sample_id
+from lade_bench.datasets.spec_bench import parse_sample_id
+from lade_bench.export.spec_bench_records import Questions, RecordError, check_record
+from lade_bench.methods import get_method, is_registered
 from lade_bench.results import load_rows
 from lade_bench.results.atomic import atomic_write_text
+from lade_bench.results.schema import SHAPE_SECTION
 from lade_bench.stats import cell_attributes, ok_rows
 
 DATASET = "spec_bench"
-CHOICE_LISTS = ("turns", "decoding_steps", "new_tokens", "wall_time")
+# The row columns besides the shape that set what a cell's answers are (with its arms): cells equal in
+# them and in their arms are one kind of cell, exported together.
+_KIND_COLUMNS = ("model", "max_new_tokens", "do_sample", "temperature", "top_p", "top_k", "compiled", "compile_mode")
 
 
 class AnswerFileError(ValueError):
@@ -49,7 +63,8 @@ class AnswerSet:
     """The answers of one (model, method) in Spec-Bench's format.
 
     Attributes:
-        model_id: ``<model>-<arm>`` or ``<model>-<arm>-<setting>`` (the file is ``<model_id>.jsonl``).
+        model_id: ``<model>-<arm>[-<lookahead shape>]-<cell id>`` (the file is ``<model_id>.jsonl``);
+            a file read in keeps the ``model_id`` its records give.
         records: one per question, sorted by ``question_id`` (as Spec-Bench's ``reorg_answer_file``).
     """
 
@@ -81,23 +96,59 @@ def split_settings(rows: pd.DataFrame) -> pd.Series:
     return setting.where(several, None)
 
 
+def reads_shape(arm: str) -> bool:
+    """Whether ``arm`` runs on the lookahead shape the rows' shape columns hold (its own config section)."""
+    return is_registered(arm) and get_method(arm).own_section == SHAPE_SECTION
+
+
+def cell_kinds(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the id of the first cell of its kind: the cells of its sweep with the same arms, settings
+    (:data:`_KIND_COLUMNS`) and, where one of those arms reads it, lookahead shape.
+
+    The shape columns are filled in every row, also in a cell whose arms never read them (REST's), so
+    they tell cells apart only where an arm reads them.
+    """
+    kinds: dict[tuple[str, str], tuple[Any, ...]] = {}
+    for (sweep, cell_id), cell_rows in rows.groupby(["sweep", "cell_id"], sort=True):
+        attributes = cell_attributes(cell_rows)
+        arms = tuple(sorted(cell_rows["arm"].unique()))
+        shape = lookahead_setting(attributes) if any(reads_shape(a) for a in arms) else None
+        settings = tuple(str(cell_rows[c].iloc[0]) if c in cell_rows else "" for c in _KIND_COLUMNS)
+        kinds[(sweep, cell_id)] = (sweep, arms, shape, settings)
+    first: dict[tuple[Any, ...], str] = {}
+    for key, kind in kinds.items():  # sorted by (sweep, cell id): a kind's first cell is its lowest id
+        first.setdefault(kind, key[1])
+    tags = {key: first[kind] for key, kind in kinds.items()}
+    return pd.Series([tags[key] for key in zip(rows["sweep"], rows["cell_id"], strict=True)], index=rows.index)
+
+
+def answer_set_name(model: str, arm: str, kind: str, attributes: dict[str, Any]) -> str:
+    """``<model>-<arm>[-<lookahead shape>]-<cell id>``: the shape only where ``arm`` runs on it."""
+    shape = lookahead_setting(attributes) if reads_shape(arm) else None
+    return "-".join(part for part in (model, arm, shape, kind) if part)
+
+
 def answer_records(rows: pd.DataFrame) -> list[AnswerSet]:
-    """Spec-Bench answer sets of every (model, method) in ``rows`` (the ``spec_bench`` rows only).
+    """Spec-Bench answer sets of every (model, arm, kind of cell) in ``rows`` (the ``spec_bench`` rows only).
 
     A question enters a method's file with the repeats whose every turn is error-free (Spec-Bench
     writes no timing for a failed turn).
 
     Raises:
-        AnswerFileError: no spec_bench rows, or one file would hold a question twice (two cells of the
-            same model, method and lookahead setting, e.g. two output lengths: export them apart).
+        AnswerFileError: no spec_bench rows, or one file would hold a question twice (two cells of one
+            kind that asked the same question, e.g. settings the rows do not record: export them apart).
     """
     rows = rows[rows["dataset"] == DATASET]
     if rows.empty:
         raise AnswerFileError(f"no rows of dataset {DATASET!r} to export")
-    rows = rows.assign(_setting=split_settings(rows).fillna(""))
+    rows = rows.assign(_kind=cell_kinds(rows))
     sets = []
-    for (model, arm, setting), part in rows.groupby(["model", "arm", "_setting"], sort=True):
-        name = f"{model}-{arm}" + (f"-{setting}" if setting else "")
+    for (model, arm, kind), part in rows.groupby(["model", "arm", "_kind"], sort=True):
+        first_cell = part[part["cell_id"] == kind]
+        first_cell = first_cell[
+            first_cell["sweep"] == first_cell["sweep"].iloc[0]
+        ]  # one cell, were an id in two sweeps
+        name = answer_set_name(str(model), str(arm), str(kind), cell_attributes(first_cell))
         sets.append(AnswerSet(name, _question_records(part, name)))
     return sets
 
@@ -110,8 +161,8 @@ def _question_records(rows: pd.DataFrame, model_id: str) -> list[dict[str, Any]]
         category, question_id = parse_sample_id(sample_id)
         if question_id in records:
             raise AnswerFileError(
-                f"{model_id}: question {question_id} comes from two cells ({records[question_id]['answer_id']} and "
-                f"{cell_id}); export the sweeps apart"
+                f"{model_id}: question {question_id} comes from two cells of one kind "
+                f"({records[question_id]['answer_id']} and {cell_id}-{sample_id}); export them apart"
             )
         choices = []
         for repeat, turns in sample_rows.groupby("repeat", sort=True):
@@ -140,7 +191,7 @@ def _question_records(rows: pd.DataFrame, model_id: str) -> list[dict[str, Any]]
 
 
 def write_answer_files(sweep: str | os.PathLike[str], out: str | os.PathLike[str]) -> list[Path]:
-    """Write ``<out>/<model_id>.jsonl`` for every (model, method) of a sweep folder or archive.
+    """Write ``<out>/<model_id>.jsonl`` for every (model, arm, kind of cell) of a sweep folder or archive.
 
     Returns:
         The files written, sorted.
@@ -155,49 +206,65 @@ def write_answer_files(sweep: str | os.PathLike[str], out: str | os.PathLike[str
     return sorted(written)
 
 
-def read_answer_file(path: str | os.PathLike[str]) -> AnswerSet:
+def read_answer_file(path: str | os.PathLike[str], questions: Questions) -> AnswerSet:
     """Read a Spec-Bench answer file (ours or one a Spec-Bench user published), every line checked.
 
+    Args:
+        path: the JSONL file.
+        questions: Spec-Bench's question file (``spec_bench_records.read_questions``), which every
+            record is checked against.
+
     Raises:
-        AnswerFileError: naming the file and line of the first bad record (not JSON, a missing field, a
-            category Spec-Bench does not have, per-turn lists of unequal lengths, a non-positive total
-            wall time), or a file without records or with several model ids.
+        AnswerFileError: one line naming the file, the line and the full field path of the first fault:
+            a line that is not JSON, a record that is not an object, a missing field or one of the wrong
+            type (``spec_bench_records.check_record``), a question not in the question file or asked
+            twice, a number of turns other than its question's, a second model id; or a file that
+            cannot be read or holds no records.
     """
     file = Path(path)
-    records = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as why:
+        raise AnswerFileError(f"{file}: cannot be read as a UTF-8 text file ({why})") from None
+    records: list[dict[str, Any]] = []
+    first_line: dict[int, int] = {}
+    model_id: tuple[str, int] | None = None
+    # Split on newlines only: str.splitlines would also cut a turn's text at U+2028, which JSON allows raw.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
+        where = f"{file}:{number}"
         try:
             record = json.loads(line)
-            _check_record(record)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as why:
-            raise AnswerFileError(f"{file}:{number}: not a Spec-Bench answer record: {why}") from None
+        except json.JSONDecodeError as why:
+            raise AnswerFileError(
+                f"{where}: not JSON ({why.msg}, column {why.colno}); one JSON object a line"
+            ) from None
+        try:
+            check_record(record, questions)
+        except RecordError as why:
+            raise AnswerFileError(f"{where}: {why}") from None
+        question_id = record["question_id"]
+        if question_id in first_line:
+            raise AnswerFileError(
+                f"{where}: question_id: question {question_id} again (first on line {first_line[question_id]}); "
+                "one record per question"
+            )
+        first_line[question_id] = number
+        this_id = record.get("model_id", file.stem)
+        if model_id is None:
+            model_id = (this_id, number)
+        elif this_id != model_id[0]:
+            raise AnswerFileError(
+                f"{where}: model_id: {this_id!r}, but line {model_id[1]} has {model_id[0]!r}; "
+                "one file is one (model, method)"
+            )
         records.append(record)
-    if not records:
-        raise AnswerFileError(f"{file}: no answer records")
-    model_ids = sorted({str(r.get("model_id", file.stem)) for r in records})
-    if len(model_ids) > 1:
-        raise AnswerFileError(f"{file}: holds several model ids {model_ids}; one file is one (model, method)")
-    return AnswerSet(model_ids[0], sorted(records, key=lambda r: r["question_id"]))
-
-
-def _check_record(record: dict[str, Any]) -> None:
-    if not isinstance(record["question_id"], int):
-        raise TypeError(f"question_id must be an integer, got {record['question_id']!r}")
-    if record["category"] not in CATEGORIES:
-        raise ValueError(f"category {record['category']!r} is not one of Spec-Bench's: {', '.join(CATEGORIES)}")
-    choices = record["choices"]
-    if not isinstance(choices, list) or not choices:
-        raise ValueError("choices must be a non-empty list")
-    for choice in choices:
-        lengths = {name: len(choice[name]) for name in CHOICE_LISTS}
-        if len(set(lengths.values())) != 1 or not lengths["turns"]:
-            raise ValueError(f"per-turn lists must have one entry per turn, got lengths {lengths}")
-        if sum(choice["wall_time"]) <= 0:
-            raise ValueError("the turns' wall_time sums to zero")
-        if not isinstance(choice["accept_lengths"], list):
-            raise TypeError("accept_lengths must be a list")
+    if model_id is None:
+        raise AnswerFileError(
+            f"{file}: no answer records (an empty file); Spec-Bench writes one JSON line per question"
+        )
+    return AnswerSet(model_id[0], sorted(records, key=lambda r: r["question_id"]))
 
 
 def questions(answer_set: AnswerSet, categories: Iterable[str]) -> list[dict[str, Any]]:

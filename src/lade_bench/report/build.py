@@ -62,6 +62,7 @@ def build_report(
     n_boot: int = stats.N_BOOT,
     min_ci_units: int = stats.MIN_CI_UNITS,
     spec_bench_answers: Sequence[str | os.PathLike[str]] = (),
+    spec_bench_questions: str | os.PathLike[str] | None = None,
 ) -> ReportResult:
     """Load the sweep(s), then write figures, tables and (optionally) the HTML report.
 
@@ -76,8 +77,15 @@ def build_report(
         min_ci_units: fewest samples a CI is computed from (fewer: point estimate and the reason).
         spec_bench_answers: Spec-Bench answer files shown beside the sweep's Spec-Bench leaderboard,
             labelled external (the baseline's first, then the methods'); never paired with its rows.
+        spec_bench_questions: Spec-Bench's question file, which every record of those files is checked
+            against (needed with them).
+
+    Raises:
+        AnswerFileError: an answer file that is malformed or does not fit the question file, or answer
+            files without a question file (one line, before the sweep is loaded).
     """
-    external_answers = read_external_answers(spec_bench_answers)  # a bad file is refused before any work
+    # A bad file is refused before any work.
+    external_answers = read_external_answers(spec_bench_answers, spec_bench_questions)
     sweep = load_sweep(paths, n_boot=n_boot, min_ci_units=min_ci_units)
     out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
     figures_dir, tables_dir = out / FIGURES_DIR, out / TABLES_DIR

@@ -8,8 +8,10 @@ Examples::
     python -m lade_bench.report runs/ablation_wg runs/sampling --out paper_figures
     # the same from the committed archives of those sweeps (python -m lade_bench.results.archive)
     python -m lade_bench.report paper_figures/rows/ablation_wg paper_figures/rows/sampling --out /tmp/again
-    # a Spec-Bench sweep with answer files published by Spec-Bench users beside it (baseline first)
-    python -m lade_bench.report runs/spec_bench --spec-bench-answers vicuna-vanilla.jsonl vicuna-pld.jsonl
+    # a Spec-Bench sweep with answer files published by Spec-Bench users beside it (baseline first),
+    # every record checked against Spec-Bench's question file
+    python -m lade_bench.report runs/spec_bench --spec-bench-answers vicuna-vanilla.jsonl vicuna-pld.jsonl \\
+        --spec-bench-questions ../shared/data/spec_bench/question.jsonl
     # also publish a W&B Report (needs a logged-in W&B account and network)
     python -m lade_bench.report runs/ablation_wg --wandb-report --wandb-project lade-bench
 """
@@ -22,6 +24,7 @@ import sys
 from collections.abc import Sequence
 
 from lade_bench import stats
+from lade_bench.export.spec_bench_answers import AnswerFileError
 from lade_bench.report.build import build_report
 
 
@@ -55,6 +58,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "speed.py arithmetic, never paired with the sweep's rows): the baseline's file first, then methods'",
     )
     parser.add_argument(
+        "--spec-bench-questions",
+        default=None,
+        metavar="FILE",
+        help="Spec-Bench's question.jsonl, which every record of --spec-bench-answers is checked against "
+        "(question ids, categories, turns per question); needed with them",
+    )
+    parser.add_argument(
         "--wandb-report", action="store_true", help="also create a W&B Report with the same panels (online)"
     )
     parser.add_argument("--wandb-project", default="lade-bench", help="W&B project (default: %(default)s)")
@@ -66,14 +76,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the report build; returns the process exit status."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    result = build_report(
-        args.sweep_dirs,
-        args.out,
-        html=not args.no_html,
-        n_boot=args.n_boot,
-        min_ci_units=args.min_ci_units,
-        spec_bench_answers=args.spec_bench_answers,
-    )
+    try:
+        result = build_report(
+            args.sweep_dirs,
+            args.out,
+            html=not args.no_html,
+            n_boot=args.n_boot,
+            min_ci_units=args.min_ci_units,
+            spec_bench_answers=args.spec_bench_answers,
+            spec_bench_questions=args.spec_bench_questions,
+        )
+    except AnswerFileError as why:
+        # A malformed answer file is the user's input, refused in one line (file, line, field), not a traceback.
+        print(f"error: {why}", file=sys.stderr)
+        return 2
     print(f"sweep {result.sweep.label}: {len(result.sweep.rows)} rows, {len(result.sweep.cells)} cells")
     for fig in result.figures:
         print(f"figure  {fig.png}  {fig.pdf.name}")

@@ -34,7 +34,14 @@ from matplotlib.ticker import MaxNLocator
 
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUP_OF, GROUPS, SCORED_COLUMNS, UNSCORED, parse_sample_id
-from lade_bench.export.spec_bench_answers import AnswerSet, questions, read_answer_file, split_settings
+from lade_bench.export.spec_bench_answers import (
+    AnswerFileError,
+    AnswerSet,
+    questions,
+    read_answer_file,
+    split_settings,
+)
+from lade_bench.export.spec_bench_records import QuestionFileError, read_questions
 from lade_bench.methods import method_color, method_label, method_state_text
 from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
 from lade_bench.report.sweep import Sweep
@@ -357,18 +364,33 @@ def _row_of(rec: dict[str, Any]) -> str:
     return EXTERNAL if rec["source"] == EXTERNAL else str(rec["model"])
 
 
-def read_external_answers(external_files: Sequence[str | os.PathLike[str]]) -> list[AnswerSet]:
+def read_external_answers(
+    external_files: Sequence[str | os.PathLike[str]], question_file: str | os.PathLike[str] | None
+) -> list[AnswerSet]:
     """Read the Spec-Bench answer files shown beside the leaderboard: the baseline's first, then methods'.
 
     Called before the sweep is loaded, so that a bad file is refused before any report work starts.
+    Every record is checked against Spec-Bench's question file (``question_file``).
 
     Raises:
-        ValueError: a single external file (a method file needs its baseline's).
-        AnswerFileError: an external file that is not a Spec-Bench answer file (file and line named).
+        AnswerFileError: a single external file (a method file needs its baseline's), files without a
+            question file, a question file that cannot be read, or an external file that is not a
+            Spec-Bench answer file (one line: file, line and field named).
     """
+    if not external_files:
+        return []
     if len(external_files) == 1:
-        raise ValueError("--spec-bench-answers takes the baseline's answer file first, then one or more methods'")
-    return [read_answer_file(path) for path in external_files]
+        raise AnswerFileError("--spec-bench-answers takes the baseline's answer file first, then one or more methods'")
+    if question_file is None:
+        raise AnswerFileError(
+            "--spec-bench-answers needs --spec-bench-questions FILE, Spec-Bench's question.jsonl "
+            "(every answer record is checked against its question)"
+        )
+    try:
+        questions = read_questions(question_file)
+    except QuestionFileError as why:
+        raise AnswerFileError(str(why)) from None
+    return [read_answer_file(path, questions) for path in external_files]
 
 
 def build_board(
