@@ -21,7 +21,7 @@ from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.cell_inputs import CellInputsChangedError
 from lade_bench.runner.plan import CellConfigError
 
-from .conftest import FIXTURE_DATA, QUIET, TINY, interrupt_generation_after
+from .conftest import FIXTURE_DATA, TINY, interrupt_generation_after
 from .test_runner_finalisation import forbid_model_loading
 
 RECORDS = [json.loads(line) for line in (FIXTURE_DATA / "spec_bench_sample.jsonl").read_text().splitlines()]
@@ -176,26 +176,24 @@ def test_a_cell_holding_rows_of_samples_it_did_not_keep_is_never_done(compose_cf
     )
 
 
-def test_from_the_command_line_a_resume_on_a_reordered_file_is_refused_in_one_line(tmp_path):
-    # As a user meets it: a kill after two rows, the file rewritten in another order, the same command.
-    data = _write(tmp_path / "data" / "question.jsonl", RECORDS)
-    args = [*ARGS, *QUIET, f"dataset.path={data}", f"output_root={tmp_path / 'runs'}"]
-    helper = Path(__file__).with_name("kill_mid_cell.py")
-    killed = subprocess.run([sys.executable, str(helper), "2", *args], cwd=tmp_path, capture_output=True, timeout=300)
-    assert killed.returncode == -9
-    (cell_dir,) = (tmp_path / "runs" / "single").glob("*-*/")
-    before = _cell_files(cell_dir)
+def test_from_the_command_line_a_resume_on_a_reordered_file_is_refused_in_one_line(interrupted, tmp_path):
+    # As a user meets it: a cell cut short after two rows (in-process: the kill itself is
+    # test_runner_cli's), the file rewritten in another order, then the same command line.
+    data, plan = interrupted
+    before = _cell_files(plan.cell_dir)
     _write(data, RECORDS[::-1])
+    args = [*ARGS, f"dataset.path={data}", f"output_root={tmp_path / 'runs'}"]
     refused = subprocess.run(
         [sys.executable, "-m", "lade_bench.run", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     output = refused.stdout + refused.stderr
     assert refused.returncode == 2, output[-2000:]
     errors = [line for line in output.splitlines() if "[ERROR]" in line]
-    assert len(errors) == 1 and "cannot resume" in errors[0] and "another order" in errors[0], output[-2000:]
+    assert len(errors) == 1 and f"cell {plan.cell_id} cannot resume" in errors[0], output[-2000:]
+    assert "another order" in errors[0]
     assert "Traceback" not in output and "loading model" not in output
-    assert _cell_files(cell_dir) == before
-    (cell,) = sweep_progress(tmp_path / "runs" / "single").cells
+    assert _cell_files(plan.cell_dir) == before
+    (cell,) = sweep_progress(plan.sweep_root).cells
     assert cell.state != "done"
 
 
