@@ -46,8 +46,9 @@ def engine_cache(model: torch.nn.Module, static_length: int | None = None) -> Ca
         UnsupportedModelError: generate's cache has a layer kind whose entries the engine cannot
             keep whole and crop (a linear-attention state, say), naming the layer and its kind.
     """
+    cache = generate_cache(model)
     layers: list[Any] = []
-    for index, layer in enumerate(generate_cache(model).layers):
+    for index, layer in enumerate(cache.layers):
         if isinstance(layer, DummyLayer):
             layers.append(DummyLayer())
         elif type(layer) in _ENTRY_LAYERS:
@@ -61,7 +62,6 @@ def engine_cache(model: torch.nn.Module, static_length: int | None = None) -> Ca
             )
     if static_length is not None:
         return Cache(layers=layers)
-    cache = generate_cache(model)
     cache.layers = layers
     return cache
 

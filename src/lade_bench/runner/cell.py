@@ -179,7 +179,8 @@ def _run_owned_cell(
         if plan.dataset.path:
             # A local file is cheap to read: a finished cell named with another file's content is not
             # "already done" (wheel and hub datasets are not read again just to skip a done cell).
-            check_resume_inputs(plan, inputs_record(plan, load_samples(plan)), _readable_manifest(plan), ())
+            samples = load_samples(plan)  # kept: a reopened cell below resumes on these
+            check_resume_inputs(plan, inputs_record(plan, samples), _readable_manifest(plan), ())
         damage = check_cell(plan.cell_dir, required=(SUMMARY_JSON, MANIFEST_JSON))
         for found in damage:
             log.warning("damaged: %s", found.describe())

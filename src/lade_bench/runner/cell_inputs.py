@@ -18,27 +18,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from lade_bench.datasets import Sample
+from lade_bench.rest_datastore import file_sha256
 from lade_bench.runner.plan import CellConfigError, CellPlan
 
 INPUTS_FIELD = "inputs"
-_CHUNK = 1 << 20
 
 
 class CellInputsChangedError(CellConfigError):
     """A resumed cell's dataset or samples differ from those its manifest recorded."""
-
-
-def file_sha256(path: str | Path) -> str:
-    """The sha256 of a file's bytes (read in 1 MiB chunks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def samples_sha256(samples: Iterable[Sample]) -> str:
@@ -69,7 +59,7 @@ def inputs_record(plan: CellPlan, samples: Sequence[Sample]) -> dict[str, Any]:
     path = plan.dataset.path
     dataset_file = None
     if path:
-        dataset_file = {"path": str(path), "sha256": file_sha256(Path(path).expanduser())}
+        dataset_file = {"path": str(path), "sha256": file_sha256(path)}
     return {
         "dataset_file": dataset_file,
         "sample_ids": [sample.sample_id for sample in samples],
