@@ -110,7 +110,7 @@ def lookahead_preset(name: str, dirs: list[Path] | None = None) -> Any:
     Raises:
         PresetError: no such preset, a preset spread over several devices, or invalid values.
     """
-    from lade_bench.decoding.params import DecodingConfigError, LookaheadParams
+    from lade_bench.decoding.core.params import DecodingConfigError, LookaheadParams
 
     path = group_option_file("lookahead", name, dirs)
     values = _option_values(path)

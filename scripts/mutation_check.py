@@ -45,7 +45,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "harvest_off",
         "the window's n-grams never reach the pool (the whole lookahead branch is dead)",
-        "lade_bench/decoding/lookahead.py",
+        "lade_bench/decoding/lookahead/lookahead.py",
         "for ngram in window.ngrams(cur, step.last_level):",
         "for ngram in []:",
         (EFFECTIVENESS,),
@@ -53,7 +53,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "pool_ignored",
         "the pool is never consulted: no candidate is ever verified",
-        "lade_bench/decoding/lookahead.py",
+        "lade_bench/decoding/lookahead/lookahead.py",
         "candidates = pool.candidates(cur)",
         "candidates = []",
         (EFFECTIVENESS,),
@@ -61,7 +61,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "bonus_dropped",
         "on a full match the model's next token (the bonus) is not emitted",
-        "lade_bench/decoding/tree.py",
+        "lade_bench/decoding/core/tree.py",
         "    return [predictions[0], *(predictions[node] for node in path)], path\n",
         # A path ending at a leaf (a node no other node has as parent) matched its whole candidate.
         "    return [predictions[0], *(predictions[node] for node in path)]"
@@ -71,7 +71,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "prompt_seeding_off",
         "prompt as reference no longer seeds the pool with the prompt's n-grams",
-        "lade_bench/decoding/lookahead.py",
+        "lade_bench/decoding/lookahead/lookahead.py",
         "pool.add_ngrams_of(sequence)\n",
         "pass\n",
         (EFFECTIVENESS,),
@@ -79,7 +79,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "trie_merges_by_depth",
         "the trie merges tokens by (depth, token) instead of (parent, token): unrelated prefixes share a node",
-        "lade_bench/decoding/tree.py",
+        "lade_bench/decoding/core/tree.py",
         "            parent = node\n",
         "            parent = -len(path) - 1\n",
         (BRANCH_UNITS,),

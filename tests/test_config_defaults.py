@@ -1,7 +1,7 @@
 """Each default is stated once and tuned presets live in the user's folder (the wheel: tests/test_packaging.py).
 
 Where a value lives: the run's settings in ``conf/settings.yaml`` (its schema fields are MISSING), the
-engine's settings in ``lade_bench.decoding.params`` (the schema reads them; group files state only
+engine's settings in ``lade_bench.decoding.core.params`` (the schema reads them; group files state only
 what they change), the tuner's in ``conf/tune.yaml``. These tests fail when a value is stated twice.
 """
 
@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from lade_bench.conf import PACKAGE_CONF_DIR, user_conf_dir
-from lade_bench.decoding.params import LookaheadParams, SamplingParams
+from lade_bench.decoding.core.params import LookaheadParams, SamplingParams
 from lade_bench.runner.config_schema import run_schema
 from lade_bench.tune.config import TuneConfig, register_tune_configs, tune_settings
 

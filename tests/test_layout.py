@@ -48,3 +48,35 @@ def test_the_docs_index_lists_every_page():
     pages = {path.name for path in docs.glob("*.md")} - {"README.md"}
     assert pages - linked == set(), "pages missing from docs/README.md"
     assert linked - pages == set(), "docs/README.md links pages that do not exist"
+
+
+# The engine's rooms, lowest first: a module may import from its own room and the rooms before it.
+DECODING_ROOMS = ("core", "model_checks", "lookahead", "drafters", "baselines")
+_DECODING_IMPORT = re.compile(r"^\s*(?:from|import) lade_bench\.decoding\.([a-z_]+)", re.MULTILINE)
+
+
+def _decoding_room_violations() -> list[str]:
+    found = []
+    decoding = PACKAGE / "decoding"
+    for path in sorted(decoding.rglob("*.py")):
+        parts = path.relative_to(decoding).parts
+        if len(parts) == 1:
+            continue  # the package's own __init__: the lazy public names of every room
+        here = DECODING_ROOMS.index(parts[0])
+        for room in _DECODING_IMPORT.findall(path.read_text(encoding="utf-8")):
+            if room not in DECODING_ROOMS:
+                found.append(f"{path.relative_to(PACKAGE)}: imports lade_bench.decoding.{room}, in no room")
+            elif DECODING_ROOMS.index(room) > here:
+                found.append(f"{path.relative_to(PACKAGE)}: {parts[0]} imports the higher room {room}")
+    return found
+
+
+def test_every_decoding_module_lives_in_a_room_and_imports_only_downwards():
+    """decoding/ is rooms of one kind each; an import from a higher room would make the order a circle."""
+    decoding = PACKAGE / "decoding"
+    loose = sorted(p.name for p in decoding.glob("*.py") if p.name != "__init__.py")
+    assert loose == [], "modules outside the rooms"
+    assert sorted(p.name for p in decoding.iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
+        DECODING_ROOMS
+    )
+    assert _decoding_room_violations() == []

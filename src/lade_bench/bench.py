@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import VERIFICATION_LAYOUTS, CompiledForwards, DecodeResult, LookaheadParams
-from lade_bench.decoding.timing import model_device
+from lade_bench.decoding.core.timing import model_device
 from lade_bench.methods import (
     REFERENCE,
     CellFacts,

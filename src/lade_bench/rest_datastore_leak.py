@@ -50,7 +50,7 @@ import numpy as np
 
 from lade_bench.rest_datastore import SETTING, Datastore, DatastoreError
 
-# The window the check matches: REST's max_token_span default (decoding/rest.py), the longest context
+# The window the check matches: REST's max_token_span default (decoding/drafters/rest.py), the longest context
 # suffix the drafter looks up; a datastore holding one of a text's 16-token windows can draft it.
 LEAK_SPAN = 16
 # A text shorter than LEAK_SPAN is matched whole when it has at least this many tokens; below, a span

@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.parallel import LookaheadGroup
-from lade_bench.decoding.params import LookaheadParams, SamplingParams
+from lade_bench.decoding.core.params import LookaheadParams, SamplingParams
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
+from lade_bench.decoding.lookahead.parallel import LookaheadGroup
 from lade_bench.models.tiny import tiny_model
 
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from lade_bench.decoding import DecodingConfigError, SamplingParams
-from lade_bench.decoding.assisted import DraftCacheGuard, assisted_generate, pair_draft
-from lade_bench.decoding.autoregressive import autoregressive_generate
+from lade_bench.decoding.baselines.assisted import DraftCacheGuard, assisted_generate, pair_draft
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
 from lade_bench.models.tiny import tiny_model
 
 VOCAB = 64

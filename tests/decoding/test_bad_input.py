@@ -10,11 +10,12 @@ from transformers import (
     MistralConfig,
 )
 
-from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-from lade_bench.decoding.checks import UnsupportedModelError, position_bias_of
-from lade_bench.decoding.jacobi import jacobi_generate
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.baselines.jacobi import jacobi_generate
+from lade_bench.decoding.core.checks import UnsupportedModelError, position_bias_of
+from lade_bench.decoding.core.params import DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_generate
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import ForwardCounter

@@ -15,10 +15,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lade_bench.decoding.branch import BRANCH_BUILDERS, flat_branch, trie_branch
-from lade_bench.decoding.layout import LayoutCache, build_branch_layout, build_step_layout
-from lade_bench.decoding.params import VERIFICATION_LAYOUTS
-from lade_bench.decoding.verify import verify_greedy, verify_sampling
+from lade_bench.decoding.core.branch import BRANCH_BUILDERS, flat_branch, trie_branch
+from lade_bench.decoding.core.layout import LayoutCache, build_branch_layout, build_step_layout
+from lade_bench.decoding.core.params import VERIFICATION_LAYOUTS
+from lade_bench.decoding.core.verify import verify_greedy, verify_sampling
 
 VOCAB = 4  # few tokens, so candidates share prefixes and the oracle's chain often matches them
 

@@ -16,14 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
 
-from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-from lade_bench.decoding.compiled import CompiledForwards, resolve_compile_mode
-from lade_bench.decoding.layout import build_step_layout
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.masks import full_step_mask, sliding_step_mask
-from lade_bench.decoding.params import DecodingConfigError, LookaheadParams, SamplingParams
-from lade_bench.decoding.prompt_lookup import prompt_lookup_candidate
-from lade_bench.decoding.static_step import lookahead_step_shape, padded_step_mask
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.core.compiled import CompiledForwards, resolve_compile_mode
+from lade_bench.decoding.core.layout import build_step_layout
+from lade_bench.decoding.core.masks import full_step_mask, sliding_step_mask
+from lade_bench.decoding.core.params import DecodingConfigError, LookaheadParams, SamplingParams
+from lade_bench.decoding.core.static_step import lookahead_step_shape, padded_step_mask
+from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_candidate, prompt_lookup_generate
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import assert_trie_accepts_like_flat, repetitive_prompt

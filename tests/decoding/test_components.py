@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
-from lade_bench.decoding.kv_cache import commit_accepted
-from lade_bench.decoding.layout import build_step_layout
-from lade_bench.decoding.pool import NGramPool
-from lade_bench.decoding.window import LookaheadWindow
+from lade_bench.decoding.core.kv_cache import commit_accepted
+from lade_bench.decoding.core.layout import build_step_layout
+from lade_bench.decoding.lookahead.pool import NGramPool
+from lade_bench.decoding.lookahead.window import LookaheadWindow
 
 
 def test_pool_caps_evicts_oldest_and_refreshes():

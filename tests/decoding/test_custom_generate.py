@@ -15,7 +15,7 @@ from transformers.generation.streamers import BaseStreamer
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 import lade_bench
-from lade_bench.decoding.params import DecodingConfigError
+from lade_bench.decoding.core.params import DecodingConfigError
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import repetitive_prompt

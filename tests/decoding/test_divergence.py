@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from lade_bench.decoding import LookaheadParams, autoregressive_generate, lookahead_generate
-from lade_bench.decoding.divergence import divergence_margins, first_divergence
+from lade_bench.decoding.core.divergence import divergence_margins, first_divergence
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import repetitive_prompt

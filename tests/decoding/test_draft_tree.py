@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lade_bench.decoding import DecodingConfigError, autoregressive_generate
-from lade_bench.decoding.draft_tree import (
+from lade_bench.decoding.drafters.draft_tree import (
     DraftTree,
     TreeRequest,
     TreeStep,

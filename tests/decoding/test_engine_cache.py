@@ -14,11 +14,11 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from lade_bench.decoding import forward as forward_module
-from lade_bench.decoding.checks import UnsupportedModelError
-from lade_bench.decoding.forward import CachedForward, following_positions
-from lade_bench.decoding.model_probe import check_model_behaviour
-from lade_bench.decoding.timing import cache_argument_name
+from lade_bench.decoding.core import forward as forward_module
+from lade_bench.decoding.core.checks import UnsupportedModelError
+from lade_bench.decoding.core.forward import CachedForward, following_positions
+from lade_bench.decoding.core.timing import cache_argument_name
+from lade_bench.decoding.model_checks.model_probe import check_model_behaviour
 from lade_bench.models.tiny import tiny_model
 
 from .helpers import repetitive_prompt

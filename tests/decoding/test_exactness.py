@@ -16,10 +16,10 @@ from dataclasses import replace
 
 import pytest
 
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.jacobi import jacobi_generate
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import VERIFICATION_LAYOUTS, LookaheadParams
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.baselines.jacobi import jacobi_generate
+from lade_bench.decoding.core.params import VERIFICATION_LAYOUTS, LookaheadParams
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import SLIDING_WINDOW_ARCHITECTURES, TINY_ARCHITECTURES, tiny_model
 
 from .helpers import assert_trie_accepts_like_flat, repetitive_prompt
@@ -88,7 +88,7 @@ def test_sliding_window_families_with_eager_attention(arch):
 
 def test_sliding_window_layers_really_are_masked(tiny_models, monkeypatch):
     """Without the window restriction (every layer masked like a global one) the output differs."""
-    from lade_bench.decoding import masks
+    from lade_bench.decoding.core import masks
 
     model = tiny_models["gemma3"]
     prompt = repetitive_prompt(40, seed=1)

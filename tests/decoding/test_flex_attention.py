@@ -19,15 +19,15 @@ import torch
 from torch.nn.attention.flex_attention import create_mask, flex_attention
 
 from lade_bench.decoding import UnsupportedModelError, check_custom_mask_support
-from lade_bench.decoding import checks as checks_module
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.branch import BRANCH_BUILDERS
-from lade_bench.decoding.checks import LayerAttention
-from lade_bench.decoding.flex_masks import step_block_mask, step_mask_mod
-from lade_bench.decoding.layout import build_branch_layout
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.masks import StepMasks, full_step_mask, sliding_step_mask
-from lade_bench.decoding.params import VERIFICATION_LAYOUTS, LookaheadParams
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.core import checks as checks_module
+from lade_bench.decoding.core.branch import BRANCH_BUILDERS
+from lade_bench.decoding.core.checks import LayerAttention
+from lade_bench.decoding.core.flex_masks import step_block_mask, step_mask_mod
+from lade_bench.decoding.core.layout import build_branch_layout
+from lade_bench.decoding.core.masks import StepMasks, full_step_mask, sliding_step_mask
+from lade_bench.decoding.core.params import VERIFICATION_LAYOUTS, LookaheadParams
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model, tiny_model_from_config
 
 from .helpers import assert_trie_accepts_like_flat, repetitive_prompt

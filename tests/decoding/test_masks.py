@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import Gemma3Config, LlamaConfig, MistralConfig, Qwen2Config
 
-from lade_bench.decoding.checks import LayerAttention, layer_attention_of
-from lade_bench.decoding.layout import build_step_layout
-from lade_bench.decoding.masks import StepMasks
+from lade_bench.decoding.core.checks import LayerAttention, layer_attention_of
+from lade_bench.decoding.core.layout import build_step_layout
+from lade_bench.decoding.core.masks import StepMasks
 
 SMALL = dict(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2)
 

@@ -26,7 +26,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from lade_bench.decoding.autoregressive import autoregressive_generate
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
 from lade_bench.methods import (
     REFERENCE,
     REPLICA,

@@ -16,9 +16,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.layout import build_step_layout
-from lade_bench.decoding.shards import build_shard_layout, share
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.core.layout import build_step_layout
+from lade_bench.decoding.lookahead.shards import build_shard_layout, share
 
 from .helpers import repetitive_prompt
 from .lp_ranks import build_model, generate_case, run_rank

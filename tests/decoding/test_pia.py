@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.pia import (
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.drafters.pia import (
     PIA_BRANCH_LENGTH,
     PIA_DECODING_LENGTH,
     PIA_MAX_NODES,
@@ -141,7 +141,7 @@ def test_the_plan_refuses_a_bad_setting_before_loading_and_a_state_serves_its_ow
 def test_a_model_lookahead_refuses_is_refused_before_any_forward():
     from transformers import AutoModelForCausalLM
 
-    from lade_bench.decoding.checks import UnsupportedModelError
+    from lade_bench.decoding.core.checks import UnsupportedModelError
 
     alibi = AutoModelForCausalLM.from_config(POSITION_BIASED["mpt"](), attn_implementation="eager").eval()
     counter = ForwardCounter(alibi)

@@ -19,13 +19,14 @@ from transformers import (
     AutoModelForCausalLM,
 )
 
-from lade_bench.decoding import lookahead as lookahead_module
-from lade_bench.decoding.autoregressive import autoregressive_generate, prompt_lookup_generate
-from lade_bench.decoding.checks import UnsupportedModelError, recurrent_layers_of
-from lade_bench.decoding.hf_generate import lookahead_custom_generate
-from lade_bench.decoding.jacobi import jacobi_generate
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import LookaheadParams
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.baselines.jacobi import jacobi_generate
+from lade_bench.decoding.core.checks import UnsupportedModelError, recurrent_layers_of
+from lade_bench.decoding.core.params import LookaheadParams
+from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_generate
+from lade_bench.decoding.lookahead import lookahead as lookahead_module
+from lade_bench.decoding.lookahead.hf_generate import lookahead_custom_generate
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny_position_scaled import (
     dynamic_qwen3_config,
     longrope_phi3_config,
@@ -117,7 +118,7 @@ def test_plain_decoding_below_the_threshold_is_the_no_cache_loop(scaled_models, 
 @pytest.mark.parametrize("method", ["lookahead_flat", "jacobi"])
 def test_past_the_threshold_the_output_really_differs(scaled_models, monkeypatch, scaling, method):
     """Without the refusal the methods would be silently wrong here (the threshold is the real one)."""
-    from lade_bench.decoding import jacobi as jacobi_module
+    from lade_bench.decoding.baselines import jacobi as jacobi_module
 
     model = scaled_models[scaling]
     monkeypatch.setattr(lookahead_module, "check_position_limits", lambda *args: None)

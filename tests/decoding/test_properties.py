@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import LookaheadParams
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.core.params import LookaheadParams
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import SLIDING_WINDOW_ARCHITECTURES, TINY_ARCHITECTURES
 
 from .helpers import assert_trie_accepts_like_flat

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.rest import (
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.drafters.rest import (
     RETRIEVAL_STAT,
     RestDrafter,
     RestSettings,

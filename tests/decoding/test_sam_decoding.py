@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.sam_decoding import (
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.drafters.sam_decoding import (
     CHAIN_STEPS_STAT,
     SAM_LEN_BIAS,
     SAM_LEN_THRESHOLD,

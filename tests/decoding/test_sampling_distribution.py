@@ -17,11 +17,11 @@ import pytest
 import torch
 from scipy import stats
 
-from lade_bench.decoding import verify
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.lookahead import lookahead_generate
-from lade_bench.decoding.params import LookaheadParams, SamplingParams
-from lade_bench.decoding.sampling import build_warpers, warped_probabilities
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.core import verify
+from lade_bench.decoding.core.params import LookaheadParams, SamplingParams
+from lade_bench.decoding.core.sampling import build_warpers, warped_probabilities
+from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import tiny_model
 
 ALPHA = 1e-3
@@ -101,7 +101,7 @@ def test_lookahead_sampling_matches_the_exact_distribution(setting):
 def test_prompt_lookup_sampling_matches_the_exact_distribution(setting):
     """Eager prompt lookup samples on the draft-tree seam (``draft_tree.verify_tree_sampling``: draw at
     each node, follow the child holding the draw); its draws must follow AR sampling's distribution."""
-    from lade_bench.decoding.autoregressive import prompt_lookup_generate
+    from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_generate
 
     model, prompt, sequences, exact = setting
     draws, multi_token_steps = [], 0
@@ -157,7 +157,7 @@ def test_assisted_sampling_matches_the_exact_distribution(setting):
     """transformers' speculative sampling with a draft model (the assisted arm) keeps the target's
     distribution; the draft is another random model, so proposals are often rejected and the residual
     draw is exercised."""
-    from lade_bench.decoding.assisted import assisted_generate
+    from lade_bench.decoding.baselines.assisted import assisted_generate
 
     model, prompt, sequences, exact = setting
     draft = tiny_model("llama", vocab_size=VOCAB, seed=5, init_scale=1.5)

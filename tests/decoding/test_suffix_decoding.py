@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import pytest
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.autoregressive import autoregressive_generate
-from lade_bench.decoding.suffix_decoding import (
+from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
+from lade_bench.decoding.drafters.suffix_decoding import (
     SUFFIX_MAX_CACHED_REQUESTS,
     SUFFIX_MAX_TREE_DEPTH,
     SuffixDecodingDrafter,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.token_recycling import (
+from lade_bench.decoding.drafters.token_recycling import (
     TOKEN_RECYCLING_TOP_K,
     TOKEN_RECYCLING_TREE,
     RecyclingState,
@@ -94,7 +94,7 @@ def test_a_bad_template_is_refused_naming_the_node(tree, top_k, message):
 
 
 def test_the_prefill_refreshes_the_prompt_rows_aligned_with_the_prompt_end():
-    from lade_bench.decoding.token_recycling import TokenRecyclingDrafter
+    from lade_bench.decoding.drafters.token_recycling import TokenRecyclingDrafter
 
     state = RecyclingState(1)
     drafter = TokenRecyclingDrafter(state, tree_template([[0]], 1))

@@ -7,7 +7,7 @@ argmax of the row of each token it got right.
 
 from __future__ import annotations
 
-from lade_bench.decoding.verify import verify_greedy
+from lade_bench.decoding.core.verify import verify_greedy
 
 
 def rows_for(num_candidates: int, length: int) -> list[list[int]]:

@@ -19,7 +19,7 @@ from matplotlib.colors import to_hex
 
 from lade_bench import bench
 from lade_bench.decoding import DecodeResult
-from lade_bench.decoding.timing import device_synchronizer, model_device
+from lade_bench.decoding.core.timing import device_synchronizer, model_device
 from lade_bench.methods import GenerationRequest, Method, method_color, method_names, register, unregister
 from lade_bench.report import build_report
 from lade_bench.report.figures import draw_speedup_bars

@@ -12,7 +12,7 @@ import torch
 from lade_bench import bench
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import LookaheadParams, autoregressive_generate, lookahead_generate
-from lade_bench.decoding.hf_generate import lookahead_custom_generate
+from lade_bench.decoding.lookahead.hf_generate import lookahead_custom_generate
 from tests.decoding.helpers import assert_trie_accepts_like_flat
 
 pytestmark = pytest.mark.slow

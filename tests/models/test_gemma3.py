@@ -6,7 +6,7 @@ import pytest
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import LookaheadParams, autoregressive_generate, jacobi_generate, lookahead_generate
-from lade_bench.decoding.checks import layer_attention_of
+from lade_bench.decoding.core.checks import layer_attention_of
 from lade_bench.models.gemma3 import GEMMA3_FOLDER, converted_gemma3_dir
 
 pytestmark = pytest.mark.slow

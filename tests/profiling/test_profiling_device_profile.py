@@ -143,7 +143,7 @@ def test_damaged_profiles_are_named_then_set_aside(tmp_path):
 
 
 def test_a_compiled_curve_is_keyed_apart_from_the_eager_one(tmp_path, model):
-    from lade_bench.decoding.compiled import CompiledForwards
+    from lade_bench.decoding.core.compiled import CompiledForwards
 
     compiled = CompiledForwards(mode="default", cache_block=32, backend="eager")
     profile = measure_forward_curve(model, [1, 3], context_tokens=16, warmup=0, repeats=2, compiled=compiled)

@@ -26,8 +26,8 @@ from lade_bench.decoding import (
     lookahead_generate,
     prompt_lookup_generate,
 )
-from lade_bench.decoding.params import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
-from lade_bench.decoding.timing import model_dtype
+from lade_bench.decoding.core.params import PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
+from lade_bench.decoding.core.timing import model_dtype
 from lade_bench.metrics.rouge import rouge_scores
 from lade_bench.profiling.device_profile import (
     ProfileKey,

@@ -115,7 +115,7 @@ def test_the_sweeps_are_the_whole_plan(rebuilt):
 # after the assisted arm's draft-cache fix. Between them src/ may differ only in these files, none of
 # which a SmolLM2 cell runs (the GPU check, and the assisted arm's draft handling).
 SRC_CHANGES_BETWEEN_COMMITS = {
-    "src/lade_bench/decoding/assisted.py",
+    "src/lade_bench/decoding/baselines/assisted.py",
     "src/lade_bench/gpu_check/__main__.py",
     "src/lade_bench/gpu_check/stages.py",
 }

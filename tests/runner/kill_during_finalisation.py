@@ -135,7 +135,7 @@ CLI_MODULES = (
     "lade_bench.runner.arms",
     "lade_bench.runner.launch_plan",
     "lade_bench.runner.output_check",
-    "lade_bench.decoding.lookahead",
+    "lade_bench.decoding.lookahead.lookahead",
     "lade_bench.sandbox.judge",
 )
 

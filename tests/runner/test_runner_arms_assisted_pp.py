@@ -106,7 +106,7 @@ def test_ar_pp_alone_counts_as_using_the_devices(compose_cfg, monkeypatch):
 
 
 def test_assisted_settings_errors_are_decoding_errors_in_the_engine():
-    from lade_bench.decoding.assisted import validate_assistant_settings
+    from lade_bench.decoding.baselines.assisted import validate_assistant_settings
 
     with pytest.raises(DecodingConfigError, match="in \\[0, 1\\)"):
         validate_assistant_settings(5, "constant", -0.1, 10, 10)

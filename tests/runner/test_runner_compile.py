@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from lade_bench.decoding.compiled import COMPILE_MODES
+from lade_bench.decoding.core.compiled import COMPILE_MODES
 from lade_bench.methods import methods_where
 from lade_bench.profiling import device_profile
 from lade_bench.results import cell_id, load_rows

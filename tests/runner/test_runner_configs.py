@@ -283,7 +283,7 @@ def test_flash_attention_refused_for_lookahead_names_the_allowed_ones(compose_cf
 
 
 def test_flex_attention_refused_where_torch_lacks_it(compose_cfg, monkeypatch):
-    from lade_bench.decoding import checks
+    from lade_bench.decoding.core import checks
 
     # The plan asks the engine's check when it meets a flex_attention cell (imported then: torch loads late).
     monkeypatch.setattr(checks, "flex_attention_available", lambda: False)

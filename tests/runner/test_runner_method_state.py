@@ -99,7 +99,7 @@ def test_a_resumed_cell_replays_its_stored_rows_into_the_state(compose_cfg, tmp_
 def _out_of_memory_on_short_prompts(monkeypatch) -> None:
     """Token Recycling fails on short prompts as an out-of-memory would, at the first decode step; each
     message counts the failures, as a real one carries figures of the moment (free memory, a pid)."""
-    from lade_bench.decoding.token_recycling import TokenRecyclingDrafter
+    from lade_bench.decoding.drafters.token_recycling import TokenRecyclingDrafter
 
     propose, failures = TokenRecyclingDrafter.propose, itertools.count(1)
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from lade_bench.decoding.parallel import LookaheadParallelError
+from lade_bench.decoding.lookahead.parallel import LookaheadParallelError
 from lade_bench.methods import PIPELINE_PARALLEL, methods_where
 from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.models.loading import TensorParallelError, load_tensor_parallel

@@ -10,7 +10,7 @@ MT-Bench first turns, arms alternated per prompt after a warm-up, which gives th
 the float16 exactness, plus lookahead paper_7b under ``attn_implementation="flex_attention"`` (a second
 copy of the model; ``--no-flex-attention`` drops it); then in each further dtype (bfloat16) AR and
 lookahead paper_7b for exactness.
-Every greedy mismatch is located and its logit margins measured (``lade_bench.decoding.divergence``);
+Every greedy mismatch is located and its logit margins measured (``lade_bench.decoding.core.divergence``);
 one whose token sits more than ``--margin-tolerance`` logits below AR's is an engine error.
 
 A time budget keeps the whole check short: each stage stops starting new prompts at its share of

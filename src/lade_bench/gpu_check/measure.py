@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from lade_bench.decoding import DecodeResult
-from lade_bench.decoding.divergence import divergence_margins
+from lade_bench.decoding.core.divergence import divergence_margins
 from lade_bench.runner.timing import PairedRuns, run_paired
 
 Arm = Callable[[list[int]], DecodeResult]

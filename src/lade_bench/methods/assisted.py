@@ -2,7 +2,7 @@
 
 The draft is chosen in ``conf/settings.yaml``'s defaults list (``model@assistant.model=NAME``, any
 ``conf/model/`` entry); a draft with another tokenizer runs transformers' universal assisted
-decoding. The draft settings default to transformers' own (``lade_bench.decoding.params``), so the
+decoding. The draft settings default to transformers' own (``lade_bench.decoding.core.params``), so the
 arm measures its assisted generation as shipped (docs/assisted.md).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lade_bench.decoding.params import (
+from lade_bench.decoding.core.params import (
     ASSISTED_CONFIDENCE_THRESHOLD,
     ASSISTED_LOOKBEHIND,
     ASSISTED_NUM_TOKENS,
@@ -26,7 +26,7 @@ ASSISTED_SECTION = "assistant"
 @dataclass
 class AssistantConfig:
     """Section ``assistant`` of the ``assisted`` arm (draft-model speculative decoding, transformers'
-    assisted generation; see ``lade_bench.decoding.assisted``).
+    assisted generation; see ``lade_bench.decoding.baselines.assisted``).
 
     Attributes:
         model: the draft, any entry of the ``model`` group (``model@assistant.model=NAME``); null: none.

@@ -12,17 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lade_bench.decoding.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
-from lade_bench.decoding.pia import PiaSettings
-from lade_bench.decoding.rest import RestSettings
-from lade_bench.decoding.sam_decoding import SamSettings
-from lade_bench.decoding.suffix_decoding import (
+from lade_bench.decoding.core.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
+from lade_bench.decoding.drafters.pia import PiaSettings
+from lade_bench.decoding.drafters.rest import RestSettings
+from lade_bench.decoding.drafters.sam_decoding import SamSettings
+from lade_bench.decoding.drafters.suffix_decoding import (
     SuffixSettings,
     new_suffix_state,
     suffix_decoding_generate,
     suffix_decoding_reach,
 )
-from lade_bench.decoding.token_recycling import (
+from lade_bench.decoding.drafters.token_recycling import (
     TOKEN_RECYCLING_TOP_K,
     TOKEN_RECYCLING_TREE,
     token_recycling_generate,
@@ -107,7 +107,7 @@ def generate_jacobi(request: GenerationRequest) -> Any:
 
 @dataclass
 class PromptLookupConfig:
-    """Section ``prompt_lookup``: its defaults are the engine's (``decoding.params``, which says why)."""
+    """Section ``prompt_lookup``: its defaults are the engine's (``decoding.core.params``, which says why)."""
 
     num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS
     max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM
@@ -115,7 +115,7 @@ class PromptLookupConfig:
 
 @dataclass
 class JacobiConfig:
-    """Section ``jacobi``: its default is the engine's (``decoding.params``, which says why)."""
+    """Section ``jacobi``: its default is the engine's (``decoding.core.params``, which says why)."""
 
     block_size: int = JACOBI_BLOCK_SIZE
 
@@ -140,11 +140,11 @@ ASSISTANT_SETTINGS = (
 def generate_assisted(request: GenerationRequest) -> Any:
     """Draft-model speculative decoding, transformers' assisted generation (``settings["assistant"]``).
 
-    ``models[DRAFT]`` is a ``lade_bench.decoding.assisted.Draft`` (universal assisted decoding when
+    ``models[DRAFT]`` is a ``lade_bench.decoding.baselines.assisted.Draft`` (universal assisted decoding when
     its vocabulary differs from the target's); a section missing from ``settings`` means
     transformers' default draft settings.
     """
-    from lade_bench.decoding.assisted import assisted_generate
+    from lade_bench.decoding.baselines.assisted import assisted_generate
 
     section = request.section(ASSISTED_SECTION)
     draft_settings = {key: section[key] for key in ASSISTANT_SETTINGS if key in section}
@@ -160,19 +160,19 @@ def generate_ar_pp(request: GenerationRequest) -> Any:
 
 
 def _lookahead_reach(settings: Settings) -> Any:
-    from lade_bench.decoding.position_limits import lookahead_reach
+    from lade_bench.decoding.core.position_limits import lookahead_reach
 
     return lookahead_reach(settings["lookahead"])
 
 
 def _jacobi_reach(settings: Settings) -> Any:
-    from lade_bench.decoding.position_limits import jacobi_reach
+    from lade_bench.decoding.core.position_limits import jacobi_reach
 
     return jacobi_reach(settings["jacobi"].block_size)
 
 
 def _prompt_lookup_reach(settings: Settings) -> Any:
-    from lade_bench.decoding.position_limits import prompt_lookup_reach
+    from lade_bench.decoding.core.position_limits import prompt_lookup_reach
 
     return prompt_lookup_reach(settings["prompt_lookup"].num_tokens)
 
@@ -253,8 +253,8 @@ def _refuse_ar_tp(settings: Settings, cell: CellFacts) -> str | None:
 
 
 def _refuse_assisted(settings: Settings, cell: CellFacts) -> str | None:
-    from lade_bench.decoding.assisted import validate_assistant_settings
-    from lade_bench.decoding.params import DecodingConfigError
+    from lade_bench.decoding.baselines.assisted import validate_assistant_settings
+    from lade_bench.decoding.core.params import DecodingConfigError
     from lade_bench.models.loading import model_config_problem
 
     section = settings[ASSISTED_SECTION]
@@ -295,7 +295,7 @@ def _refuse_ar_pp(settings: Settings, cell: CellFacts) -> str | None:
 
 @dataclass
 class TokenRecyclingConfig:
-    """Section ``token_recycling`` (``lade_bench.decoding.token_recycling``, which says why each default).
+    """Section ``token_recycling`` (``lade_bench.decoding.drafters.token_recycling``, which says why each default).
 
     Attributes:
         top_k: successors kept per vocabulary token (the adjacency matrix's width).
@@ -308,14 +308,14 @@ class TokenRecyclingConfig:
 
 def _recycling_state(config: TokenRecyclingConfig) -> Any:
     """An empty adjacency matrix ``top_k`` wide."""
-    from lade_bench.decoding.token_recycling import RecyclingState
+    from lade_bench.decoding.drafters.token_recycling import RecyclingState
 
     return RecyclingState(config.top_k)
 
 
 def _recycling_reach(config: TokenRecyclingConfig) -> Any:
     """How far the template's trees reach."""
-    from lade_bench.decoding.token_recycling import tree_template
+    from lade_bench.decoding.drafters.token_recycling import tree_template
 
     return token_recycling_reach(tree_template(config.tree, config.top_k))
 
@@ -328,8 +328,8 @@ TOKEN_RECYCLING = DrafterMethod(
 
 
 def _refuse_token_recycling(settings: Settings, cell: CellFacts) -> str | None:
-    from lade_bench.decoding.params import DecodingConfigError
-    from lade_bench.decoding.token_recycling import tree_template
+    from lade_bench.decoding.core.params import DecodingConfigError
+    from lade_bench.decoding.drafters.token_recycling import tree_template
 
     section = settings["token_recycling"]
     try:
@@ -347,7 +347,7 @@ SUFFIX_DECODING = DrafterMethod(
 
 
 def _refuse_suffix_decoding(settings: Settings, cell: CellFacts) -> str | None:
-    from lade_bench.decoding.checks import MASK_CAPABLE_ATTENTION
+    from lade_bench.decoding.core.checks import MASK_CAPABLE_ATTENTION
 
     suffix = SUFFIX_DECODING.checked(settings)
     if isinstance(suffix, str):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from lade_bench.decoding.params import DecodingConfigError
+from lade_bench.decoding.core.params import DecodingConfigError
 from lade_bench.methods.registry import CellFacts, GenerationRequest, Settings
 from lade_bench.methods.state import use_state
 

@@ -49,7 +49,7 @@ class GenerationRequest:
 
     Attributes:
         models: model role -> model (``REPLICA`` always when the method runs it; see ``Method.models``);
-            ``DRAFT`` holds a ``lade_bench.decoding.assisted.Draft`` (the draft and, when its vocabulary
+            ``DRAFT`` holds a ``lade_bench.decoding.baselines.assisted.Draft`` (the draft and, when its vocabulary
             differs from the target's, both tokenizers).
         prompt_ids: the rendered prompt, ``[prompt_len]`` token ids.
         max_new_tokens: most tokens to generate.
@@ -61,7 +61,7 @@ class GenerationRequest:
             section absent here means the engine's defaults (``bench`` and ``gpu_check`` give only
             ``lookahead``).
         parallel: the rank group of a multi-device cell (lookahead parallelism); None on one device.
-        compiled: the cell's ``lade_bench.decoding.compiled.CompiledForwards`` when it runs compiled
+        compiled: the cell's ``lade_bench.decoding.core.compiled.CompiledForwards`` when it runs compiled
             (``compile=true``: static KV cache, compiled forwards); None: eager. Only methods with
             ``Method.compiles`` get one (the plan refuses the others in a compiled cell).
         state: the persistent state of a method whose state lives across a cell's requests
@@ -172,7 +172,7 @@ class Method:
         scaling_label: its legend in the speedup-vs-devices figure (None: not drawn there).
         compiles: it has a compiled mode (static KV cache, compiled forward; ``compile=true``): its
             generate honours ``GenerationRequest.compiled``. A compiled cell refuses the others.
-        model_checks: the engine's model checks (``lade_bench.decoding.support.check_model_support``)
+        model_checks: the engine's model checks (``lade_bench.decoding.model_checks.support.check_model_support``)
             run on its model before its first forward (:func:`run_generation`, and the runner when it
             loads the model), so it never reaches a model the engine refuses for another method.
             False only for the autoregressive reference arms: they are the model's own ``generate``.
@@ -447,7 +447,7 @@ def run_generation(method: Method, request: GenerationRequest) -> Any:
     checks keep their verdict per model, so every call after the first costs a dictionary look-up.
     """
     if method.model_checks and REPLICA in request.models:
-        from lade_bench.decoding.support import check_model_support
+        from lade_bench.decoding.model_checks.support import check_model_support
 
         check_model_support(request.models[REPLICA], custom_mask=method.custom_mask)
     return method.generate(request)

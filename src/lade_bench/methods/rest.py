@@ -1,7 +1,7 @@
 """The ``rest`` method's registry glue: its engine as a ``DrafterMethod`` (generate, reach, state), refusals, the
 datastore word resolved, cell id.
 
-The engine is ``lade_bench.decoding.rest`` (docs/rest.md); the datastore and its leak check are
+The engine is ``lade_bench.decoding.drafters.rest`` (docs/rest.md); the datastore and its leak check are
 ``lade_bench.rest_datastore``. Nothing here imports torch at module scope (the plan reads it).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lade_bench.decoding.rest import RestSettings, new_rest_state, rest_generate, rest_reach
+from lade_bench.decoding.drafters.rest import RestSettings, new_rest_state, rest_generate, rest_reach
 from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import DrafterMethod
 from lade_bench.methods.registry import CellFacts, Settings

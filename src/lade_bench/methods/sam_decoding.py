@@ -1,6 +1,6 @@
 """SAM-Decoding's registry pieces: its engine as a ``DrafterMethod``, its refusal and its cell id.
 
-The engine is ``lade_bench.decoding.sam_decoding`` (which cites the paper and the authors' code and
+The engine is ``lade_bench.decoding.drafters.sam_decoding`` (which cites the paper and the authors' code and
 states the defaults); the section ``sam_decoding`` is its :class:`SamSettings`. Its optional static
 corpus is a REST datastore (``lade_bench.rest_datastore``): the word ``reference`` resolved, refused,
 and named in the cell id, by REST's own code. The engine module imports torch only inside its
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lade_bench.decoding.sam_decoding import (
+from lade_bench.decoding.drafters.sam_decoding import (
     STATIC_SETTING,
     SamSettings,
     new_sam_state,

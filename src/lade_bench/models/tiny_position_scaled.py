@@ -1,7 +1,7 @@
 """Tiny random models whose forward depends on how far its positions reach, with tiny thresholds.
 
 LongRoPE Phi-3, dynamic-NTK Qwen3 and Llama 4 text with attention temperature tuning (no chunked
-attention), for the tests of ``lade_bench.decoding.position_limits``: each threshold is a
+attention), for the tests of ``lade_bench.decoding.core.position_limits``: each threshold is a
 constructor argument, so short test generations cross it.
 """
 

@@ -50,7 +50,7 @@ from lade_bench.results.sweep_layout import PROFILE_JSON, PROFILES_DIR
 if TYPE_CHECKING:
     import torch
 
-    from lade_bench.decoding.compiled import CompiledForwards
+    from lade_bench.decoding.core.compiled import CompiledForwards
 
 # 2: keyed by (device kind, model, dtype, attention implementation); 1: per device kind.
 PROFILE_VERSION = 2
@@ -217,10 +217,10 @@ def measure_forward_curve(
     import torch
     from transformers import Cache
 
-    from lade_bench.decoding.compiled import recompiles_allowed
-    from lade_bench.decoding.kv_cache import engine_cache
-    from lade_bench.decoding.static_step import full_static_cache
-    from lade_bench.decoding.timing import Stopwatch, cache_argument_name, model_device, model_dtype
+    from lade_bench.decoding.core.compiled import recompiles_allowed
+    from lade_bench.decoding.core.kv_cache import engine_cache
+    from lade_bench.decoding.core.static_step import full_static_cache
+    from lade_bench.decoding.core.timing import Stopwatch, cache_argument_name, model_device, model_dtype
 
     counts = sorted({int(k) for k in token_counts})
     if not counts or counts[0] < 1:

@@ -203,7 +203,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("error", "str", "always", "text", "error message if the generation failed, else null"),
 )
 
-# Where a greedy row first differs from its AR pair and the logit margins there (lade_bench.decoding.divergence).
+# Where a greedy row first differs from its AR pair and the logit margins there (lade_bench.decoding.core.divergence).
 MISMATCH_COLUMNS: tuple[str, ...] = ("divergence_index", "ar_margin", "arm_margin", "engine_error")
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

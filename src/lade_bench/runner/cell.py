@@ -37,7 +37,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
-from lade_bench.decoding.compiled import CompiledForwards
+from lade_bench.decoding.core.compiled import CompiledForwards
 from lade_bench.models.loading import describe_device
 from lade_bench.profiling.device_profile import (
     EAGER,

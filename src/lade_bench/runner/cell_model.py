@@ -20,7 +20,7 @@ class CellModel:
         tokenizer: the full model's tokenizer (set by the ``REPLICA`` role's loader; None without it).
         stop_ids: EOS ids that end a turn.
         ranks: this process's place in a multi-device cell (None: single device).
-        compiled: a compiled cell's ``lade_bench.decoding.compiled.CompiledForwards``, one for the whole
+        compiled: a compiled cell's ``lade_bench.decoding.core.compiled.CompiledForwards``, one for the whole
             cell (warm-up included) and shared by its arms, so a shape compiled once is not compiled
             again; None: an eager cell.
     """

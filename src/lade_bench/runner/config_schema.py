@@ -16,7 +16,7 @@ Range checks (N >= 2, temperature > 0, ...) are the decoding package's own
 (``LookaheadParams``/``SamplingParams``) and run at the start of a cell, before any model loads.
 Each default is stated once: the run's settings in ``conf/settings.yaml`` (with the comments that
 say why), so their fields here are ``MISSING`` (types only); the engine's settings (N, W, G,
-sampling) in ``lade_bench.decoding.params``, which the fields here read, so the group files state
+sampling) in ``lade_bench.decoding.core.params``, which the fields here read, so the group files state
 only what differs; a method's own section in the dataclass its registry entry names (its defaults
 there, nowhere else: a new method touches neither this module nor ``conf/``). ``conf`` is the
 top-level ``conf/`` (the package ``lade_bench.conf``).
@@ -32,7 +32,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from lade_bench.conf import register_resolvers
-from lade_bench.decoding.params import LookaheadParams, SamplingParams
+from lade_bench.decoding.core.params import LookaheadParams, SamplingParams
 from lade_bench.model_config import ModelConfig
 
 SCHEMA_NAME = "lade_bench_schema"
@@ -166,10 +166,10 @@ class CompileOptionsConfig:
     """Schema of ``compile_options``: how a compiled cell (``compile=true``) compiles its forwards.
 
     Attributes:
-        mode: a ``torch.compile`` mode, one of ``lade_bench.decoding.compiled.COMPILE_MODES`` (a
+        mode: a ``torch.compile`` mode, one of ``lade_bench.decoding.core.compiled.COMPILE_MODES`` (a
             string, checked by the plan, since that tuple is the engine's); ``auto`` resolves per device.
         cache_block: static KV-cache lengths are rounded up to a multiple of this (>= 1).
-        backend: ``torch.compile``'s backend, one of ``lade_bench.decoding.compiled.COMPILE_BACKENDS``.
+        backend: ``torch.compile``'s backend, one of ``lade_bench.decoding.core.compiled.COMPILE_BACKENDS``.
     """
 
     mode: str = MISSING

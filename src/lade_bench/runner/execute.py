@@ -25,7 +25,7 @@ import torch
 
 from lade_bench.datasets import Sample, render_prompt
 from lade_bench.decoding import DecodingConfigError, UnsupportedModelError
-from lade_bench.decoding.parallel import LookaheadParallelError
+from lade_bench.decoding.lookahead.parallel import LookaheadParallelError
 from lade_bench.methods import get_method
 from lade_bench.results import CellWriter, row_key
 from lade_bench.runner.arms import generate

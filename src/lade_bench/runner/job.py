@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from omegaconf import DictConfig
 
 from lade_bench.datasets import DatasetFormatError, DatasetUnavailableError, UnknownDatasetError
-from lade_bench.decoding.params import DecodingConfigError, UnsupportedModelError
+from lade_bench.decoding.core.params import DecodingConfigError, UnsupportedModelError
 from lade_bench.methods.registry import cell_devices
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell
 from lade_bench.runner.rank_env import RanksError, launched_world_size

@@ -2,7 +2,7 @@
 
 Runs after the group's generations and scoring, never inside a timed region, and only for greedy
 non-AR rows whose ids differ from the AR row's (one extra forward each, see
-``lade_bench.decoding.divergence``). A mismatch whose token sits more than ``mismatch.margin_tolerance``
+``lade_bench.decoding.core.divergence``). A mismatch whose token sits more than ``mismatch.margin_tolerance``
 logits below AR's is flagged ``engine_error``: half-precision noise flips near-ties, not clear wins.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lade_bench.datasets import Sample, render_prompt
-from lade_bench.decoding.divergence import divergence_margins, first_divergence
+from lade_bench.decoding.core.divergence import divergence_margins, first_divergence
 from lade_bench.runner.plan import CellPlan
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import DatasetSpec, category_selection, get_spec
-from lade_bench.decoding.params import (
+from lade_bench.decoding.core.params import (
     BLOCK_MASK_ATTENTION,
     MASK_CAPABLE_ATTENTION,
     DecodingConfigError,
@@ -441,7 +441,7 @@ def _arm_settings(cfg: DictConfig, arms: tuple[str, ...], facts: CellFacts) -> d
 
 def _validate_compile(options: DictConfig, arms: tuple[str, ...], devices: int, attention: str) -> None:
     """What a compiled cell refuses, said before any model loads (the device check is :func:`_compile_mode`)."""
-    from lade_bench.decoding.compiled import COMPILE_BACKENDS, COMPILE_MODES
+    from lade_bench.decoding.core.compiled import COMPILE_BACKENDS, COMPILE_MODES
 
     can_compile = methods_where(lambda m: m.compiles)
     cannot = [a for a in arms if not get_method(a).compiles]
@@ -480,7 +480,7 @@ def _compile_mode(compile_cell: bool, mode: str, device: torch.device) -> str | 
     """
     if not compile_cell:
         return None
-    from lade_bench.decoding.compiled import resolve_compile_mode
+    from lade_bench.decoding.core.compiled import resolve_compile_mode
 
     try:
         return resolve_compile_mode(mode, device)
@@ -505,7 +505,7 @@ def _validate_attention(attention: str, arms: tuple[str, ...]) -> None:
 
 
 def _flex_attention_available() -> bool:
-    from lade_bench.decoding.checks import flex_attention_available  # torch: only for a flex_attention cell
+    from lade_bench.decoding.core.checks import flex_attention_available  # torch: only for a flex_attention cell
 
     return flex_attention_available()
 

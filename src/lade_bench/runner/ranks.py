@@ -21,7 +21,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lade_bench.decoding.parallel import LookaheadGroup
+from lade_bench.decoding.lookahead.parallel import LookaheadGroup
 from lade_bench.runner.rank_env import LOCAL_RANK_VAR as _LOCAL_RANK
 from lade_bench.runner.rank_env import RanksError as RanksError
 from lade_bench.runner.rank_env import launched_world_size as launched_world_size

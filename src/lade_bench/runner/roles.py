@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lade_bench.decoding import DecodingConfigError
-from lade_bench.decoding.assisted import pair_draft
-from lade_bench.decoding.support import check_model_support
+from lade_bench.decoding.baselines.assisted import pair_draft
+from lade_bench.decoding.model_checks.support import check_model_support
 from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.models.loading import TensorParallelError, load_model, load_tensor_parallel, stop_token_ids
 from lade_bench.models.pipeline import PipelineParallelError, load_pipeline_parallel

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from lade_bench.datasets import Sample, filter_by_prompt_length, load_dataset_samples
-from lade_bench.decoding.position_limits import check_position_limits, longest_allowed_prompt
+from lade_bench.decoding.core.position_limits import check_position_limits, longest_allowed_prompt
 from lade_bench.methods import get_method
 from lade_bench.models.loading import model_context_length
 from lade_bench.runner.arms import method_settings

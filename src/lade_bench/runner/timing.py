@@ -16,7 +16,7 @@ One fairness policy for every tool:
   arm in config order, so that no arm pays one-off costs (lazy initialisation, kernel selection,
   the allocator's first growth) inside its timed region.
 * **Synchronisation.** Only the generation is timed, by the engine: ``DecodeResult.wall_time_s``
-  waits for the device before the clock starts and before it stops (``decoding.timing``). The harness
+  waits for the device before the clock starts and before it stops (``decoding.core.timing``). The harness
   adds nothing inside the timed region; what runs between generations (decoding text, scoring, rows,
   mismatch margins) is outside it.
 """

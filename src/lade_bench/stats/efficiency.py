@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lade_bench.decoding.params import LookaheadParams
+from lade_bench.decoding.core.params import LookaheadParams
 from lade_bench.metrics.registry import get_metric
 from lade_bench.metrics.speed import accept_length_histogram, compression_ratio
 from lade_bench.stats.units import ok_rows

@@ -20,7 +20,7 @@ from omegaconf import MISSING, DictConfig
 
 from lade_bench.conf import PresetError, lookahead_preset, user_conf_dir
 from lade_bench.decoding import DecodingConfigError, LookaheadParams
-from lade_bench.decoding.params import VERIFICATION_LAYOUTS
+from lade_bench.decoding.core.params import VERIFICATION_LAYOUTS
 from lade_bench.methods import methods_where
 from lade_bench.runner.config_schema import LadeBenchConfig, register_configs, run_schema
 

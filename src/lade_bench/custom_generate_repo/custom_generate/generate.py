@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from transformers import GenerationMixin
 
-from lade_bench.decoding.hf_generate import lookahead_custom_generate
-from lade_bench.decoding.params import DecodingConfigError, LookaheadParams
+from lade_bench.decoding.core.params import DecodingConfigError, LookaheadParams
+from lade_bench.decoding.lookahead.hf_generate import lookahead_custom_generate
 
 # generate() keyword -> LookaheadParams field. Keywords left out keep LookaheadParams' own defaults,
 # so the defaults are stated in one place only.

@@ -1,0 +1,348 @@
+"""REST: drafts retrieved from a datastore by the context's longest suffix, verified as one token tree.
+
+He, Zhong, Lee, Zhang, Liang, "REST: Retrieval-Based Speculative Decoding", NAACL 2024, arXiv
+2311.08252; the authors' code is github.com/FasterDecoding/REST (Apache-2.0): the retrieval and the
+draft trie in ``DraftRetriever/src/lib.rs`` (``Reader.search``), the loop in ``rest/model/utils.py``
+(``generate_candidates_and_draft_buffer``) and ``human_eval/rest_test.py``; Spec-Bench runs the same
+code (``evaluation/inference_rest.py``). This module is our own implementation on the engine's
+draft-tree seam (``lade_bench.decoding.drafters.draft_tree``), over the datastore of
+``lade_bench.rest_datastore`` (token ids and their suffix array):
+
+* **Retrieval.** The context ends with cur (the newest emitted token, as the authors' suffix ends
+  with the token just picked from the logits). The longest suffix of it, ``max_token_span`` tokens
+  down to 2, that occurs in the datastore is looked up by binary search on the suffix array; up to
+  ``max_matches`` of its occurrences (in suffix-array order, as ``Reader.search`` reads them) give
+  the ``draft_length`` tokens that follow each. Occurrence is monotone in the span (a longer suffix
+  found implies every shorter one is), so the longest is found by bisecting the span: the authors'
+  descending loop with fewer searches, the same span.
+* **The trie, pruned by frequency.** Every prefix of a continuation is a node counted by the
+  continuations that share it; the ``num_draft`` most frequent nodes are kept (ties: the shallower,
+  then the earlier in suffix-array order). A parent is at least as frequent as its children and
+  wins ties by depth, so the kept nodes always form a trie. The authors keep the top ``choices`` by
+  count with an unordered heap, then cut whole paths when ties overflow (``cut_to_choices``); ours
+  is deterministic and exactly ``num_draft`` nodes (or all there are).
+* **Verification** of the tree in one forward (``draft_tree_generate``): greedy output is exactly
+  AR's; with sampling each token is drawn from the target given the accepted prefix, so output is
+  distributed as AR sampling. No match: a tree of cur alone (one token per step, as AR); the
+  authors feed a fixed guess instead.
+
+Retrieval time (suffix search and trie) is measured per generation and returned as
+``stats["retrieval_s"]``, inside the wall time. The datastore is static: loaded once per cell into a
+:class:`RestState` (the warm-state protocol carries it; nothing at module scope).
+
+No torch import at the top: the config schema and the plan checks read the defaults and the
+validation below without loading it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lade_bench.decoding.core.params import DecodingConfigError, require_int
+from lade_bench.rest_datastore import REFERENCE
+
+if TYPE_CHECKING:
+    from lade_bench.decoding.core.params import DecodeResult
+    from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
+    from lade_bench.rest_datastore import Datastore
+
+# The authors' defaults, stated once (the config section and the engine function read them).
+REST_MAX_TOKEN_SPAN = 16  # human_eval/rest_test.py and Spec-Bench's inference_rest.py: --max-token-span 16
+REST_MIN_TOKEN_SPAN = 2  # both: token_spans = range(2, max_token_span + 1), longest first
+REST_NUM_DRAFT = 64  # both: --num-draft 64, the draft tokens the trie keeps (Reader.search's `choices`)
+REST_MAX_MATCHES = 5000  # DraftRetriever/src/lib.rs Reader.search: k.unwrap_or(5000) occurrences read
+REST_DRAFT_LENGTH = 10  # DraftRetriever/src/lib.rs Reader.search: long.unwrap_or(10) tokens after each
+# The authors require a datastore path; ours defaults to the reference datastore (the word REFERENCE:
+# Python's standard library, built by scripts/setup.sh), so a cell, bench and gpu_check run REST unnamed.
+REST_DATASTORE = REFERENCE
+
+RETRIEVAL_STAT = "retrieval_s"
+
+
+@dataclass
+class RestSettings:
+    """REST's settings (the config section ``rest``), checked on construction.
+
+    Attributes:
+        datastore: ``reference`` (the default): the reference datastore of the cell's tokenizer in the
+            model cache, resolved by ``rest_datastore.resolve_datastore`` before the engine sees it;
+            else a datastore folder (built by ``python -m lade_bench.rest_datastore build``); None: not
+            set (the plan refuses the cell and says how to build one).
+        max_token_span: the longest context suffix looked up (down to 2 tokens).
+        num_draft: draft tokens per step: the trie's nodes below cur.
+        max_matches: occurrences of the suffix read per retrieval.
+        draft_length: tokens read after each occurrence (the trie's depth).
+        leak_outputs: the model's own outputs on the cell's questions, for the plan's leak check only
+            (``rest_datastore_leak``: a datastore holding a 16-token span of one is refused): a results
+            folder (a finished cell's rows) or a JSONL file, or a list of them; None: none given. Not
+            part of the cell id, and the engine never reads it.
+    """
+
+    datastore: str | None = REST_DATASTORE
+    max_token_span: int = REST_MAX_TOKEN_SPAN
+    num_draft: int = REST_NUM_DRAFT
+    max_matches: int = REST_MAX_MATCHES
+    draft_length: int = REST_DRAFT_LENGTH
+    leak_outputs: Any = None
+
+    def __post_init__(self) -> None:
+        require_int("rest.max_token_span", self.max_token_span, minimum=REST_MIN_TOKEN_SPAN)
+        require_int("rest.num_draft", self.num_draft, minimum=1)
+        require_int("rest.max_matches", self.max_matches, minimum=1)
+        require_int("rest.draft_length", self.draft_length, minimum=1)
+        if self.datastore is not None and not (isinstance(self.datastore, str) and self.datastore.strip()):
+            raise DecodingConfigError(
+                f"rest.datastore={self.datastore!r} is not allowed: use a datastore folder (a path) or null"
+            )
+        outputs = self.leak_outputs
+        listed = [outputs] if isinstance(outputs, str) else outputs
+        if outputs is not None and not (
+            isinstance(listed, Sequence) and all(isinstance(o, str) and o.strip() for o in listed)
+        ):
+            raise DecodingConfigError(
+                f"rest.leak_outputs={outputs!r} is not allowed: use a results folder or a JSONL file of the "
+                "model's outputs, a list of them, or null"
+            )
+
+    def leak_output_paths(self) -> tuple[str, ...]:
+        """The ``leak_outputs`` sources as a tuple of paths (empty: none given)."""
+        outputs = self.leak_outputs
+        return () if outputs is None else (outputs,) if isinstance(outputs, str) else tuple(outputs)
+
+
+class RestState:
+    """A loaded datastore, kept for a cell's requests (static: retrieval never changes it).
+
+    Attributes:
+        datastore: the loaded ``rest_datastore.Datastore``.
+        max_token: the largest token id it holds (checked against a model's vocabulary).
+        requests_seen: requests run with it before the current one (warm-state protocol).
+    """
+
+    def __init__(self, datastore: Datastore) -> None:
+        self.datastore = datastore
+        self.max_token = int(datastore.tokens.max())
+        self.requests_seen = 0
+
+    def size(self) -> int:
+        """Tokens the datastore holds."""
+        return self.datastore.size()
+
+    def check_model(self, model: Any) -> None:
+        """Raise DecodingConfigError when the datastore holds ids the model's vocabulary lacks."""
+        vocab = int(model.get_input_embeddings().num_embeddings)
+        if self.max_token >= vocab:
+            raise DecodingConfigError(
+                f"rest.datastore={str(self.datastore.path)!r} holds token id {self.max_token}, beyond this model's "
+                f"vocabulary of {vocab}: it was built with another tokenizer ({self.datastore.manifest['tokenizer']})"
+            )
+
+
+def new_rest_state(settings: RestSettings) -> RestState:
+    """The datastore folder ``settings`` name, loaded (raises DatastoreError when it is missing, or is the
+    unresolved word ``reference``: ``methods.rest.resolve_rest`` resolves it for a cell)."""
+    from lade_bench.rest_datastore import DatastoreError, build_command, load_datastore, resolve_datastore
+
+    if settings.datastore is None:
+        raise DatastoreError(
+            f"rest.datastore is not set: build one with {build_command()} and pass rest.datastore=PATH"
+        )
+    # The word `reference` is resolved by the caller (it knows the model): here it can only be refused.
+    return RestState(load_datastore(resolve_datastore(settings.datastore, "", None)))
+
+
+def suffix_range(tokens: np.ndarray, suffix_array: np.ndarray, pattern: Sequence[int]) -> tuple[int, int]:
+    """The suffix-array rows ``[start, end)`` whose suffixes begin with ``pattern`` (empty: ``start == end``)."""
+    m = len(pattern)
+    target = list(pattern)
+    lo, hi = 0, len(suffix_array)
+    while lo < hi:  # first suffix >= pattern
+        mid = (lo + hi) // 2
+        at = int(suffix_array[mid])
+        if tokens[at : at + m].tolist() < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    start, hi = lo, len(suffix_array)
+    while lo < hi:  # first suffix past every one beginning with pattern
+        mid = (lo + hi) // 2
+        at = int(suffix_array[mid])
+        if tokens[at : at + m].tolist() <= target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return start, lo
+
+
+def longest_match(
+    tokens: np.ndarray, suffix_array: np.ndarray, context: Sequence[int], max_span: int
+) -> tuple[int, int, int]:
+    """``(span, start, end)``: the longest suffix of ``context`` (2..max_span tokens) in the datastore and its rows.
+
+    ``span == 0`` when not even the last two tokens occur.
+    """
+    best = (0, 0, 0)
+    low, high = REST_MIN_TOKEN_SPAN, min(max_span, len(context))
+    while low <= high:  # occurrence is monotone in the span: bisect for the longest that occurs
+        span = (low + high) // 2
+        start, end = suffix_range(tokens, suffix_array, context[-span:])
+        if end > start:
+            best = (span, start, end)
+            low = span + 1
+        else:
+            high = span - 1
+    return best
+
+
+def continuations(
+    tokens: np.ndarray, suffix_array: np.ndarray, start: int, end: int, span: int, max_matches: int, length: int
+) -> np.ndarray:
+    """(n, length) int64: the tokens after the first ``max_matches`` occurrences; -1 past the datastore's end.
+
+    The rows come in suffix-array order, which sorts them lexicographically (the matched span is
+    their common prefix).
+    """
+    positions = np.asarray(suffix_array[start : min(end, start + max_matches)], dtype=np.int64) + span
+    index = positions[:, None] + np.arange(length, dtype=np.int64)[None, :]
+    inside = index < tokens.shape[0]
+    rows = np.asarray(tokens[np.minimum(index, tokens.shape[0] - 1)], dtype=np.int64)
+    return np.where(inside, rows, -1)
+
+
+def frequent_trie(rows: np.ndarray, budget: int) -> tuple[list[int], list[int]]:
+    """The ``budget`` most frequent prefixes of the sorted ``rows`` as a trie: (tokens, parents) below a root.
+
+    A node is a prefix shared by a run of consecutive rows (they are sorted); its count is the run's
+    length. Parents index the returned lists, -1 for the root (cur); parents come before children.
+    """
+    n, length = rows.shape
+    if n == 0 or budget <= 0:
+        return [], []
+    differs = rows[1:] != rows[:-1]
+    first_diff = np.where(differs.any(axis=1), differs.argmax(axis=1), length)
+    opens = np.concatenate([[-1], first_diff])  # row i opens a new node at every depth >= opens[i]
+    depth_parts, start_parts, count_parts = [], [], []
+    for depth in range(length):
+        starts = np.flatnonzero(opens <= depth)
+        keep = rows[starts, depth] >= 0  # -1: past the datastore's end
+        counts = np.diff(np.append(starts, n))
+        depth_parts.append(np.full(int(keep.sum()), depth))
+        start_parts.append(starts[keep])
+        count_parts.append(counts[keep])
+    depths, starts, counts = (np.concatenate(p) for p in (depth_parts, start_parts, count_parts))
+    # Most frequent first; ties: shallower, then earlier. A parent never ranks after its child.
+    chosen = np.lexsort((starts, depths, -counts))[:budget]
+    order = chosen[np.lexsort((starts[chosen], depths[chosen]))]
+    index: dict[tuple[int, int], int] = {}
+    out_tokens: list[int] = []
+    parents: list[int] = []
+    kept_starts: dict[int, list[int]] = {}
+    for node in order:
+        depth, begin = int(depths[node]), int(starts[node])
+        if depth == 0:
+            parent = -1
+        else:
+            # The parent run holds this one's first row: the last kept start at depth - 1 not after it.
+            above = kept_starts[depth - 1]
+            parent = index[(depth - 1, above[int(np.searchsorted(above, begin, side="right")) - 1])]
+        index[(depth, begin)] = len(out_tokens)
+        kept_starts.setdefault(depth, []).append(begin)
+        out_tokens.append(int(rows[begin, depth]))
+        parents.append(parent)
+    return out_tokens, parents
+
+
+class RestDrafter:
+    """The ``Drafter`` of REST for one request: retrieval from a static datastore, no learning.
+
+    Attributes:
+        retrieval_s: seconds spent retrieving and building trees in this request.
+    """
+
+    def __init__(self, state: RestState, settings: RestSettings) -> None:
+        self.tokens = state.datastore.tokens
+        self.suffix_array = state.datastore.suffix_array
+        self.settings = settings
+        self.retrieval_s = 0.0
+
+    def propose(self, context: Sequence[int]) -> DraftTree:
+        """The frequency-pruned trie of the continuations of the context's longest retrieved suffix."""
+        from lade_bench.decoding.drafters.draft_tree import DraftTree
+
+        started = time.perf_counter()
+        settings = self.settings
+        span, start, end = longest_match(self.tokens, self.suffix_array, context, settings.max_token_span)
+        tokens: list[int] = []
+        parents: list[int] = []
+        if span:
+            rows = continuations(
+                self.tokens, self.suffix_array, start, end, span, settings.max_matches, settings.draft_length
+            )
+            tokens, parents = frequent_trie(rows, settings.num_draft)
+        self.retrieval_s += time.perf_counter() - started
+        return DraftTree((int(context[-1]), *tokens), (-1, *(p + 1 for p in parents)))
+
+    def observe(self, step: TreeStep) -> None:
+        """Nothing: the datastore is static."""
+
+
+def rest_reach(settings: RestSettings) -> Any:
+    """How far a step reaches: a tree at most ``draft_length`` deep with ``num_draft`` nodes below cur."""
+    from lade_bench.decoding.drafters.draft_tree import draft_reach
+
+    return draft_reach("REST", settings.draft_length, settings.num_draft + 1)
+
+
+def rest_generate(
+    model: Any,
+    input_ids: Sequence[int] | Any,
+    max_new_tokens: int,
+    *,
+    datastore: str | None = None,
+    max_token_span: int = REST_MAX_TOKEN_SPAN,
+    num_draft: int = REST_NUM_DRAFT,
+    max_matches: int = REST_MAX_MATCHES,
+    draft_length: int = REST_DRAFT_LENGTH,
+    leak_outputs: Any = None,
+    state: RestState | None = None,
+    eos_token_id: int | Sequence[int] | None = None,
+    seed: int = 0,
+    sampling: Any = None,
+) -> DecodeResult:
+    """REST generation: greedy output exactly AR's; sampled output distributed as AR's.
+
+    Args:
+        model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
+        input_ids: the prompt's ids.
+        max_new_tokens: most tokens to generate.
+        datastore, max_token_span, num_draft, max_matches, draft_length: see :class:`RestSettings`.
+        leak_outputs: the plan's leak check reads it (:class:`RestSettings`); generation does not.
+        state: the loaded datastore (a cell's, loaded once); None: load ``datastore``.
+        eos_token_id: id(s) that end the generation (emitted, then stop).
+        seed: seeds every sampling draw.
+        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
+
+    Returns:
+        The ``DecodeResult`` of ``draft_tree_generate``, ``method`` ``"rest"``, with
+        ``stats["retrieval_s"]`` (inside ``wall_time_s``).
+
+    Raises:
+        DecodingConfigError: a bad setting, or a datastore holding ids beyond the model's vocabulary.
+        DatastoreError: no datastore given, or none at the path.
+    """
+    from lade_bench.decoding.core.checks import prompt_ids_as_list
+    from lade_bench.decoding.drafters.draft_tree import TreeRequest
+
+    settings = RestSettings(datastore, max_token_span, num_draft, max_matches, draft_length)
+    state = new_rest_state(settings) if state is None else state
+    state.check_model(model)
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
+    drafter = RestDrafter(state, settings)
+    result = request.run(drafter, "rest", rest_reach(settings))
+    result.stats[RETRIEVAL_STAT] = drafter.retrieval_s
+    return result
