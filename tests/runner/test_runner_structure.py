@@ -4,12 +4,10 @@ model roles are registry entries, and no module of ``runner/`` imports another t
 from __future__ import annotations
 
 import ast
-import json
 import logging
 
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
 
 from lade_bench.decoding import DecodingConfigError
 from lade_bench.methods import REPLICA, CellFacts, Method, get_method, method_names, register, unregister
@@ -23,29 +21,6 @@ from .conftest import REPO, TINY
 
 RUNNER = REPO / "src" / "lade_bench" / "runner"
 NO_LOOKAHEAD = [*TINY, "arms=[ar,jacobi]"]
-
-
-def _committed_cells() -> list[dict]:
-    """Every cell whose rows are committed (the paper figures, the baselines, the tuner's held-out cells)."""
-    cells = []
-    for index in sorted((REPO / "paper_figures").glob("**/cells.json")):
-        cells += json.loads(index.read_text())
-    return cells
-
-
-def test_committed_cells_keep_their_ids(tmp_path):
-    """Every committed cell plans to the id and folder name it was recorded under, those with a lookahead
-    arm (whose shape the id hashes) and those without (Spec-Bench's REST cells)."""
-    cells = _committed_cells()
-    with_lookahead = ["lookahead" in OmegaConf.create(c["config_text"]).arms for c in cells]
-    assert any(with_lookahead) and not all(with_lookahead)
-    for cell in cells:
-        cfg = OmegaConf.create(cell["config_text"])
-        # Neither changes the id; a sandbox-less host must still plan the code datasets' cells.
-        cfg.output_root, cfg.sandbox.allow_unsandboxed = str(tmp_path), True
-        plan = plan_cell(cfg)
-        assert (plan.cell_id, plan.cell_dir.name) == (cell["cell_id"], cell["cell_dir"]), cell["cell_dir"]
-        assert plan.legacy_id is None
 
 
 def test_a_cell_without_a_lookahead_arm_neither_hashes_nor_names_its_shape(compose_cfg, tmp_path):

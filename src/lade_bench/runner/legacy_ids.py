@@ -9,8 +9,10 @@ beside its old folder, the plan looks for the folder of the old id in the sweep 
 there, resumes that folder under its old id (logged as a warning naming both ids); a cell not
 recorded before gets the new id. ``docs/results.md`` (cell ids) says the same for users.
 
-This module names the lookahead method on purpose: it is the one method whose section every old
-cell hashed. It reads that entry's own hashing and name (``Method.hashed``, ``Method.name_part``).
+The rule is ``runner.id_compat.LEGACY_SECTION``, beside the cell-id compatibility table: the section
+(lookahead) every old cell hashed. This module reads that method's own hashing and name
+(``Method.hashed``, ``Method.name_part``), and the old semantic config leaves out, as today's does,
+every setting at the default the table gives.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.methods import get_method, is_registered
 from lade_bench.results import cell_id
+from lade_bench.runner.id_compat import LEGACY_SECTION, leave_out_defaults
 
 log = logging.getLogger(__name__)
 
 # The section (and method) every cell hashed before issue 49, with or without its arm.
-ALWAYS_HASHED_BEFORE = "lookahead"
+ALWAYS_HASHED_BEFORE = LEGACY_SECTION.section
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,8 @@ def legacy_cell(
         return None
     method = get_method(ALWAYS_HASHED_BEFORE)
     section = cast(dict[str, Any], OmegaConf.to_container(cfg[ALWAYS_HASHED_BEFORE], enum_to_str=True))
-    old = {**semantic, ALWAYS_HASHED_BEFORE: method.hashed(ALWAYS_HASHED_BEFORE, section) if method.hashed else section}
+    hashed = method.hashed(ALWAYS_HASHED_BEFORE, section) if method.hashed else section
+    old = leave_out_defaults({**semantic, ALWAYS_HASHED_BEFORE: hashed})
     name_part = [method.name_part(cfg[method.own_section])] if method.name_part is not None else []
     identity = cell_id(old)
     return LegacyCell(old, identity, sweep_root / f"{name(name_part)}-{identity}")

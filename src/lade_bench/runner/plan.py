@@ -40,6 +40,7 @@ from lade_bench.methods.registry import DEVICES_SETTING, CellFacts, cell_devices
 from lade_bench.model_config import embedded_name, tokenizer_source
 from lade_bench.results import cell_id
 from lade_bench.results.schema import SHAPE_SECTION
+from lade_bench.runner.id_compat import ID_COMPAT, IdCompat, leave_out_defaults
 from lade_bench.runner.legacy_ids import find_legacy_cell
 from lade_bench.runner.locks import LockSettings, LockSettingsError
 from lade_bench.runner.plan_parts import CompileOptions, ModelChoice, ProfileSettings, RunCounts
@@ -282,6 +283,7 @@ def semantic_config(
     device: str,
     dtype: str,
     compile_mode: str | None = None,
+    compat: Sequence[IdCompat] = ID_COMPAT,
 ) -> dict[str, Any]:
     """The keys that change what a row means (see :mod:`lade_bench.results.cell_id`).
 
@@ -290,15 +292,15 @@ def semantic_config(
     so the same file copied elsewhere is the same cell. ``device``: the resolved device kind
     (``cuda``, ``cpu``); ``dtype``: the resolved dtype's name (``float32``); ``compile_mode``: the
     resolved torch.compile mode of a compiled cell (None: eager). A method's config sections enter
-    only when the method is among ``arms`` (:func:`arm_sections`).
+    only when the method is among ``arms`` (:func:`arm_sections`). A setting added after cells were
+    recorded enters only away from the default those cells ran under: ``compat``, the cell-id
+    compatibility table (``runner.id_compat``), says which.
     """
     model = cfg.model
     model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
     model_keys["system_prompt"] = model.system_prompt
     model_keys["chat_template"] = model.chat_template
-    if model_keys["source"] == "embedded" and embedded_name(model) != "smollm2":
-        # Only when not SmolLM2: cells recorded before a second embedded model existed (all SmolLM2)
-        # hashed without this key, and must keep their ids to resume.
+    if model_keys["source"] == "embedded":
         model_keys["embedded"] = embedded_name(model)
     if model_keys["source"] == "hf":
         model_keys.update(name_or_path=model.name_or_path, revision=model.revision)
@@ -310,6 +312,7 @@ def semantic_config(
             max_positions=model.max_positions,
         )
     data = cfg.dataset
+    categories = data.get("categories")
     semantic: dict[str, Any] = {
         "model": model_keys,
         "dataset": {
@@ -319,11 +322,10 @@ def semantic_config(
             "limit": data.limit,
             "shuffle_seed": data.shuffle_seed,
             "max_prompt_tokens": data.max_prompt_tokens,
-            # Only when set, so cells recorded before the option keep their ids.
-            **({"offset": data.offset} if data.offset else {}),
-            # Only when set, likewise; read with get: configs recorded before these keys lack them.
-            **({"categories": list(data.get("categories"))} if data.get("categories") is not None else {}),
-            **({"per_category_limit": data.get("per_category_limit")} if data.get("per_category_limit") else {}),
+            "offset": data.offset,
+            # get: configs recorded before these keys (the committed cells') lack them.
+            "categories": list(categories) if categories is not None else None,
+            "per_category_limit": data.get("per_category_limit"),
         },
         "arms": list(arms),
         "sampling": {k: cfg.sampling[k] for k in ("do_sample", "temperature", "top_k", "top_p")},
@@ -333,22 +335,18 @@ def semantic_config(
         "device": device,
         "dtype": dtype,
         "attn_implementation": _enum_value(cfg.attn_implementation),
-    }
-    devices = cell_devices(cfg)
-    if devices > 1:
-        semantic["devices"] = devices
-    if compile_mode is not None:
-        # Only in a compiled cell: eager cells, all of them recorded before the switch existed,
-        # hash without these keys and keep their ids. The mode is hashed resolved, so `auto` and the
-        # mode it means on this device are one cell; the cache block changes the static shapes timed.
-        semantic["compile"] = True
-        semantic["compile_options"] = {
+        "devices": cell_devices(cfg),
+        "compile": compile_mode is not None,
+        # The mode hashed resolved, so `auto` and the mode it means on this device are one cell; the
+        # cache block changes the static shapes timed.
+        "compile_options": {
             "mode": compile_mode,
             "cache_block": cfg.compile_options.cache_block,
             "backend": cfg.compile_options.backend,
-        }
+        },
+    }
     semantic.update(arm_sections(cfg, arms))
-    return semantic
+    return leave_out_defaults(semantic, compat)
 
 
 def arm_sections(cfg: DictConfig, arms: Sequence[str]) -> dict[str, Any]:
