@@ -20,7 +20,8 @@ from lade_bench.runner.plan import CellConfigError
 
 from .conftest import TINY
 
-# The id the TINY cell had before the switch existed: eager cells must keep it to resume.
+# The id the TINY cell had before the switch existed: eager cells must keep it to resume (the `compile`
+# entry of the cell-id compatibility table, runner/id_compat.py).
 TINY_EAGER_CELL_ID = "966c046789a5f56f"
 
 

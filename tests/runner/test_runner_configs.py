@@ -308,7 +308,8 @@ def test_cell_id_ignores_paths_and_sweep_but_not_parameters(compose_cfg):
 
 def test_flat_verification_keeps_the_cell_ids_recorded_before_the_trie_layout(compose_cfg):
     flat = plan_cell(compose_cfg(["lookahead.verification=flat"]))
-    # Before the option existed the lookahead group had exactly these keys, all hashed.
+    # Before the option existed the lookahead group had exactly these keys, all hashed (the
+    # `lookahead.verification` entry of runner/id_compat.py's table).
     assert set(flat.semantic["lookahead"]) == {"ngram", "window", "guesses", "prompt_as_reference"}
     assert flat.cell_id == cell_id(flat.semantic)
     trie = plan_cell(compose_cfg(["lookahead.verification=trie"]))

@@ -16,7 +16,7 @@ def test_model_option_selects_the_embedded_gemma(compose_cfg):
     assert cfg.model.source.value == "embedded" and cfg.model.embedded == "gemma3_270m"
     assert cfg.model.chat is False
     smollm2 = plan_cell(compose_cfg([])).semantic["model"]
-    assert "embedded" not in smollm2  # SmolLM2 cells keep the ids they had before Gemma existed
+    assert "embedded" not in smollm2  # SmolLM2 cells keep their ids (runner/id_compat.py's table)
     assert plan_cell(cfg).semantic["model"]["embedded"] == "gemma3_270m"
 
 

@@ -81,7 +81,8 @@ def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tm
 
 
 def test_devices_enter_the_cell_id_only_above_one(compose_cfg):
-    """Cells recorded before lookahead parallelism existed keep their ids (and resume)."""
+    """Cells recorded before lookahead parallelism existed keep their ids (and resume): the ``devices``
+    entry of the cell-id compatibility table (``runner/id_compat.py``)."""
     single = plan_cell(compose_cfg(TINY))
     assert "devices" not in single.semantic and "devices" not in single.semantic["lookahead"]
     double = plan_cell(compose_cfg([*TINY, "lookahead.devices=2"]))

@@ -193,9 +193,9 @@ def _parse_lookahead(section: str, value: Any) -> Any:
 def _hashed_lookahead(section: str, value: dict[str, Any]) -> dict[str, Any]:
     """The lookahead section as hashed into the cell id.
 
-    ``verification`` enters only when it is not ``flat``: cells recorded before the trie layout
-    existed (all flat) hashed without the key, and keep their ids. ``devices`` is the cell's rank
-    count (``cell_devices``), hashed at the top level when above 1, never here.
+    ``verification`` at ``flat`` is left out: a rule of the cell-id compatibility table
+    (``runner/id_compat.py``), which the plan applies after this as well. ``devices`` is the cell's
+    rank count (``cell_devices``), hashed at the top level (by that table, only above 1), never here.
     """
     keys = dict(value)
     keys.pop("devices", None)

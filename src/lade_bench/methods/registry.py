@@ -189,7 +189,8 @@ class Method:
             ``DecodingConfigError`` on a bad value. None: the composed section as it is. The plan
             parses each section once, only when the method is among the cell's arms.
         hashed: (section, the section as a plain dict) -> what of it enters the cell id (None: all of
-            it); for keys added after cells were recorded without them, so those cells keep their ids.
+            it), e.g. a datastore by its content hash. A key hashed only away from the default older
+            cells ran under is an entry of the cell-id compatibility table (``runner/id_compat.py``).
         name_part: its own section as composed (``cfg[own_section]``) -> this method's part of the
             cell folder's readable name (e.g. lookahead's ``N5W7G7ref``); None: it adds nothing. Only
             methods among the cell's arms name it.
