@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from lade_bench.datasets import get_spec
 from lade_bench.methods import get_method, method_names
 from lade_bench.results import cell_id
-from lade_bench.runner.id_compat import ID_COMPAT, LEGACY_SECTION, IdCompat, leave_out_defaults
+from lade_bench.runner.id_compat import ID_COMPAT, LEGACY_SECTION, IdCompat, leave_out_defaults, setting_value
 from lade_bench.runner.plan import plan_cell, semantic_config
 
 from .conftest import REPO, TINY
@@ -49,15 +49,6 @@ def _semantic(plan, compat=ID_COMPAT) -> dict:
     return semantic_config(plan.cfg, plan.arms, plan.dataset_spec, plan.device.type, dtype, plan.compile_mode, compat)
 
 
-def _at(semantic: dict, path: str) -> tuple[bool, object]:
-    node = semantic
-    for key in path.split("."):
-        if not isinstance(node, dict) or key not in node:
-            return False, None
-        node = node[key]
-    return True, node
-
-
 def test_every_committed_cell_plans_to_its_recorded_id_and_folder_through_the_table(committed):
     """Those with a lookahead arm (whose shape the id hashes) and those without (Spec-Bench's REST cells)."""
     with_lookahead = ["lookahead" in plan.arms for plan, _ in committed]
@@ -67,7 +58,7 @@ def test_every_committed_cell_plans_to_its_recorded_id_and_folder_through_the_ta
         assert plan.legacy_id is None and cell_id(_semantic(plan)) == plan.cell_id
         # Without the table every plan-level setting is hashed, and the table takes out what it must.
         full = _semantic(plan, compat=())
-        assert all(_at(full, entry.setting)[0] for entry in PLAN_ENTRIES), cell["cell_dir"]
+        assert all(setting_value(full, entry.setting)[0] for entry in PLAN_ENTRIES), cell["cell_dir"]
         assert leave_out_defaults(full) == plan.semantic
 
 
@@ -78,7 +69,7 @@ def test_each_plan_entry_keeps_committed_ids(committed, entry):
     changed = [plan for plan, cell in committed if cell_id(_semantic(plan, without)) != cell["cell_id"]]
     assert changed, f"{entry.setting}: no committed cell keeps its id by this entry"
     for plan in changed:
-        assert _at(_semantic(plan, compat=()), entry.setting) == (True, entry.default), plan.cell_dir.name
+        assert setting_value(_semantic(plan, compat=()), entry.setting) == (True, entry.default), plan.cell_dir.name
 
 
 def test_every_section_entry_has_a_witness():
@@ -90,12 +81,13 @@ def test_each_section_entry_is_left_out_only_at_its_default(compose_cfg, entry):
     """A method's setting enters a cell with its arm away from the default, and the table takes it (and
     what means nothing without it) out at the default."""
     arms, away = SECTION_WITNESSES[entry.setting]
-    spec = get_spec(compose_cfg(TINY).dataset.name)
-    default = semantic_config(compose_cfg([*TINY, f"arms=[{','.join(arms)}]"]), arms, spec, "cpu", "float64")
-    assert not any(_at(default, path)[0] for path in (entry.setting, *entry.with_it))
+    cfg = compose_cfg([*TINY, f"arms=[{','.join(arms)}]"])
+    spec = get_spec(cfg.dataset.name)
+    default = semantic_config(cfg, arms, spec, "cpu", "float64")
+    assert not any(setting_value(default, path)[0] for path in (entry.setting, *entry.with_it))
     moved = semantic_config(compose_cfg([*TINY, f"arms=[{','.join(arms)}]", away]), arms, spec, "cpu", "float64")
-    found, value = _at(moved, entry.setting)
-    assert found and value != entry.default and all(_at(moved, path)[0] for path in entry.with_it)
+    found, value = setting_value(moved, entry.setting)
+    assert found and value != entry.default and all(setting_value(moved, path)[0] for path in entry.with_it)
     section, key = entry.setting.split(".", 1)
     back = {**moved, section: {**moved[section], key: entry.default}}
     assert leave_out_defaults(back) == default

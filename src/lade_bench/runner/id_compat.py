@@ -123,7 +123,7 @@ def leave_out_defaults(semantic: Mapping[str, Any], compat: Sequence[IdCompat] =
     """
     out = _copy(semantic)
     for entry in compat:
-        found, value = _lookup(out, entry.setting)
+        found, value = setting_value(out, entry.setting)
         if found and value == entry.default:
             for path in (entry.setting, *entry.with_it):
                 _remove(out, path)
@@ -135,7 +135,8 @@ def _copy(value: Any) -> Any:
     return {key: _copy(item) for key, item in value.items()} if isinstance(value, Mapping) else value
 
 
-def _lookup(semantic: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+def setting_value(semantic: Mapping[str, Any], path: str) -> tuple[bool, Any]:
+    """(True, the value) at the dotted ``path`` of a semantic config; (False, None) where it has none."""
     node: Any = semantic
     for key in path.split("."):
         if not isinstance(node, Mapping) or key not in node:
