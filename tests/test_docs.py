@@ -55,3 +55,74 @@ def test_the_testing_page_names_every_method_the_exactness_grid_checks():
     for method in registered_methods():
         if not runs_on_one_model(method):
             assert f"`{method.name}`" in bullet.group(1), f"{method.name}: its exactness test is not named"
+
+
+README = ROOT / "README.md"
+DECODING = ROOT / "src" / "lade_bench" / "decoding"
+SETUP = "bash scripts/setup.sh && .venv/bin/python -m "
+TWO_COMMANDS = [
+    "```bash",
+    SETUP + "lade_bench.run        # set up, then the main job on the embedded SmolLM2",
+    SETUP + "pytest                # set up, then the tests (CPU only, no network)",
+    "```",
+]
+# Issue 66: "at most about 250 lines"; history, timings and long explanations live in docs/.
+README_MAX_LINES = 250
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _readme_section(heading: str) -> str:
+    """The README's section under ``## heading``, up to the next ``## ``."""
+    text = README.read_text(encoding="utf-8")
+    assert f"\n## {heading}\n" in text, f"README has no '## {heading}' section"
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readme_opens_with_the_two_commands_and_stays_short():
+    """A newcomer's first lines are the two commands; the rest fits a ten-minute read."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert lines[: len(TWO_COMMANDS)] == TWO_COMMANDS
+    assert len(lines) <= README_MAX_LINES, f"README has {len(lines)} lines, at most {README_MAX_LINES}"
+
+
+def test_the_readme_map_names_every_room_of_the_engine_and_every_method():
+    """Every folder of decoding/ (a room) and every registered method's name appear in the Map; every
+    method has its row in the methods table, with a page that exists."""
+    rooms = sorted(p.name for p in DECODING.iterdir() if (p / "__init__.py").is_file())
+    assert rooms, DECODING
+    the_map = _readme_section("Map")
+    for room in rooms:
+        assert re.search(rf"^\s+{room}/\s", the_map, re.M), f"the Map does not name decoding/{room}/"
+    words = set(re.findall(r"[a-z_]+", the_map))
+    table = {}
+    for line in _readme_section("The methods").splitlines():
+        if line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            for name in re.findall(r"`([a-z_]+)`", cells[0]):
+                table[name] = cells[-1]
+    for method in registered_methods():
+        assert method.name in words, f"the Map does not name the method {method.name}"
+        assert method.name in table, f"the methods table has no row for {method.name}"
+        (page,) = LINK.findall(table[method.name])
+        assert (README.parent / page).is_file(), (method.name, page)
+
+
+def test_the_readme_points_to_where_its_moved_text_lives_and_names_only_what_exists():
+    """The README links the pages its history, timings and results moved to (issue 66); each ``python -m
+    lade_bench...`` and ``bash scripts/...`` it names is a module or script here; and every relative link
+    of the README and of a docs page names a file that exists (anchors aside)."""
+    text = README.read_text(encoding="utf-8")
+    links = set(LINK.findall(text))
+    assert {"docs/testing.md", "docs/reference_results.md", "docs/README.md"} <= links
+    modules = set(re.findall(r"python -m (lade_bench[\w.]*)", text))
+    assert {"lade_bench.run", "lade_bench.status", "lade_bench.report"} <= modules
+    for module in modules:
+        path = ROOT / "src" / Path(*module.split("."))
+        assert path.with_suffix(".py").is_file() or (path / "__main__.py").is_file(), module
+    for script in set(re.findall(r"bash (scripts/[\w.]+)", text)):
+        assert (ROOT / script).is_file(), script
+    for document in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in LINK.findall(document.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            assert (document.parent / target.split("#", 1)[0]).exists(), (document.name, target)

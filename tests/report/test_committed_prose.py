@@ -30,24 +30,25 @@ from .committed import SPEC_BENCH_SECTION
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "paper_figures"
-README = ROOT / "README.md"
+# The results at a glance: the README's results sections until issue 66 moved them to the docs.
+GLANCE = ROOT / "docs" / "reference_results.md"
 REFERENCE = FIGURES / "README.md"
 ASSISTED = FIGURES / "assisted" / "README.md"
 BASELINES = FIGURES / "baselines" / "README.md"
 TUNING = ROOT / "docs" / "tuning.md"
 ASSISTED_DOC = ROOT / "docs" / "assisted.md"
 SPEC_BENCH = FIGURES / "spec_bench" / "README.md"
-DOCUMENTS = (README, REFERENCE, ASSISTED, BASELINES, TUNING, ASSISTED_DOC, FIGURES / "tune" / "README.md", SPEC_BENCH)
+DOCUMENTS = (GLANCE, REFERENCE, ASSISTED, BASELINES, TUNING, ASSISTED_DOC, FIGURES / "tune" / "README.md", SPEC_BENCH)
 # The parts of each document that report results: there every verdict needs its marker.
 RESULT_SECTIONS = {
-    README: (r"<!-- reference -->", r"<!-- /reference -->"),
+    GLANCE: (r"<!-- reference -->", r"<!-- /reference -->"),
     REFERENCE: (r"<!-- reference -->", r"<!-- /reference -->"),
     ASSISTED: (r"\*\*What it shows\.\*\*", r"An earlier run"),
     BASELINES: (r"## What it shows", r"\*\*Drift of identical AR work\.\*\*"),
     TUNING: (r"What this says:", r"On a GPU, where"),
 }
-# The Spec-Bench results sections (a second one in the README): marked as the sections above are.
-SPEC_BENCH_SECTIONS = {path: SPEC_BENCH_SECTION for path in (README, SPEC_BENCH)}
+# The Spec-Bench results sections (a second one in the results at a glance): marked as the sections above are.
+SPEC_BENCH_SECTIONS = {path: SPEC_BENCH_SECTION for path in (GLANCE, SPEC_BENCH)}
 VERDICT_WORDS = re.compile(r"\b(faster|slower|beats?|loses?|ties)\b")
 
 
@@ -195,7 +196,7 @@ def test_step_widths_are_quoted_as_maxima_with_their_measured_means(rows):
     18.5-28.2 by cell. A bare "56 new tokens" per step, as before, is a maximum read as a constant."""
     w7, w2 = _decode_step_means(rows, 7), _decode_step_means(rows, 2)
     w7_range, w2_range = (f"{min(w7):.1f}", f"{max(w7):.1f}"), (f"{min(w2):.1f}", f"{max(w2):.1f}")
-    for path in (REFERENCE, README):
+    for path in (REFERENCE, GLANCE):
         section = _section(path)
         for match in re.finditer(r"(\S+\s+\S+)\s+(56|36) (?:new |input )?tokens", section):
             before = match.group(1).lower().lstrip("(").split()[-2:]
@@ -228,7 +229,7 @@ def test_every_decimal_of_the_reference_sections_comes_from_the_rows(rows):
     cell = rows[(rows["sweep"] == "main") & (rows["model"] == "gemma3-270m") & (rows["dataset"] == "humaneval")]
     lows = [low for low, _ in speedup_bounds(cell[cell["window"] == 2], "lookahead", "ar")]
     known |= {f"{min(lows):.3f}", f"{max(lows):.3f}"}
-    for path in (README, REFERENCE):
+    for path in (GLANCE, REFERENCE):
         section = re.sub(r"<!--.*?-->", "", _section(path), flags=re.S)
         quoted = set(re.findall(r"(?<![\d/.])\d+\.\d+", section))
         assert quoted - NOT_RESULTS <= known, (path.name, sorted(quoted - NOT_RESULTS - known))
@@ -248,10 +249,10 @@ def test_the_counts_of_the_reference_sections_are_the_rows(rows, slim_rows):
     lookup = Claim("", "", {"sweep": "main", "window": 7, "arm": "prompt_lookup"}, None)
     loses = [v for _, v in claim_verdicts(declared, slim_rows)].count("slower")
     faster = [v for _, v in claim_verdicts(lookup, slim_rows)].count("faster")
-    for path in (README, REFERENCE):
+    for path in (GLANCE, REFERENCE):
         text = re.sub(r"\s+", " ", _text(path))
         assert counts["method-cells"] in text, path.name
-    readme = re.sub(r"\s+", " ", _section(README))
+    readme = re.sub(r"\s+", " ", _section(GLANCE))
     assert f"loses to AR in {loses} of 12 cells" in readme and f"faster than AR in {faster} of 12 cells" in readme
 
 
@@ -283,7 +284,7 @@ def test_the_quality_and_cap_counts_are_the_rows(rows):
         f"({100 * int(humaneval_count.split()[0]) / 20:.1f}%) on HumanEval for both; GSM8K accuracy is "
         f"{gsm_smol} (SmolLM2) and {gsm_gemma} (Gemma)"
     ) in reference_text
-    readme = re.sub(r"\s+", " ", _section(README))
+    readme = re.sub(r"\s+", " ", _section(GLANCE))
     assert (
         f"pass@1 is {code_count} on MBPP and ClassEval and {humaneval_count} on HumanEval for both models, "
         f"GSM8K accuracy {gsm_smol.split()[0]} and {gsm_gemma}"
@@ -340,7 +341,7 @@ def test_rouge_under_sampling_is_no_detectable_change_with_its_relative_width(ro
     delta = stats.quality_delta(paired, "lookahead", "rougeL")
     level = 100 * paired.loc[paired["arm"] == "ar", "rougeL"].mean()
     low, high = f"{100 * 100 * delta.low / level:+.0f}%", f"{100 * 100 * delta.high / level:+.0f}%"
-    for path in (README, REFERENCE):
+    for path in (GLANCE, REFERENCE):
         section = _section(path)
         assert not re.search(r"ROUGE-L\s+is\s+unchanged", section), path.name
         assert _one(r"interval from ([-+]\d+%) to ([-+]\d+%) of AR's", section).groups() == (low, high), path.name
@@ -348,14 +349,14 @@ def test_rouge_under_sampling_is_no_detectable_change_with_its_relative_width(ro
 
 def test_gemmas_compression_is_not_given_a_cause_the_rows_do_not_test():
     """Stopping and compression co-vary across cells; no sweep varies one with the other held."""
-    for path in (README, REFERENCE):
+    for path in (GLANCE, REFERENCE):
         assert not re.search(r"comes\s+from\s+not\s+stopping", _text(path)), path.name
     assert "correlation" in _section(REFERENCE)
 
 
 def test_the_engine_benchmark_sentence_quotes_the_committed_profiles(rows):
-    """README's map: the 56-token pass's cost in one-token passes per committed SmolLM2 profile, by CPU
-    vendor, and the declared configuration's compression range (the old "about 3x ... about 1.4
+    """The engine benchmark at a glance: the 56-token pass's cost in one-token passes per committed SmolLM2
+    profile, by CPU vendor, and the declared configuration's compression range (the old "about 3x ... about 1.4
     tokens" came from a 3-prompt bench with no committed rows)."""
     ratios: dict[str, list[float]] = {"Intel": [], "AMD": []}
     for path in sorted((FIGURES / "rows").glob("*/device_profiles/*.json")):
@@ -364,8 +365,8 @@ def test_the_engine_benchmark_sentence_quotes_the_committed_profiles(rows):
             continue
         times = dict(zip(profile["token_counts"], profile["forward_time_s"], strict=True))
         ratios["Intel" if "Intel" in profile["processor"] else "AMD"].append(times[56] / times[1])
-    text = _text(README)
-    for document in (README, ROOT / "docs" / "engine.md"):
+    text = _text(GLANCE)
+    for document in (GLANCE, ROOT / "docs" / "engine.md"):
         pattern = r"(?:56-token (?:step|forward pass)|step\s+with\s+56\s+tokens)[^.;]*?costs (?:about )?([\d.]+)x"
         for match in re.finditer(pattern, _text(document)):
             assert match.group(1) in {f"{r:.1f}" for r in ratios["Intel"] + ratios["AMD"]}, match.group(0)
@@ -477,7 +478,7 @@ def test_the_float32_lookahead_cells_above_ar_are_counted(baselines):
     counted = _one(r"(\w+) float32 lookahead cells? (?:is |are )?above (?:its|their) AR", _text(BASELINES))
     assert counted.group(1) == words[len(above)]
     below = sum(1 for k, v in speedups.items() if k[3] == "float32" and v < 1)
-    for path in (BASELINES, README):
+    for path in (BASELINES, GLANCE):
         for match in re.finditer(r"below (?:1|AR) in (\d+) of (\d+) cells", _text(path)):
             assert match.groups() == (str(below), "16"), path.name
 
@@ -501,7 +502,7 @@ def test_bfloat16_match_shares_name_their_unit(baselines):
     assert f"Each of the {with_margin} divergences with a defined margin" in text
     assert f"the other {len(diverged) - with_margin} are second MT-Bench turns" in text
     found = 0
-    for path in (BASELINES, README):
+    for path in (BASELINES, GLANCE):
         for match in re.finditer(r"(\d+)%-(\d+)% of (?:the |its )?(turns|samples)", _text(path)):
             assert match.groups()[:2] == expected[match.group(3)], (path.name, match.group(0), expected)
             found += 1
@@ -576,7 +577,7 @@ def test_cpu_small_against_the_winner_is_quoted_as_its_paired_contrast(rows):
         small = tune[(tune["ngram"] == 4) & (tune["window"] == 3) & (tune["guesses"] == 3)]
         r = stats.cell_contrast(winner, small).speedup_ratio
         quoted.append(f"{r.value:.2f} [{r.low:.2f}, {r.high:.2f}]")
-    for path in (TUNING, README):
+    for path in (TUNING, GLANCE):
         text = re.sub(r"\s+", " ", _text(path))
         assert all(q in text for q in quoted), (path.name, quoted)
         assert "at least as well as the winner" not in text

@@ -48,7 +48,7 @@ def _at_least(low: int):
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Command-line options (defaults: the GPU recipe of the README)."""
+    """Command-line options (defaults: the GPU recipe of docs/gpu_check.md)."""
     parser = argparse.ArgumentParser(prog="python -m lade_bench.gpu_check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default=None, help="results folder (default runs/gpu_check/<timestamp>)")
     parser.add_argument("--models", nargs="+", default=list(MODEL_NAMES), choices=list(MODEL_NAMES))
