@@ -10,7 +10,9 @@ meaning at its default gets an entry here, nowhere else.
 
 :data:`LEGACY_SECTION` is the one rule the table cannot express: before issue 49 every cell hashed the
 lookahead section, with or without a lookahead arm; ``runner.legacy_ids`` finds such a cell's old
-folder on resume. ``docs/results.md`` (cell ids) says the same for users.
+folder on resume. ``docs/results.md`` (cell ids) says the same for users. Not defaults, so not here:
+what a method's ``Method.hashed`` keeps of its section (a datastore by content) and the name a
+section was recorded under (``Method.config_section``, assisted's ``assistant``).
 """
 
 from __future__ import annotations
