@@ -80,3 +80,58 @@ def test_every_decoding_module_lives_in_a_room_and_imports_only_downwards():
         DECODING_ROOMS
     )
     assert _decoding_room_violations() == []
+
+
+# The one module outside decoding/ the engine may import: the datastore's reader (the file a drafter reads).
+DATASTORE_READER = "lade_bench.rest_datastore.reader"
+
+
+def _lade_imports(path: Path, *, module_level_only: bool = False) -> list[str]:
+    """The ``lade_bench`` modules ``path`` imports (``from lade_bench import x`` counts as ``lade_bench.x``);
+    ``module_level_only``: those run on import, not inside a function."""
+    import ast
+
+    found = []
+    nodes: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    while nodes:
+        node = nodes.pop()
+        if module_level_only and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [alias.name for alias in node.names]
+            found += [f"{node.module}.{name}" for name in names] if node.module == "lade_bench" else [node.module]
+        nodes.extend(ast.iter_child_nodes(node))
+    return sorted(name for name in found if name == "lade_bench" or name.startswith("lade_bench."))
+
+
+def _module_file(name: str) -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, name
+    return Path(spec.origin)
+
+
+def test_the_engine_imports_nothing_of_lade_bench_but_itself_and_the_datastore_reader():
+    """The engine is the bottom of the house: decoding/ may read a datastore's files through the reader, and
+    nothing else outside decoding/ (no build, leak check, plan or runner), so no arrow points back up."""
+    outside = [
+        f"{path.relative_to(PACKAGE)}: imports {name}"
+        for path in sorted((PACKAGE / "decoding").rglob("*.py"))
+        for name in _lade_imports(path)
+        if not name.startswith("lade_bench.decoding") and name != DATASTORE_READER
+    ]
+    assert outside == []
+
+
+def test_the_datastore_reader_imports_no_lade_bench_module_on_import():
+    """The reader sits beside the engine: importing it loads no other lade_bench module (none of the build or
+    check side), and what it imports inside a function (a message's conf/model lookup) is a leaf module that
+    itself imports no lade_bench module on import, so nothing above the engine."""
+    reader = _module_file(DATASTORE_READER)
+    assert _lade_imports(reader, module_level_only=True) == []
+    lazy = _lade_imports(reader)
+    not_leaves = {name: _lade_imports(_module_file(name), module_level_only=True) for name in lazy}
+    assert {name: found for name, found in not_leaves.items() if found} == {}

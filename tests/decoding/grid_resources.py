@@ -18,7 +18,7 @@ GRID_VOCAB = 128
 
 
 def _rest_datastore(runs: Sequence[Sequence[int]], folder: Path, tokenizer: str) -> list[str]:
-    from lade_bench.rest_datastore import write_datastore
+    from lade_bench.rest_datastore.build import write_datastore
 
     path = write_datastore(folder / "rest_datastore", runs, tokenizer=tokenizer, vocab_size=GRID_VOCAB)
     return [f"rest.datastore={path}"]

@@ -26,13 +26,8 @@ from lade_bench.decoding.drafters.rest import (
     suffix_range,
 )
 from lade_bench.models.tiny import tiny_model
-from lade_bench.rest_datastore import (
-    DatastoreError,
-    check_tokenizer,
-    load_datastore,
-    suffix_array_of,
-    write_datastore,
-)
+from lade_bench.rest_datastore.build import suffix_array_of, write_datastore
+from lade_bench.rest_datastore.reader import DatastoreError, check_tokenizer, load_datastore
 from lade_bench.runner.rows import decode_step_means
 
 from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, VOCAB, goodness_of_fit, setting  # noqa: F401

@@ -38,7 +38,8 @@ from lade_bench.decoding.drafters.sam_decoding import (
 )
 from lade_bench.methods import GenerationRequest, get_method, run_generation
 from lade_bench.models.tiny import tiny_model
-from lade_bench.rest_datastore import DatastoreError, load_datastore, suffix_array_of, write_datastore
+from lade_bench.rest_datastore.build import suffix_array_of, write_datastore
+from lade_bench.rest_datastore.reader import DatastoreError, load_datastore
 from lade_bench.runner.rows import decode_step_means
 
 from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, goodness_of_fit, setting  # noqa: F401 (fixture)

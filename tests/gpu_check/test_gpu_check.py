@@ -28,7 +28,7 @@ from lade_bench.gpu_check.stages import (
 )
 from lade_bench.methods import get_method
 from lade_bench.models.embedded import converted_smollm2_dir
-from lade_bench.rest_datastore import ensure_reference_datastore
+from lade_bench.rest_datastore.reference import ensure_reference_datastore
 from lade_bench.runner import register_configs
 
 REPO = Path(__file__).resolve().parents[2]

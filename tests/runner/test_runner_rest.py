@@ -11,14 +11,10 @@ import pytest
 
 from lade_bench.bench import resolved_bench_settings
 from lade_bench.models.embedded import converted_smollm2_dir
-from lade_bench.rest_datastore import (
-    REFERENCE,
-    datastore_folder,
-    ensure_reference_datastore,
-    reference_corpus,
-    write_datastore,
-)
-from lade_bench.rest_datastore import main as datastore_command
+from lade_bench.rest_datastore.build import datastore_folder, write_datastore
+from lade_bench.rest_datastore.cli import main as datastore_command
+from lade_bench.rest_datastore.reader import REFERENCE
+from lade_bench.rest_datastore.reference import ensure_reference_datastore, reference_corpus
 from lade_bench.results import load_rows
 from lade_bench.runner import plan_cell, run_cell
 from lade_bench.runner.console import console_summary_sink

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lade_bench.rest_datastore import main as datastore_command
+from lade_bench.rest_datastore.cli import main as datastore_command
 from lade_bench.results import read_index
 from lade_bench.runner import plan_cell
 from lade_bench.runner.job import CONFIG_ERROR_EXIT

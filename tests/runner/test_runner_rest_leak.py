@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lade_bench.rest_datastore import main as datastore_command
+from lade_bench.rest_datastore.cli import main as datastore_command
 from lade_bench.results import load_rows, read_index
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
@@ -171,7 +171,7 @@ def test_spec_bench_references_of_every_kind_and_the_prompts_of_unscored_questio
     prompts = {f"qa-{qa['question_id']}", f"rag-{rag['question_id']}", f"writing-{writing['question_id']}"}
     assert set(report["datasets"]["spec_bench"]["leaking_prompts"]) == prompts
     assert report["datasets"]["mt_bench"]["leaking_prompts"] == [str(writing["question_id"])]
-    from lade_bench.rest_datastore_leak import LEAK_SPAN, MIN_SPAN, load_tokenizer_of, token_classes
+    from lade_bench.rest_datastore.leak import LEAK_SPAN, MIN_SPAN, load_tokenizer_of, token_classes
 
     tokenizer = load_tokenizer_of("embedded:smollm2", None)  # the datastore's (the tiny models read SmolLM2's)
     short_tokens = token_classes(tokenizer).normalized(tokenizer(short["reference"][0])["input_ids"])

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from lade_bench.bench import resolved_bench_settings
-from lade_bench.rest_datastore import REFERENCE, datastore_folder, write_datastore
-from lade_bench.rest_datastore import main as datastore_command
+from lade_bench.rest_datastore.build import datastore_folder, write_datastore
+from lade_bench.rest_datastore.cli import main as datastore_command
+from lade_bench.rest_datastore.reader import REFERENCE
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 

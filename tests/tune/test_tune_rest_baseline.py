@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lade_bench.rest_datastore import REFERENCE, datastore_folder, write_datastore
+from lade_bench.rest_datastore.build import datastore_folder, write_datastore
+from lade_bench.rest_datastore.reader import REFERENCE
 from lade_bench.runner.plan import CellConfigError
 from lade_bench.tune.tuner import prepare
 

@@ -156,7 +156,7 @@ def load(path: Path | None, split: str) -> list[Sample]:
         judge = row.get("reference") if category in MT_BENCH_CATEGORIES else None
         if isinstance(judge, list) and judge:
             # MT-Bench's judge references (hints for the LLM judge, unscored here), kept as mt_bench keeps
-            # them: REST's leak check reads them (rest_datastore_leak.reference_texts).
+            # them: REST's leak check reads them (rest_datastore.leak.reference_texts).
             payload["references"] = tuple(str(r) for r in judge)
         return Sample(
             sample_id=sample_id(category, row["question_id"]),

@@ -15,7 +15,9 @@ Rooms, lowest first; a room imports only from rooms below it (``tests/test_layou
 * ``baselines/``: autoregressive, assisted generation and Jacobi decoding.
 
 The one file the engine reads is a drafter's datastore (REST's, SAM-Decoding's static corpus), through
-the datastore's reader; building and checking datastores lives outside the engine.
+``lade_bench.rest_datastore.reader``: the one ``lade_bench`` module outside ``decoding/`` the engine
+imports, itself importing none on import. Building, resolving and leak-checking datastores live on that
+package's other side, which the engine never imports (``tests/test_layout.py`` keeps both so).
 
 The names below load on first use (PEP 562): ``lade_bench.decoding.core.params`` and the registry's plan
 checks import no torch, and the config schema reads the engine's defaults from ``params`` without

@@ -16,8 +16,9 @@ def datastore_refusal(value: str, setting: str, cell: CellFacts, outputs: Sequen
     """Why the datastore ``value`` (a folder or ``reference``) cannot serve the cell, or None: not built,
     missing, a damaged file, of another tokenizer, or holding text of the cell's dataset or of the model's
     own ``outputs`` (the token leak check). ``setting`` names the config key in the messages."""
-    from lade_bench.rest_datastore import DatastoreError, resolve_datastore
-    from lade_bench.rest_datastore import datastore_refusal as refusal
+    from lade_bench.rest_datastore.reader import DatastoreError
+    from lade_bench.rest_datastore.reference import resolve_datastore
+    from lade_bench.rest_datastore.refusal import datastore_refusal as refusal
 
     try:  # the reference datastore when it was not built: the message gives the command that builds it
         path = resolve_datastore(value, cell.tokenizer, cell.model_cache_dir, setting)
@@ -38,7 +39,8 @@ def resolved_datastore(section: dict[str, Any], key: str, setting: str, cell: Ce
     """``section`` with ``section[key] == "reference"`` replaced by the reference datastore's folder for the
     cell's tokenizer (``Method.resolve``), so the cell is the same as one naming that folder; unchanged for a
     folder, null, or a reference datastore not built (the method's refusal then says how to build it)."""
-    from lade_bench.rest_datastore import DatastoreError, resolve_datastore
+    from lade_bench.rest_datastore.reader import DatastoreError
+    from lade_bench.rest_datastore.reference import resolve_datastore
 
     value = section.get(key)
     if value is None:
@@ -53,7 +55,7 @@ def hashed_datastore(value: dict[str, Any], key: str, setting: str) -> dict[str,
     """``value`` with the datastore folder at ``key`` replaced by its content hash, as it enters the cell id:
     two datastores never share a cell, and one moved to another folder keeps its cells (unchanged when the
     folder has no readable manifest: the method's refusal stops such a cell before it runs)."""
-    from lade_bench.rest_datastore import DatastoreError, read_manifest
+    from lade_bench.rest_datastore.reader import DatastoreError, read_manifest
 
     try:
         identity = read_manifest(value[key], setting)["content_hash"]

@@ -13,7 +13,7 @@ from lade_bench.decoding.drafters.rest import RestSettings, new_rest_state, rest
 from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import DrafterMethod
 from lade_bench.methods.registry import CellFacts, Settings
-from lade_bench.rest_datastore import SETTING
+from lade_bench.rest_datastore.reader import SETTING
 
 # The datastore is the per-cell state: loaded once (``request.state``; without one it is loaded) and
 # never changed. Its reach is a tree at most ``draft_length`` deep with ``num_draft`` nodes below cur.
@@ -23,8 +23,8 @@ REST = DrafterMethod("rest", RestSettings, rest_generate, new_rest_state, rest_r
 def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
     """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a damaged datastore
     file, a datastore of another tokenizer, or one holding text of the cell's dataset or of the model outputs
-    ``rest.leak_outputs`` names (the token leak check, ``rest_datastore_leak``)."""
-    from lade_bench.rest_datastore import REFERENCE, build_command
+    ``rest.leak_outputs`` names (the token leak check, ``rest_datastore.leak``)."""
+    from lade_bench.rest_datastore.reader import REFERENCE, build_command
 
     section = REST.checked(settings)
     if isinstance(section, str):

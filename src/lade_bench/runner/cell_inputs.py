@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lade_bench.datasets import Sample
-from lade_bench.rest_datastore import file_sha256
+from lade_bench.rest_datastore.build import file_sha256
 from lade_bench.runner.plan import CellConfigError, CellPlan
 
 INPUTS_FIELD = "inputs"

@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lade_bench.decoding.core.params import DecodingConfigError, require_int
-from lade_bench.rest_datastore import REFERENCE
+from lade_bench.rest_datastore.reader import REFERENCE
 
 if TYPE_CHECKING:
     from lade_bench.decoding.core.params import DecodeResult
     from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
-    from lade_bench.rest_datastore import Datastore
+    from lade_bench.rest_datastore.reader import Datastore
 
 # The authors' defaults, stated once (the config section and the engine function read them).
 REST_MAX_TOKEN_SPAN = 16  # human_eval/rest_test.py and Spec-Bench's inference_rest.py: --max-token-span 16
@@ -70,7 +70,7 @@ class RestSettings:
 
     Attributes:
         datastore: ``reference`` (the default): the reference datastore of the cell's tokenizer in the
-            model cache, resolved by ``rest_datastore.resolve_datastore`` before the engine sees it;
+            model cache, resolved by ``rest_datastore.reference.resolve_datastore`` before the engine sees it;
             else a datastore folder (built by ``python -m lade_bench.rest_datastore build``); None: not
             set (the plan refuses the cell and says how to build one).
         max_token_span: the longest context suffix looked up (down to 2 tokens).
@@ -78,7 +78,7 @@ class RestSettings:
         max_matches: occurrences of the suffix read per retrieval.
         draft_length: tokens read after each occurrence (the trie's depth).
         leak_outputs: the model's own outputs on the cell's questions, for the plan's leak check only
-            (``rest_datastore_leak``: a datastore holding a 16-token span of one is refused): a results
+            (``rest_datastore.leak``: a datastore holding a 16-token span of one is refused): a results
             folder (a finished cell's rows) or a JSONL file, or a list of them; None: none given. Not
             part of the cell id, and the engine never reads it.
     """
@@ -119,7 +119,7 @@ class RestState:
     """A loaded datastore, kept for a cell's requests (static: retrieval never changes it).
 
     Attributes:
-        datastore: the loaded ``rest_datastore.Datastore``.
+        datastore: the loaded ``rest_datastore.reader.Datastore``.
         max_token: the largest token id it holds (checked against a model's vocabulary).
         requests_seen: requests run with it before the current one (warm-state protocol).
     """
@@ -146,14 +146,16 @@ class RestState:
 def new_rest_state(settings: RestSettings) -> RestState:
     """The datastore folder ``settings`` name, loaded (raises DatastoreError when it is missing, or is the
     unresolved word ``reference``: ``methods.rest.resolve_rest`` resolves it for a cell)."""
-    from lade_bench.rest_datastore import DatastoreError, build_command, load_datastore, resolve_datastore
+    from lade_bench.rest_datastore.reader import DatastoreError, build_command, load_datastore, unresolved_reference
 
     if settings.datastore is None:
         raise DatastoreError(
             f"rest.datastore is not set: build one with {build_command()} and pass rest.datastore=PATH"
         )
     # The word `reference` is resolved by the caller (it knows the model): here it can only be refused.
-    return RestState(load_datastore(resolve_datastore(settings.datastore, "", None)))
+    if settings.datastore == REFERENCE:
+        raise unresolved_reference()
+    return RestState(load_datastore(settings.datastore))
 
 
 def suffix_range(tokens: np.ndarray, suffix_array: np.ndarray, pattern: Sequence[int]) -> tuple[int, int]:

@@ -63,7 +63,7 @@ from lade_bench.decoding.drafters.token_recycling import (
 if TYPE_CHECKING:
     from lade_bench.decoding.core.params import DecodeResult
     from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
-    from lade_bench.rest_datastore import Datastore
+    from lade_bench.rest_datastore.reader import Datastore
 
 # The authors' defaults, stated once (the config section and the engine function read them):
 # samd/samd_config.py's SamdConfig and scripts/inference_samd.sh.
@@ -365,7 +365,7 @@ class SamState:
                     f"{STATIC_SETTING}={path!r} is not the static corpus this SAM-Decoding state holds ({held})"
                 )
             return
-        from lade_bench.rest_datastore import read_manifest
+        from lade_bench.rest_datastore.reader import read_manifest
 
         if read_manifest(path, STATIC_SETTING)["content_hash"] != static.content_hash:
             raise DecodingConfigError(
@@ -389,7 +389,7 @@ def new_sam_state(settings: SamSettings) -> SamState:
     """
     static = None
     if settings.static_datastore is not None:
-        from lade_bench.rest_datastore import load_datastore
+        from lade_bench.rest_datastore.reader import load_datastore
 
         static = load_datastore(settings.static_datastore, STATIC_SETTING)
     return SamState(settings.top_k, static)

@@ -32,7 +32,7 @@ The rule, stated once here (docs/rest.md, "Leak check"):
   given, the model's own outputs (a finished cell's rows, or a JSONL file of them: ``rest.leak_outputs``,
   the check command's ``--outputs``).
 
-The datastore is read through ``rest_datastore.load_datastore`` (every file checked, the content hash
+The datastore is read through ``rest_datastore.reader.load_datastore`` (every file checked, the content hash
 recomputed from ``tokens.npy``): nothing derived from the corpus text is trusted.
 """
 
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from lade_bench.rest_datastore import SETTING, Datastore, DatastoreError
+from lade_bench.rest_datastore.reader import SETTING, Datastore, DatastoreError, load_datastore
 
 # The window the check matches: REST's max_token_span default (decoding/drafters/rest.py), the longest context
 # suffix the drafter looks up; a datastore holding one of a text's 16-token windows can draft it.
@@ -360,8 +360,6 @@ def leak_report(
         DatastoreError: no datastore at ``path``, a damaged file, a tokenizer that does not load, or an
             outputs source that cannot be read.
     """
-    from lade_bench.rest_datastore import load_datastore
-
     datastore = load_datastore(path, setting)
     pairs = [(name, file or None) for name, _, file in (entry.partition("=") for entry in datasets)]
     return _checked(datastore, pairs, outputs, cache_dir, setting, strict=False)
