@@ -27,6 +27,8 @@ PACKAGE_CONF_DIR = Path(__file__).resolve().parent
 USER_CONF_RESOLVER = "lade_bench_user_conf_dir"
 # Name of the resolver that lists the registered methods in ``--help`` (``arms=[...]`` takes them).
 METHODS_RESOLVER = "lade_bench_methods"
+# Name of the resolver that gives the arms of a cell of every method (``conf/spec_bench/every_method.yaml``).
+EVERY_METHOD_RESOLVER = "lade_bench_every_method"
 
 
 class PresetError(ValueError):
@@ -44,12 +46,14 @@ def user_conf_dir() -> Path:
 
 
 def register_resolvers() -> None:
-    """Register the resolvers ``config.yaml`` and ``tune.yaml`` use: the user's config folder in
-    ``hydra.searchpath``, the registered methods in ``--help`` (idempotent)."""
+    """Register the resolvers the configs use: the user's config folder in ``hydra.searchpath``, the
+    registered methods in ``--help``, the arms of a cell of every method (idempotent)."""
     if not OmegaConf.has_resolver(USER_CONF_RESOLVER):
         OmegaConf.register_new_resolver(USER_CONF_RESOLVER, lambda: str(user_conf_dir()))
     if not OmegaConf.has_resolver(METHODS_RESOLVER):
         OmegaConf.register_new_resolver(METHODS_RESOLVER, _method_names)
+    if not OmegaConf.has_resolver(EVERY_METHOD_RESOLVER):
+        OmegaConf.register_new_resolver(EVERY_METHOD_RESOLVER, _every_method_arms)
 
 
 def _method_names() -> str:
@@ -57,6 +61,14 @@ def _method_names() -> str:
     from lade_bench.methods import method_names
 
     return ", ".join(method_names())
+
+
+def _every_method_arms() -> list[str]:
+    """The arms of a cell of every method (``methods.registry.every_method_arms``), read from the registry
+    when the config is read, so a method registered later joins the cell unnamed."""
+    from lade_bench.methods.registry import every_method_arms
+
+    return list(every_method_arms())
 
 
 def ignore_missing_user_conf_dir() -> None:

@@ -14,7 +14,7 @@ from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
 from lade_bench.decoding.baselines.jacobi import jacobi_generate
 from lade_bench.decoding.core.checks import UnsupportedModelError, position_bias_of
 from lade_bench.decoding.core.params import DecodingConfigError, LookaheadParams, SamplingParams
-from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_generate
+from lade_bench.decoding.drafters.prompt_lookup import PromptLookupSettings, prompt_lookup_generate
 from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import tiny_model
 
@@ -67,7 +67,7 @@ def counted_model():
         (lambda m: lookahead_generate(m, torch.ones(2, 4, dtype=torch.long), LookaheadParams(), 5), "batch size 2"),
         (lambda m: lookahead_generate(m, [[1, 2], [3, 4]], LookaheadParams(), 5), "a batch of 2 prompts"),
         (lambda m: autoregressive_generate(m, [1, 2], -1), "max_new_tokens=-1"),
-        (lambda m: prompt_lookup_generate(m, [1, 2], 5, num_tokens=0), "num_tokens=0"),
+        (lambda m: prompt_lookup_generate(m, [1, 2], 5, PromptLookupSettings(num_tokens=0)), "num_tokens=0"),
         (lambda m: jacobi_generate(m, [1, 2], 5, block_size=0), "block_size=0"),
         (lambda m: jacobi_generate(m, [], 5), "the prompt is empty"),
     ],

@@ -22,7 +22,11 @@ from lade_bench.decoding.core.layout import build_step_layout
 from lade_bench.decoding.core.masks import full_step_mask, sliding_step_mask
 from lade_bench.decoding.core.params import DecodingConfigError, LookaheadParams, SamplingParams
 from lade_bench.decoding.core.static_step import lookahead_step_shape, padded_step_mask
-from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_candidate, prompt_lookup_generate
+from lade_bench.decoding.drafters.prompt_lookup import (
+    PromptLookupSettings,
+    prompt_lookup_candidate,
+    prompt_lookup_generate,
+)
 from lade_bench.decoding.lookahead.lookahead import lookahead_generate
 from lade_bench.models.tiny import tiny_model
 
@@ -90,8 +94,8 @@ def test_compiled_ar_and_prompt_lookup_equal_ar_greedy(tiny_models, arch):
         eager_ar.accept_lengths,
         eager_ar.step_tokens,
     )
-    eager_lookup = prompt_lookup_generate(model, prompt, NEW_TOKENS, num_tokens=4)
-    lookup = prompt_lookup_generate(model, prompt, NEW_TOKENS, num_tokens=4, compiled=compiled)
+    eager_lookup = prompt_lookup_generate(model, prompt, NEW_TOKENS, PromptLookupSettings(num_tokens=4))
+    lookup = prompt_lookup_generate(model, prompt, NEW_TOKENS, PromptLookupSettings(num_tokens=4), compiled=compiled)
     assert lookup.tokens == eager_ar.tokens
     # transformers' candidate rule, replayed: the same tokens per forward as its prompt lookup.
     assert lookup.accept_lengths == eager_lookup.accept_lengths
@@ -200,7 +204,7 @@ def test_static_prompt_lookup_sampling_matches_the_exact_distribution(setting): 
     draws, multi_token_steps = [], 0
     for seed in range(800):
         result = prompt_lookup_generate(
-            model, prompt, LENGTH, num_tokens=2, max_ngram_size=1, sampling=SAMPLING, seed=seed, compiled=compiled
+            model, prompt, LENGTH, PromptLookupSettings(2, 1), sampling=SAMPLING, seed=seed, compiled=compiled
         )
         draws.append(tuple(result.tokens))
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
@@ -218,7 +222,7 @@ def test_inductor_compiled_arms_equal_ar_greedy():
     for run in (
         lambda: autoregressive_generate(model, prompt, 30, compiled=compiled),
         lambda: lookahead_generate(model, prompt, LookaheadParams(4, 3, 3), 30, compiled=compiled),
-        lambda: prompt_lookup_generate(model, prompt, 30, num_tokens=3, compiled=compiled),
+        lambda: prompt_lookup_generate(model, prompt, 30, PromptLookupSettings(num_tokens=3), compiled=compiled),
     ):
         first, second = run(), run()
         assert first.tokens == second.tokens == expected

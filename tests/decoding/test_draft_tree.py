@@ -328,6 +328,7 @@ def _transformers_prompt_lookup(model, prompt, budget, num_tokens, stop_ids):
 @pytest.mark.parametrize("seed", [0, 1])
 def test_prompt_lookup_takes_transformers_candidates_and_forwards(llama, seed):
     from lade_bench.decoding import prompt_lookup_generate
+    from lade_bench.decoding.drafters.prompt_lookup import PromptLookupSettings
 
     from .helpers import repetitive_prompt
 
@@ -338,7 +339,7 @@ def test_prompt_lookup_takes_transformers_candidates_and_forwards(llama, seed):
     runs = []
     for stop_ids in ([], [stop]):
         tokens, forwards = _transformers_prompt_lookup(llama, prompt, 40, 4, stop_ids)
-        ours = prompt_lookup_generate(llama, prompt, 40, num_tokens=4, max_ngram_size=2, eos_token_id=stop_ids)
+        ours = prompt_lookup_generate(llama, prompt, 40, PromptLookupSettings(4, 2), eos_token_id=stop_ids)
         assert ours.tokens == tokens == reference[: len(tokens)]
         assert ours.steps == forwards
         assert ours.method == "prompt_lookup" and ours.forward_time_s <= ours.wall_time_s

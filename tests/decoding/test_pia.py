@@ -135,7 +135,7 @@ def test_the_plan_refuses_a_bad_setting_before_loading_and_a_state_serves_its_ow
     with pytest.raises(ValueError, match="pia.decoding_length=1 is not allowed: use an integer >= 2"):
         plan_cell(cfg)
     with pytest.raises(DecodingConfigError, match=r"\(12, 65536, 512, 1024\) cannot run \(6, 65536, 512, 1024\)"):
-        pia_generate(None, [1, 2], 4, branch_length=6, state=PiaState())
+        pia_generate(None, [1, 2], 4, PiaSettings(branch_length=6), state=PiaState())
 
 
 def test_a_model_lookahead_refuses_is_refused_before_any_forward():
@@ -205,7 +205,9 @@ def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the sh
     state = PiaState(branch_length=2)
     draws, multi_token_steps = [], 0
     for seed in range(600):
-        result = pia_generate(model, prompt, LENGTH, state=state, branch_length=2, sampling=SAMPLING, seed=seed)
+        result = pia_generate(
+            model, prompt, LENGTH, PiaSettings(branch_length=2), state=state, sampling=SAMPLING, seed=seed
+        )
         draws.append(tuple(result.tokens))
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
     assert multi_token_steps > 100  # drafts were accepted, not only rejected

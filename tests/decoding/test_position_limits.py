@@ -23,7 +23,7 @@ from lade_bench.decoding.baselines.autoregressive import autoregressive_generate
 from lade_bench.decoding.baselines.jacobi import jacobi_generate
 from lade_bench.decoding.core.checks import UnsupportedModelError, recurrent_layers_of
 from lade_bench.decoding.core.params import LookaheadParams
-from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_generate
+from lade_bench.decoding.drafters.prompt_lookup import PromptLookupSettings, prompt_lookup_generate
 from lade_bench.decoding.lookahead import lookahead as lookahead_module
 from lade_bench.decoding.lookahead.hf_generate import lookahead_custom_generate
 from lade_bench.decoding.lookahead.lookahead import lookahead_generate
@@ -67,7 +67,9 @@ METHODS = {
     "lookahead_flat": _lookahead("flat"),
     "lookahead_trie": _lookahead("trie"),
     "jacobi": lambda model, budget: jacobi_generate(model, PROMPT, budget, block_size=BLOCK),
-    "prompt_lookup": lambda model, budget: prompt_lookup_generate(model, PROMPT, budget, num_tokens=BLOCK),
+    "prompt_lookup": lambda model, budget: prompt_lookup_generate(
+        model, PROMPT, budget, PromptLookupSettings(num_tokens=BLOCK)
+    ),
 }
 
 # The most new tokens each method may generate after the 20-token prompt: the longest forward,
@@ -158,7 +160,7 @@ def test_temperature_tuning_keeps_in_order_methods_exact_past_floor_scale():
     model = _temperature_tuned(floor_scale=4)
     reference = autoregressive_generate(model, PROMPT, 40)
     assert jacobi_generate(model, PROMPT, 40, block_size=BLOCK).tokens == reference.tokens
-    assert prompt_lookup_generate(model, PROMPT, 40, num_tokens=BLOCK).tokens == reference.tokens
+    assert prompt_lookup_generate(model, PROMPT, 40, PromptLookupSettings(num_tokens=BLOCK)).tokens == reference.tokens
 
 
 def test_temperature_tuning_allows_lookahead_below_floor_scale():

@@ -158,7 +158,7 @@ def test_no_datastore_is_refused_with_how_to_build_one(model, tmp_path):
     with pytest.raises(DatastoreError, match="rest.datastore is not set: build one with python -m lade_bench"):
         rest_generate(model, [1, 2], 4)
     with pytest.raises(DatastoreError, match="no REST datastore at .*missing; build one with"):
-        rest_generate(model, [1, 2], 4, datastore=str(tmp_path / "missing"))
+        rest_generate(model, [1, 2], 4, RestSettings(datastore=str(tmp_path / "missing")))
 
 
 @pytest.mark.slow

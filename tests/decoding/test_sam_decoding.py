@@ -188,7 +188,7 @@ def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the sh
     draws, multi_token_steps, chains, trees = [], 0, 0.0, 0.0
     for seed in range(800):
         result = sam_decoding_generate(
-            model, prompt, LENGTH, state=state, len_threshold=3, n_predicts=4, sampling=SAMPLING, seed=seed
+            model, prompt, LENGTH, SamSettings(len_threshold=3, n_predicts=4), state=state, sampling=SAMPLING, seed=seed
         )
         draws.append(tuple(result.tokens))
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
@@ -289,15 +289,15 @@ def test_a_state_is_refused_for_another_static_corpus_and_a_missing_one_names_th
     _, second = _static_case(tmp_path, 0, 11)
     state = new_sam_state(SamSettings(static_datastore=str(first)))
     with pytest.raises(DecodingConfigError, match=f"sam_decoding.static_datastore='{second}' is not the static"):
-        sam_decoding_generate(model, [1, 2], 4, state=state, static_datastore=str(second))
+        sam_decoding_generate(model, [1, 2], 4, SamSettings(static_datastore=str(second)), state=state)
     with pytest.raises(DecodingConfigError, match="sam_decoding.static_datastore=None is not the static corpus"):
         sam_decoding_generate(model, [1, 2], 4, state=state)
     with pytest.raises(DatastoreError, match="sam_decoding.static_datastore='/nonexistent/ds': no REST datastore"):
-        sam_decoding_generate(model, [1, 2], 4, static_datastore="/nonexistent/ds")
+        sam_decoding_generate(model, [1, 2], 4, SamSettings(static_datastore="/nonexistent/ds"))
     wide = write_datastore(tmp_path / "wide", [[5, 150_000]], tokenizer="test", vocab_size=262_144)
     vocab = model.get_input_embeddings().num_embeddings
     with pytest.raises(DecodingConfigError, match=f"holds token id 150000, beyond this model's vocabulary of {vocab}"):
-        sam_decoding_generate(model, [1, 2], 4, static_datastore=str(wide))
+        sam_decoding_generate(model, [1, 2], 4, SamSettings(static_datastore=str(wide)))
 
 
 def test_static_chains_are_drafted_accepted_and_exact_through_the_registry(model, tmp_path):

@@ -101,13 +101,13 @@ def test_lookahead_sampling_matches_the_exact_distribution(setting):
 def test_prompt_lookup_sampling_matches_the_exact_distribution(setting):
     """Eager prompt lookup samples on the draft-tree seam (``draft_tree.verify_tree_sampling``: draw at
     each node, follow the child holding the draw); its draws must follow AR sampling's distribution."""
-    from lade_bench.decoding.drafters.prompt_lookup import prompt_lookup_generate
+    from lade_bench.decoding.drafters.prompt_lookup import PromptLookupSettings, prompt_lookup_generate
 
     model, prompt, sequences, exact = setting
     draws, multi_token_steps = [], 0
     for seed in range(800):
         result = prompt_lookup_generate(
-            model, prompt, LENGTH, num_tokens=2, max_ngram_size=1, sampling=SAMPLING, seed=seed
+            model, prompt, LENGTH, PromptLookupSettings(num_tokens=2, max_ngram_size=1), sampling=SAMPLING, seed=seed
         )
         draws.append(tuple(result.tokens))
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)

@@ -176,8 +176,8 @@ def test_generation_matches_ar_and_a_warm_state_drafts_more_on_a_repeated_reques
     prompt = [5, 6, 7, 8, 9, 10] * 4
     reference = autoregressive_generate(model, prompt, 32).tokens
     state = SuffixDecodingState()
-    first = suffix_decoding_generate(model, prompt, 32, state=state, use_tree_spec=use_tree_spec)
-    again = suffix_decoding_generate(model, prompt, 32, state=state, use_tree_spec=use_tree_spec)
+    first = suffix_decoding_generate(model, prompt, 32, SuffixSettings(use_tree_spec=use_tree_spec), state=state)
+    again = suffix_decoding_generate(model, prompt, 32, SuffixSettings(use_tree_spec=use_tree_spec), state=state)
     assert first.tokens == reference and again.tokens == reference
     assert state.cached_requests() == [0, 1] and state.size() == 64
     # The second request finds the whole first output in the global tree.
@@ -200,8 +200,8 @@ def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the sh
     draws, multi_token_steps = [], 0
     for seed in range(800):
         result = suffix_decoding_generate(
-            model, prompt, LENGTH, state=state, use_tree_spec=True, min_token_prob=0.0, max_spec_factor=4.0,
-            sampling=SAMPLING, seed=seed,
+            model, prompt, LENGTH, SuffixSettings(use_tree_spec=True, min_token_prob=0.0, max_spec_factor=4.0),
+            state=state, sampling=SAMPLING, seed=seed,
         )  # fmt: skip
         draws.append(tuple(result.tokens))
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)

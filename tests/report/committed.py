@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from lade_bench.report.build import SUMMARY_CSV
 
@@ -68,9 +67,15 @@ def assert_each_run_timed_alone(manifest: Mapping, cores: int) -> None:
 
 def spec_bench_cell_arms(root: Path) -> dict[str, list[str]]:
     """The arms of each of ``+sweep=spec_bench``'s cell configs (``conf/spec_bench/<variant>.yaml``), by
-    variant in name order: every_method, paper_lookahead, rest, the three cells of each group."""
+    variant in name order: every_method, paper_lookahead, rest, the three cells of each group. An arms list
+    read from the registry (every_method's resolver) is resolved as a run resolves it."""
+    from omegaconf import OmegaConf
+
+    from lade_bench.conf import register_resolvers
+
+    register_resolvers()
     configs = sorted((root / "conf" / "spec_bench").glob("*.yaml"))
-    return {path.stem: yaml.safe_load(path.read_text())["arms"] for path in configs}
+    return {path.stem: list(OmegaConf.load(path).arms) for path in configs}
 
 
 # Where the README and paper_figures/spec_bench/README.md report the Spec-Bench results: the prose

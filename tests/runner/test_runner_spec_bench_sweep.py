@@ -5,28 +5,32 @@ the paper's per-model setting beside an AR of its own (nothing runs a model)."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
+import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from lade_bench.datasets.spec_bench import GROUPS
 from lade_bench.methods import get_method
-from lade_bench.methods.registry import REPLICA
+from lade_bench.methods.registry import REPLICA, every_method_arms
 from lade_bench.runner import plan_cell
 from lade_bench.runner.plan import CellConfigError
 
-# Declared before running (conf/spec_bench/every_method.yaml); REST, which needs a datastore, has its own cell.
-EVERY_METHOD = (
-    "ar",
-    "lookahead",
-    "prompt_lookup",
-    "jacobi",
-    "token_recycling",
-    "suffix_decoding",
-    "sam_decoding",
-    "pia",
-)
+from ..methods import toy_drafter
+from .conftest import REPO
+
+# Read from the registry (conf/spec_bench/every_method.yaml); REST, which needs a datastore, has its own cell.
+EVERY_METHOD = every_method_arms()
+# The committed Spec-Bench sweep's cells (paper_figures/spec_bench), each with the config it ran.
+COMMITTED_CELLS = REPO / "paper_figures" / "spec_bench" / "rows" / "spec_bench" / "cells.json"
+
+
+def _committed_every_method_arms() -> set[tuple[str, ...]]:
+    """The arms of the committed every-method cells (the cells of more than AR and one method)."""
+    configs = [yaml.safe_load(cell["config_text"]) for cell in json.loads(COMMITTED_CELLS.read_text())]
+    return {tuple(config["arms"]) for config in configs if len(config["arms"]) > 2}
 
 
 def _grid(compose_cfg) -> list[list[str]]:
@@ -62,6 +66,18 @@ def test_the_sweep_plans_two_cells_per_group_each_with_its_own_ar(compose_cfg):
     assert all(get_method(arm).models == (REPLICA,) for arm in EVERY_METHOD)  # no draft model, no extra ranks
     headline = compose_cfg(["+sweep=spec_bench"]).report.headline
     assert (headline.ngram, headline.window, headline.guesses, headline.prompt_as_reference) == (5, 7, 7, False)
+
+
+def test_the_every_method_cell_takes_every_registered_drafter_from_the_registry(compose_cfg):
+    """Today's registry gives the committed cells' arms (so their ids stay); a drafter declared and registered
+    later joins the cell last, without an edit to its config; REST, whose default datastore is built
+    beforehand, never does."""
+    cell = ["+sweep=spec_bench", "dataset.categories=[qa]"]
+    (committed,) = _committed_every_method_arms()
+    assert plan_cell(compose_cfg(cell)).arms == committed
+    with toy_drafter.registered() as toy:
+        assert plan_cell(compose_cfg(cell)).arms == (*committed, toy)
+    assert "rest" not in committed and get_method("rest").needs_resource
 
 
 def test_the_cpu_recipe_overrides_the_sweep(compose_cfg):

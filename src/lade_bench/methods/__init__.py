@@ -1,10 +1,12 @@
 """The method (arm) registry: one entry per decoding method; everything else reads it.
 
-Importing the package registers the built-in methods (``builtin``). A new method is one
-:class:`Method` entry and its generate function (``docs/adding_a_method.md``)::
+Importing the package registers the built-in methods (``builtin``) and the drafters it finds in
+``methods/drafters/`` (one declaration each, ``methods/drafter_method.py``: a new drafter is its engine file
+and its declaration, with no list to extend). Any other method is one :class:`Method` entry and its
+generate function (``docs/adding_a_method.md``)::
 
     from lade_bench.methods import Method, register
-    register(Method("my_method", my_generate, label="My method", color="#17becf"))
+    register(Method("my_method", my_generate, label="My method", color="#aec7e8"))
 """
 
 from lade_bench.methods.builtin import register_builtin_methods
@@ -20,6 +22,7 @@ from lade_bench.methods.registry import (
     Settings,
     UnknownMethodError,
     bind_method,
+    every_method_arms,
     get_method,
     is_registered,
     method_color,
@@ -52,6 +55,7 @@ __all__ = [
     "Settings",
     "UnknownMethodError",
     "bind_method",
+    "every_method_arms",
     "get_method",
     "is_registered",
     "method_color",

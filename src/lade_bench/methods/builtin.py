@@ -1,7 +1,9 @@
-"""The built-in methods: AR, lookahead, prompt lookup, Jacobi, tensor-parallel AR, assisted, pipeline-parallel AR,
-Token Recycling, SuffixDecoding.
+"""The built-in methods that are not drafters: AR, lookahead, Jacobi, tensor-parallel AR, assisted,
+pipeline-parallel AR; and the registration of every built-in, the drafters found by discovery
+(``lade_bench.methods.drafters``: prompt lookup, Token Recycling, SuffixDecoding, SAM-Decoding, PIA, REST).
 
-Registration order below is the reading order of every table and figure (AR first). The engine is
+Registration order is the reading order of every table and figure (AR first): the order below, each
+drafter placed after the method its declaration names (``after``). The engine is
 imported inside each function, not at the top: the registry is read by the plan checks and the
 row schema, which must not wait for torch (a typo on the command line is reported in a second).
 """
@@ -12,25 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lade_bench.decoding.core.params import JACOBI_BLOCK_SIZE, PROMPT_LOOKUP_MAX_NGRAM, PROMPT_LOOKUP_NUM_TOKENS
-from lade_bench.decoding.drafters.pia import PiaSettings
-from lade_bench.decoding.drafters.rest import RestSettings
-from lade_bench.decoding.drafters.sam_decoding import SamSettings
-from lade_bench.decoding.drafters.suffix_decoding import (
-    SuffixSettings,
-    new_suffix_state,
-    suffix_decoding_generate,
-    suffix_decoding_reach,
-)
-from lade_bench.decoding.drafters.token_recycling import (
-    TOKEN_RECYCLING_TOP_K,
-    TOKEN_RECYCLING_TREE,
-    token_recycling_generate,
-    token_recycling_reach,
-)
+from lade_bench.decoding.core.params import JACOBI_BLOCK_SIZE
 from lade_bench.methods.assisted import ASSISTED_SECTION, AssistantConfig
-from lade_bench.methods.drafter_method import DrafterMethod
-from lade_bench.methods.pia import PIA
+from lade_bench.methods.drafters import discover_drafters, in_reading_order
 from lade_bench.methods.registry import (
     DRAFT,
     PIPELINE_PARALLEL,
@@ -42,13 +28,6 @@ from lade_bench.methods.registry import (
     Method,
     Settings,
     register,
-)
-from lade_bench.methods.rest import REST, hashed_rest, refuse_rest, resolve_rest
-from lade_bench.methods.sam_decoding import (
-    SAM_DECODING,
-    hashed_sam_decoding,
-    refuse_sam_decoding,
-    resolve_sam_decoding,
 )
 
 
@@ -85,32 +64,11 @@ def generate_lookahead(request: GenerationRequest) -> Any:
     )
 
 
-def generate_prompt_lookup(request: GenerationRequest) -> Any:
-    """transformers' prompt lookup decoding (``settings["prompt_lookup"]``: num_tokens, max_ngram_size)."""
-    from lade_bench.decoding import prompt_lookup_generate
-
-    return _decode(
-        prompt_lookup_generate,
-        request,
-        sampling=request.sampling,
-        compiled=request.compiled,
-        **request.section("prompt_lookup"),
-    )
-
-
 def generate_jacobi(request: GenerationRequest) -> Any:
     """Jacobi decoding without an n-gram pool, greedy (``settings["jacobi"]``: block_size)."""
     from lade_bench.decoding import jacobi_generate
 
     return _decode(jacobi_generate, request, **request.section("jacobi"))
-
-
-@dataclass
-class PromptLookupConfig:
-    """Section ``prompt_lookup``: its defaults are the engine's (``decoding.core.params``, which says why)."""
-
-    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS
-    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM
 
 
 @dataclass
@@ -171,12 +129,6 @@ def _jacobi_reach(settings: Settings) -> Any:
     return jacobi_reach(settings["jacobi"].block_size)
 
 
-def _prompt_lookup_reach(settings: Settings) -> Any:
-    from lade_bench.decoding.core.position_limits import prompt_lookup_reach
-
-    return prompt_lookup_reach(settings["prompt_lookup"].num_tokens)
-
-
 def _parse_lookahead(section: str, value: Any) -> Any:
     """``cfg.lookahead`` as the engine's ``LookaheadParams`` (its checks of N, W, G and the layout)."""
     from lade_bench.decoding import LookaheadParams
@@ -228,10 +180,6 @@ def _settings_below(settings: Settings, section: str, minimum: int, *keys: str) 
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             return f"{section}.{key}={value!r} is not allowed: use an integer >= {minimum}"
     return None
-
-
-def _refuse_prompt_lookup(settings: Settings, cell: CellFacts) -> str | None:
-    return _settings_below(settings, "prompt_lookup", 1, "num_tokens", "max_ngram_size")
 
 
 def _refuse_jacobi(settings: Settings, cell: CellFacts) -> str | None:
@@ -293,75 +241,6 @@ def _refuse_ar_pp(settings: Settings, cell: CellFacts) -> str | None:
     return None
 
 
-@dataclass
-class TokenRecyclingConfig:
-    """Section ``token_recycling`` (``lade_bench.decoding.drafters.token_recycling``, which says why each default).
-
-    Attributes:
-        top_k: successors kept per vocabulary token (the adjacency matrix's width).
-        tree: the static tree template: a name in ``TREE_TEMPLATES`` or a list of rank paths.
-    """
-
-    top_k: int = TOKEN_RECYCLING_TOP_K
-    tree: Any = TOKEN_RECYCLING_TREE
-
-
-def _recycling_state(config: TokenRecyclingConfig) -> Any:
-    """An empty adjacency matrix ``top_k`` wide."""
-    from lade_bench.decoding.drafters.token_recycling import RecyclingState
-
-    return RecyclingState(config.top_k)
-
-
-def _recycling_reach(config: TokenRecyclingConfig) -> Any:
-    """How far the template's trees reach."""
-    from lade_bench.decoding.drafters.token_recycling import tree_template
-
-    return token_recycling_reach(tree_template(config.tree, config.top_k))
-
-
-# Token Recycling (settings["token_recycling"]: top_k, tree) with the cell's warm adjacency matrix
-# (``RecyclingState``; without one a fresh matrix: cold).
-TOKEN_RECYCLING = DrafterMethod(
-    "token_recycling", TokenRecyclingConfig, token_recycling_generate, _recycling_state, _recycling_reach
-)
-
-
-def _refuse_token_recycling(settings: Settings, cell: CellFacts) -> str | None:
-    from lade_bench.decoding.core.params import DecodingConfigError
-    from lade_bench.decoding.drafters.token_recycling import tree_template
-
-    section = settings["token_recycling"]
-    try:
-        tree_template(section.tree, section.top_k)
-    except DecodingConfigError as err:
-        return str(err)
-    return None
-
-
-# SuffixDecoding (settings["suffix_decoding"], the engine's ``SuffixSettings``) with the cell's warm
-# global suffix tree (``SuffixDecodingState``; without one a fresh tree: cold).
-SUFFIX_DECODING = DrafterMethod(
-    "suffix_decoding", SuffixSettings, suffix_decoding_generate, new_suffix_state, suffix_decoding_reach
-)
-
-
-def _refuse_suffix_decoding(settings: Settings, cell: CellFacts) -> str | None:
-    from lade_bench.decoding.core.checks import MASK_CAPABLE_ATTENTION
-
-    suffix = SUFFIX_DECODING.checked(settings)
-    if isinstance(suffix, str):
-        return suffix
-    attention = cell.attn_implementation
-    if suffix.use_tree_spec and attention not in MASK_CAPABLE_ATTENTION:
-        return (
-            f"suffix_decoding.use_tree_spec=true feeds a tree under a custom attention mask, which "
-            f"attn_implementation={attention!r} cannot take; use one of {list(MASK_CAPABLE_ATTENTION)}, "
-            "or suffix_decoding.use_tree_spec=false (a chain, fed with the model's own mask)"
-        )
-    return None
-
-
 BUILTIN_METHODS: tuple[Method, ...] = (
     Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True, model_checks=False),
     Method(
@@ -380,17 +259,6 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         parse=_parse_lookahead,
         hashed=_hashed_lookahead,
         name_part=_lookahead_name,
-    ),
-    Method(
-        "prompt_lookup",
-        generate_prompt_lookup,
-        label="Prompt lookup",
-        color="#ff7f0e",
-        config=PromptLookupConfig,
-        reach=_prompt_lookup_reach,
-        refuse=_refuse_prompt_lookup,
-        tuner_baseline=True,
-        compiles=True,
     ),
     Method(
         "jacobi",
@@ -439,88 +307,11 @@ BUILTIN_METHODS: tuple[Method, ...] = (
         scaling_label="PP: pipeline-parallel AR",
         model_checks=False,
     ),
-    Method(
-        "token_recycling",
-        TOKEN_RECYCLING.generate,
-        label="Token Recycling",
-        color="#e377c2",
-        custom_mask=True,
-        config=TokenRecyclingConfig,
-        reach=TOKEN_RECYCLING.reach,
-        tuner_baseline=True,
-        refuse=_refuse_token_recycling,
-        # Its adjacency matrix persists across a cell's requests (the paper's setting).
-        state="cell",
-        new_state=TOKEN_RECYCLING.new_state,
-    ),
-    Method(
-        "suffix_decoding",
-        SUFFIX_DECODING.generate,
-        label="SuffixDecoding",
-        color="#bcbd22",
-        # A chain (the default) is fed with the model's own mask; a tree's mask is refused in the plan
-        # on a backend without custom masks (refuse) and checked on the model by the engine.
-        config=SuffixSettings,
-        reach=SUFFIX_DECODING.reach,
-        tuner_baseline=True,
-        refuse=_refuse_suffix_decoding,
-        # Its global suffix tree over earlier outputs persists across a cell's requests (the paper's setting).
-        state="cell",
-        new_state=SUFFIX_DECODING.new_state,
-    ),
-    Method(
-        "sam_decoding",
-        SAM_DECODING.generate,
-        label="SAM-Decoding",
-        color="#17becf",
-        custom_mask=True,  # its fallback is a tree
-        config=SamSettings,
-        reach=SAM_DECODING.reach,
-        tuner_baseline=True,
-        refuse=refuse_sam_decoding,
-        resolve=resolve_sam_decoding,  # `static_datastore: reference` -> the reference datastore (REST's resolver)
-        # The fallback's recycling matrix and the static corpus (loaded once) persist across a cell's
-        # requests; the automaton is per request.
-        state="cell",
-        new_state=SAM_DECODING.new_state,
-        hashed=hashed_sam_decoding,  # the static corpus by its content hash; without one, ids as before
-    ),
-    Method(
-        "pia",
-        PIA.generate,
-        label="PIA (Ant trie lookahead)",
-        color="#8c6d31",
-        custom_mask=True,  # its draft is a multi-branch tree
-        config=PiaSettings,
-        reach=PIA.reach,
-        tuner_baseline=True,
-        refuse=PIA.refuse,
-        # Its trie of output n-grams persists across a cell's requests (the authors keep it across requests).
-        state="cell",
-        new_state=PIA.new_state,
-    ),
-    Method(
-        "rest",
-        REST.generate,
-        label="REST",
-        color="#637939",
-        custom_mask=True,  # its draft is a trie of retrieved continuations
-        config=RestSettings,
-        reach=REST.reach,
-        tuner_baseline=True,
-        refuse=refuse_rest,
-        resolve=resolve_rest,  # `datastore: reference` -> the reference datastore of the cell's tokenizer
-        # The datastore is static: loaded once per cell and carried across its requests, never changed
-        # (static_state: its rows are labelled static, not warm or cold).
-        state="cell",
-        new_state=REST.new_state,
-        static_state=True,
-        hashed=hashed_rest,
-    ),
 )
 
 
 def register_builtin_methods() -> None:
-    """Register the built-in methods (idempotent: the package does it on import)."""
-    for method in BUILTIN_METHODS:
+    """Register the built-in methods and the drafters found by discovery, in reading order (idempotent:
+    the package does it on import)."""
+    for method in in_reading_order(BUILTIN_METHODS, discover_drafters()):
         register(method, replace=True)

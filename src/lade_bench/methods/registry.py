@@ -194,6 +194,10 @@ class Method:
         name_part: its own section as composed (``cfg[own_section]``) -> this method's part of the
             cell folder's readable name (e.g. lookahead's ``N5W7G7ref``); None: it adds nothing. Only
             methods among the cell's arms name it.
+        needs_resource: its default settings draft from a resource built for the model before the run
+            (REST's reference datastore), refused until it is: a cell of every method
+            (:func:`every_method_arms`, ``+sweep=spec_bench``'s every-method cell) leaves it out, and it
+            runs in a cell of its own.
     """
 
     name: str
@@ -221,6 +225,7 @@ class Method:
     name_part: Callable[[Any], str] | None = None
     config: type | None = None
     config_section: str | None = None
+    needs_resource: bool = False
 
     def __post_init__(self) -> None:
         if self.config is not None:
@@ -324,6 +329,16 @@ def unknown_method_message(name: Any, allowed: Iterable[str] | None = None) -> s
 def methods_where(predicate: Callable[[Method], bool]) -> tuple[str, ...]:
     """Names of the registered methods for which ``predicate`` holds, in registration order."""
     return tuple(m.name for m in _REGISTRY.values() if predicate(m))
+
+
+def every_method_arms() -> tuple[str, ...]:
+    """The arms of a cell of every method, in reading order: each registered method that runs on one
+    model (:func:`runs_on_one_model`) and needs no resource built beforehand (``Method.needs_resource``).
+
+    ``+sweep=spec_bench``'s every-method cell reads it (``conf/spec_bench/every_method.yaml``, through
+    the ``lade_bench_every_method`` resolver), so a method registered later joins that cell unnamed.
+    """
+    return methods_where(lambda m: runs_on_one_model(m) and not m.needs_resource)
 
 
 def method_label(name: str) -> str:

@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -49,14 +49,19 @@ from lade_bench.decoding.core.tree import (
 )
 from lade_bench.decoding.model_checks.support import check_model_support
 
+_Settings = TypeVar("_Settings")
+_State = TypeVar("_State", bound="DrafterState")
+
 # Re-exported: the seam's names live here (DraftTree and verification are model-free, in ``tree.py``).
 __all__ = [
     "DraftTree",
     "Drafter",
+    "DrafterRun",
     "TreeLayouts",
     "TreeStep",
     "draft_reach",
     "draft_tree_generate",
+    "run_drafter",
     "tree_layout",
     "tree_of_candidates",
     "verify_tree_greedy",
@@ -256,6 +261,74 @@ class TreeRequest:
             if close is not None:
                 close(self.prompt + emitted)
         return result
+
+
+@dataclass(frozen=True)
+class DrafterRun:
+    """One request's drafter and the hooks :func:`run_drafter` runs around it.
+
+    Attributes:
+        drafter: proposes each step's tree and observes each step.
+        prefill_observer: called with the prompt's logits after the prefill (every row); None: not read.
+        close: ends the request on the cell's state (``TreeRequest.run``'s ``close``); None: nothing to end.
+        stats: the drafter's own counters for ``DecodeResult.stats``, read after the generation; None: none.
+    """
+
+    drafter: Drafter
+    prefill_observer: Callable[[torch.Tensor], None] | None = None
+    close: Callable[[list[int]], None] | None = None
+    stats: Callable[[], dict[str, float]] | None = None
+
+
+class DrafterState(Protocol):
+    """What :func:`run_drafter` needs of a drafter's per-cell state: a check against the request."""
+
+    def check(self, settings: Any, model: Any) -> None:
+        """Raise DecodingConfigError when this state cannot serve ``settings`` on ``model``."""
+        ...
+
+
+def run_drafter(
+    model: torch.nn.Module,
+    input_ids: Sequence[int] | torch.Tensor,
+    max_new_tokens: int,
+    settings: _Settings,
+    state: _State | None,
+    *,
+    method: str,
+    new_state: Callable[[_Settings], _State],
+    start: Callable[[_State, list[int]], DrafterRun],
+    reach: ForwardReach,
+    eos_token_id: int | Iterable[int] | None = None,
+    seed: int = 0,
+    sampling: SamplingParams | None = None,
+) -> DecodeResult:
+    """The generation every drafter engine with a per-cell state ends with.
+
+    A fresh state when none is given (cold), the state checked against the settings and the model, the
+    request's drafter built on it (``start(state, prompt)``), :meth:`TreeRequest.run` with its prefill
+    observer and ``close``, and its own counters added to the result's stats.
+
+    Args:
+        model, input_ids, max_new_tokens, eos_token_id, seed, sampling: as :func:`draft_tree_generate`.
+        settings: the engine's checked settings.
+        state: the cell's state (warm); None: ``new_state(settings)`` (cold).
+        method: the name in ``DecodeResult.method`` and in messages.
+        new_state: settings -> an empty state.
+        start: (state, prompt ids) -> the request's :class:`DrafterRun`.
+        reach: the deepest and largest tree the drafter proposes.
+
+    Raises:
+        DecodingConfigError: the state cannot serve the settings or the model (its ``check``).
+    """
+    state = new_state(settings) if state is None else state
+    state.check(settings, model)
+    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
+    run = start(state, request.prompt)
+    result = request.run(run.drafter, method, reach, prefill_observer=run.prefill_observer, close=run.close)
+    if run.stats is not None:
+        result.stats.update(run.stats())
+    return result
 
 
 class _TreeLoop:

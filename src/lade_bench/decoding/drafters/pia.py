@@ -73,7 +73,7 @@ PIA_SQUEEZE_AFTER_TREES = 1024  # lookahead_cache.py: squeeze_branch_counts runs
 PIA_OUTPUT_WEIGHT = 1e-4  # Tree.get(output_weight=1e-4): the mixed frequency's weight of outputs
 
 
-@dataclass
+@dataclass(frozen=True)
 class PiaSettings:
     """PIA's settings, checked on construction (a ``DecodingConfigError`` names the bad one).
 
@@ -211,8 +211,8 @@ class PiaState:
         """Trie nodes held, as the authors count them (every tree's ``n_node``)."""
         return sum(tree.n_nodes for tree in self._trees.values())
 
-    def check(self, settings: PiaSettings) -> None:
-        """Raise DecodingConfigError when ``settings`` shape the trie otherwise than this state does."""
+    def check(self, settings: PiaSettings, model: Any = None) -> None:
+        """Raise DecodingConfigError when ``settings`` shape the trie otherwise than this state does (any model)."""
         mine = (self.branch_length, self.max_nodes, self.max_output_nodes, self.squeeze_after_trees)
         theirs = (settings.branch_length, settings.max_nodes, settings.max_output_nodes, settings.squeeze_after_trees)
         if mine != theirs:
@@ -404,13 +404,8 @@ def pia_generate(
     model: Any,
     input_ids: Sequence[int] | Any,
     max_new_tokens: int,
+    settings: PiaSettings | None = None,
     *,
-    decoding_length: int = PIA_DECODING_LENGTH,
-    branch_length: int = PIA_BRANCH_LENGTH,
-    max_query_length: int = PIA_MAX_QUERY_LENGTH,
-    max_nodes: int = PIA_MAX_NODES,
-    max_output_nodes: int = PIA_MAX_OUTPUT_NODES,
-    squeeze_after_trees: int = PIA_SQUEEZE_AFTER_TREES,
     state: PiaState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
@@ -422,8 +417,7 @@ def pia_generate(
         model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
-        decoding_length, branch_length, max_query_length, max_nodes, max_output_nodes,
-            squeeze_after_trees: see :class:`PiaSettings`.
+        settings: :class:`PiaSettings` (None: the defaults).
         state: the trie to use and extend (a cell's warm state); None: a fresh one (cold: only this
             request's prompt and output are matched).
         eos_token_id: id(s) that end the generation (emitted, then stop; not put in the trie).
@@ -435,18 +429,30 @@ def pia_generate(
         counters are added by the caller (``methods.use_state``).
 
     Raises:
-        DecodingConfigError: a bad setting, or a ``state`` shaped otherwise than the settings say.
+        DecodingConfigError: a ``state`` shaped otherwise than the settings say.
     """
-    from lade_bench.decoding.core.checks import eos_set, prompt_ids_as_list
-    from lade_bench.decoding.drafters.draft_tree import TreeRequest
+    from lade_bench.decoding.core.checks import eos_set
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
 
-    settings = PiaSettings(
-        decoding_length, branch_length, max_query_length, max_nodes, max_output_nodes, squeeze_after_trees
-    )
-    state = new_pia_state(settings) if state is None else state
-    state.check(settings)
-    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
+    settings = settings or PiaSettings()
     stop_ids = eos_set(eos_token_id)
-    drafter = PiaDrafter(state, settings, request.prompt)
-    # A failed generation still ends its request (its prompt counts reset for the cell's next one).
-    return request.run(drafter, "pia", pia_reach(settings), close=lambda context: drafter.finish(context, stop_ids))
+
+    def start(state: PiaState, prompt: list[int]) -> DrafterRun:
+        drafter = PiaDrafter(state, settings, prompt)
+        # A failed generation still ends its request (its prompt counts reset for the cell's next one).
+        return DrafterRun(drafter, close=lambda context: drafter.finish(context, stop_ids))
+
+    return run_drafter(
+        model,
+        input_ids,
+        max_new_tokens,
+        settings,
+        state,
+        method="pia",
+        new_state=new_pia_state,
+        start=start,
+        reach=pia_reach(settings),
+        eos_token_id=eos_token_id,
+        seed=seed,
+        sampling=sampling,
+    )

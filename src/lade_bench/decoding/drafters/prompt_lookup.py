@@ -22,26 +22,49 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from lade_bench.decoding.core.checks import eos_set, prompt_ids_as_list
-from lade_bench.decoding.core.compiled import CompiledForwards, check_static_shape_support
-from lade_bench.decoding.core.emission import Emitted, TokenChoice
-from lade_bench.decoding.core.executor import StepInput
 from lade_bench.decoding.core.params import (
     PROMPT_LOOKUP_MAX_NGRAM,
     PROMPT_LOOKUP_NUM_TOKENS,
     DecodeResult,
     SamplingParams,
     require_int,
-    validate_max_new_tokens,
 )
-from lade_bench.decoding.core.position_limits import check_position_limits, prompt_lookup_reach
-from lade_bench.decoding.core.static_step import StaticShapeExecutor, StepShape
-from lade_bench.decoding.core.timing import device_synchronizer, model_device
-from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep, draft_tree_generate
-from lade_bench.decoding.model_checks.support import check_model_support
+
+if TYPE_CHECKING:
+    import torch
+
+    from lade_bench.decoding.core.compiled import CompiledForwards
+    from lade_bench.decoding.core.position_limits import ForwardReach
+    from lade_bench.decoding.core.static_step import StaticShapeExecutor
+    from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
+
+
+@dataclass(frozen=True)
+class PromptLookupSettings:
+    """Prompt lookup's settings (the config section ``prompt_lookup``), checked on construction; their
+    defaults are transformers' (``decoding.core.params``, which says why).
+
+    Attributes:
+        num_tokens: tokens copied from the sequence as candidates per step (>= 1).
+        max_ngram_size: longest n-gram matched against the sequence (>= 1).
+    """
+
+    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS
+    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM
+
+    def __post_init__(self) -> None:
+        require_int("prompt_lookup.num_tokens", self.num_tokens, minimum=1)
+        require_int("prompt_lookup.max_ngram_size", self.max_ngram_size, minimum=1)
+
+
+def prompt_lookup_reach(settings: PromptLookupSettings) -> ForwardReach:
+    """How far a step reaches: ``num_tokens`` candidates past cur, a chain fed in order."""
+    from lade_bench.decoding.core import position_limits
+
+    return position_limits.prompt_lookup_reach(settings.num_tokens)
 
 
 def prompt_lookup_candidate(
@@ -86,6 +109,8 @@ class PromptLookupDrafter:
 
     def propose(self, context: Sequence[int]) -> DraftTree:
         """cur followed by the copied candidate (cur alone when there is none)."""
+        from lade_bench.decoding.drafters.draft_tree import DraftTree
+
         chain = prompt_lookup_candidate(context, self.num_tokens, self.max_ngram_size, self.stop_ids, self.max_length)
         return DraftTree.from_chain(context[-1], chain)
 
@@ -93,14 +118,12 @@ class PromptLookupDrafter:
         """Nothing to learn: the candidate depends on the sequence alone."""
 
 
-@torch.no_grad()
 def prompt_lookup_generate(
     model: torch.nn.Module,
     input_ids: Sequence[int] | torch.Tensor,
     max_new_tokens: int,
+    settings: PromptLookupSettings | None = None,
     *,
-    num_tokens: int = PROMPT_LOOKUP_NUM_TOKENS,
-    max_ngram_size: int = PROMPT_LOOKUP_MAX_NGRAM,
     sampling: SamplingParams | None = None,
     eos_token_id: int | Iterable[int] | None = None,
     seed: int = 0,
@@ -116,18 +139,26 @@ def prompt_lookup_generate(
     rule compiled).
 
     Args:
-        num_tokens: tokens copied from the prompt as candidates per step (>= 1).
-        max_ngram_size: longest n-gram matched against the prompt (>= 1).
+        settings: :class:`PromptLookupSettings` (None: the defaults).
         compiled: the compiled mode: the candidate rule on a static-shape compiled step
             (transformers' assisted generation cannot run on a static cache); None: eager.
     """
-    require_int("prompt_lookup num_tokens", num_tokens, minimum=1)
-    require_int("prompt_lookup max_ngram_size", max_ngram_size, minimum=1)
+    import torch
+
+    from lade_bench.decoding.core.checks import eos_set, prompt_ids_as_list
+    from lade_bench.decoding.core.compiled import check_static_shape_support
+    from lade_bench.decoding.core.params import validate_max_new_tokens
+    from lade_bench.decoding.core.position_limits import check_position_limits
+    from lade_bench.decoding.drafters.draft_tree import draft_tree_generate
+    from lade_bench.decoding.model_checks.support import check_model_support
+
+    settings = settings or PromptLookupSettings()
+    num_tokens, max_ngram_size = settings.num_tokens, settings.max_ngram_size
     validate_max_new_tokens(max_new_tokens)
     prompt = prompt_ids_as_list(input_ids)
     stop_ids = eos_set(eos_token_id)
     # Its candidates reach past the sequence like lookahead's window; chains fed in order.
-    reach = prompt_lookup_reach(num_tokens)
+    reach = prompt_lookup_reach(settings)
     if compiled is None:
         drafter = PromptLookupDrafter(num_tokens, max_ngram_size, stop_ids, len(prompt) + max_new_tokens)
         return draft_tree_generate(
@@ -146,17 +177,18 @@ def prompt_lookup_generate(
     # Last: after every refusal that needs no forward, since the model probe runs a few. The compiled
     # mode feeds each step under the static executor's custom mask.
     check_model_support(model, custom_mask=True)
-    return static_prompt_lookup_generate(
-        model,
-        prompt,
-        max_new_tokens,
-        compiled,
-        num_tokens=num_tokens,
-        max_ngram_size=max_ngram_size,
-        sampling=sampling or SamplingParams(),
-        stop_ids=stop_ids,
-        seed=seed,
-    )
+    with torch.no_grad():
+        return static_prompt_lookup_generate(
+            model,
+            prompt,
+            max_new_tokens,
+            compiled,
+            num_tokens=num_tokens,
+            max_ngram_size=max_ngram_size,
+            sampling=sampling or SamplingParams(),
+            stop_ids=stop_ids,
+            seed=seed,
+        )
 
 
 def static_prompt_lookup_generate(
@@ -175,6 +207,9 @@ def static_prompt_lookup_generate(
 
     ``prompt_lookup_generate`` (the only caller) has run the static-shape and model checks.
     """
+    from lade_bench.decoding.core.static_step import StaticShapeExecutor, StepShape
+    from lade_bench.decoding.core.timing import model_device
+
     shape = StepShape(tokens=num_tokens + 1, logit_rows=num_tokens + 1)
     cache_length = compiled.cache_length(len(prompt) + max_new_tokens + shape.tokens)
     device = model_device(model)
@@ -202,6 +237,8 @@ class _PromptLookupLoop:
         stop_ids: frozenset[int],
         seed: int,
     ) -> None:
+        from lade_bench.decoding.core.emission import Emitted, TokenChoice
+
         self.executor = executor
         self.prompt = prompt
         self.drafter = PromptLookupDrafter(num_tokens, max_ngram_size, stop_ids, len(prompt) + max_new_tokens)
@@ -209,6 +246,10 @@ class _PromptLookupLoop:
         self.out = Emitted(prompt, max_new_tokens, stop_ids)
 
     def run(self, device: torch.device) -> DecodeResult:
+        """The whole generation on the static-shape step, timed device-synchronised."""
+        from lade_bench.decoding.core.executor import StepInput
+        from lade_bench.decoding.core.timing import device_synchronizer
+
         sync = device_synchronizer(device)
         sync()
         started = time.perf_counter()

@@ -64,7 +64,7 @@ REST_DATASTORE = REFERENCE
 RETRIEVAL_STAT = "retrieval_s"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RestSettings:
     """REST's settings (the config section ``rest``), checked on construction.
 
@@ -133,8 +133,9 @@ class RestState:
         """Tokens the datastore holds."""
         return self.datastore.size()
 
-    def check_model(self, model: Any) -> None:
-        """Raise DecodingConfigError when the datastore holds ids the model's vocabulary lacks."""
+    def check(self, settings: RestSettings, model: Any) -> None:
+        """Raise DecodingConfigError when the datastore holds ids the model's vocabulary lacks (any settings:
+        the state is the datastore the caller loaded)."""
         vocab = int(model.get_input_embeddings().num_embeddings)
         if self.max_token >= vocab:
             raise DecodingConfigError(
@@ -145,7 +146,7 @@ class RestState:
 
 def new_rest_state(settings: RestSettings) -> RestState:
     """The datastore folder ``settings`` name, loaded (raises DatastoreError when it is missing, or is the
-    unresolved word ``reference``: ``methods.rest.resolve_rest`` resolves it for a cell)."""
+    unresolved word ``reference``: ``methods.drafters.rest.resolve_rest`` resolves it for a cell)."""
     from lade_bench.rest_datastore.reader import DatastoreError, build_command, load_datastore, unresolved_reference
 
     if settings.datastore is None:
@@ -304,13 +305,8 @@ def rest_generate(
     model: Any,
     input_ids: Sequence[int] | Any,
     max_new_tokens: int,
+    settings: RestSettings | None = None,
     *,
-    datastore: str | None = None,
-    max_token_span: int = REST_MAX_TOKEN_SPAN,
-    num_draft: int = REST_NUM_DRAFT,
-    max_matches: int = REST_MAX_MATCHES,
-    draft_length: int = REST_DRAFT_LENGTH,
-    leak_outputs: Any = None,
     state: RestState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
@@ -322,9 +318,9 @@ def rest_generate(
         model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
-        datastore, max_token_span, num_draft, max_matches, draft_length: see :class:`RestSettings`.
-        leak_outputs: the plan's leak check reads it (:class:`RestSettings`); generation does not.
-        state: the loaded datastore (a cell's, loaded once); None: load ``datastore``.
+        settings: :class:`RestSettings` (None: the defaults; ``leak_outputs`` is read by the plan's leak
+            check, never here).
+        state: the loaded datastore (a cell's, loaded once); None: load ``settings.datastore``.
         eos_token_id: id(s) that end the generation (emitted, then stop).
         seed: seeds every sampling draw.
         sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
@@ -334,17 +330,29 @@ def rest_generate(
         ``stats["retrieval_s"]`` (inside ``wall_time_s``).
 
     Raises:
-        DecodingConfigError: a bad setting, or a datastore holding ids beyond the model's vocabulary.
+        DecodingConfigError: a datastore holding ids beyond the model's vocabulary.
         DatastoreError: no datastore given, or none at the path.
     """
-    from lade_bench.decoding.core.checks import prompt_ids_as_list
-    from lade_bench.decoding.drafters.draft_tree import TreeRequest
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
 
-    settings = RestSettings(datastore, max_token_span, num_draft, max_matches, draft_length)
-    state = new_rest_state(settings) if state is None else state
-    state.check_model(model)
-    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
-    drafter = RestDrafter(state, settings)
-    result = request.run(drafter, "rest", rest_reach(settings))
-    result.stats[RETRIEVAL_STAT] = drafter.retrieval_s
-    return result
+    # A direct call names its datastore: without settings, none (the word `reference` needs the cell's model).
+    settings = settings or RestSettings(datastore=None)
+
+    def start(state: RestState, prompt: list[int]) -> DrafterRun:
+        drafter = RestDrafter(state, settings)
+        return DrafterRun(drafter, stats=lambda: {RETRIEVAL_STAT: drafter.retrieval_s})
+
+    return run_drafter(
+        model,
+        input_ids,
+        max_new_tokens,
+        settings,
+        state,
+        method="rest",
+        new_state=new_rest_state,
+        start=start,
+        reach=rest_reach(settings),
+        eos_token_id=eos_token_id,
+        seed=seed,
+        sampling=sampling,
+    )

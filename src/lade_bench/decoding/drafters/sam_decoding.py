@@ -275,7 +275,7 @@ class StaticMatch:
         return [int(t) for t in self.corpus[after : after + n_predicts - 1]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class SamSettings:
     """SAM-Decoding's settings, checked on construction (a ``DecodingConfigError`` names the bad one).
 
@@ -459,13 +459,8 @@ def sam_decoding_generate(
     model: Any,
     input_ids: Sequence[int] | Any,
     max_new_tokens: int,
+    settings: SamSettings | None = None,
     *,
-    n_predicts: int = SAM_N_PREDICTS,
-    len_threshold: int = SAM_LEN_THRESHOLD,
-    top_k: int = SAM_TOP_K,
-    tree: Any = SAM_TREE,
-    len_bias: int = SAM_LEN_BIAS,
-    static_datastore: str | None = None,
     state: SamState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
@@ -477,7 +472,7 @@ def sam_decoding_generate(
         model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
-        n_predicts, len_threshold, top_k, tree, len_bias, static_datastore: see :class:`SamSettings`.
+        settings: :class:`SamSettings` (None: the defaults).
         state: the fallback's recycling matrix to use and update and the static corpus (a cell's warm
             state, the corpus loaded once); None: a fresh one (cold), the corpus loaded now. The suffix
             automaton and the static match are this request's own either way.
@@ -492,21 +487,37 @@ def sam_decoding_generate(
         counters are added by the caller (``methods.use_state``).
 
     Raises:
-        DecodingConfigError: a bad setting, a ``state`` of another ``top_k`` or static corpus, or a
-            static corpus holding ids beyond the model's vocabulary.
-        DatastoreError: ``static_datastore`` names no datastore.
+        DecodingConfigError: a ``state`` of another ``top_k`` or static corpus, or a static corpus holding
+            ids beyond the model's vocabulary.
+        DatastoreError: ``settings.static_datastore`` names no datastore.
     """
-    from lade_bench.decoding.core.checks import prompt_ids_as_list
-    from lade_bench.decoding.drafters.draft_tree import TreeRequest
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
 
-    settings = SamSettings(n_predicts, len_threshold, top_k, tree, len_bias, static_datastore)
-    state = new_sam_state(settings) if state is None else state
-    state.check(settings, model)
-    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
-    drafter = SamDecodingDrafter(state, settings)
-    observer = drafter.recycling.prefill_observer(request.prompt)
-    result = request.run(drafter, "sam_decoding", sam_decoding_reach(settings), prefill_observer=observer)
-    result.stats[CHAIN_STEPS_STAT] = float(drafter.chain_steps)
-    result.stats[TREE_STEPS_STAT] = float(drafter.tree_steps)
-    result.stats[STATIC_STEPS_STAT] = float(drafter.static_steps)
-    return result
+    settings = settings or SamSettings()
+
+    def start(state: SamState, prompt: list[int]) -> DrafterRun:
+        drafter = SamDecodingDrafter(state, settings)
+        return DrafterRun(
+            drafter,
+            prefill_observer=drafter.recycling.prefill_observer(prompt),
+            stats=lambda: {
+                CHAIN_STEPS_STAT: float(drafter.chain_steps),
+                TREE_STEPS_STAT: float(drafter.tree_steps),
+                STATIC_STEPS_STAT: float(drafter.static_steps),
+            },
+        )
+
+    return run_drafter(
+        model,
+        input_ids,
+        max_new_tokens,
+        settings,
+        state,
+        method="sam_decoding",
+        new_state=new_sam_state,
+        start=start,
+        reach=sam_decoding_reach(settings),
+        eos_token_id=eos_token_id,
+        seed=seed,
+        sampling=sampling,
+    )

@@ -50,7 +50,7 @@ SUFFIX_MIN_TOKEN_PROB = 0.1  # suffix_decoding_min_token_prob: stop drafting bel
 SUFFIX_USE_TREE_SPEC = False  # vLLM's proposer drafts one chain (speculate's use_tree_spec=False)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SuffixSettings:
     """SuffixDecoding's settings, checked on construction (a ``DecodingConfigError`` names the bad one).
 
@@ -169,8 +169,8 @@ class SuffixDecodingState:
         """Close ``request``: its own tree is dropped, its output stays in the global tree."""
         self.cache.stop_request(request)
 
-    def check(self, settings: SuffixSettings) -> None:
-        """Raise DecodingConfigError when ``settings`` bound the trees otherwise than this state does."""
+    def check(self, settings: SuffixSettings, model: Any = None) -> None:
+        """Raise DecodingConfigError when ``settings`` bound the trees otherwise than this state does (any model)."""
         mine = (self.max_tree_depth, self.max_cached_requests)
         theirs = (settings.max_tree_depth, settings.max_cached_requests)
         if mine != theirs:
@@ -246,13 +246,8 @@ def suffix_decoding_generate(
     model: Any,
     input_ids: Sequence[int] | Any,
     max_new_tokens: int,
+    settings: SuffixSettings | None = None,
     *,
-    max_tree_depth: int = SUFFIX_MAX_TREE_DEPTH,
-    max_spec_tokens: int = SUFFIX_MAX_SPEC_TOKENS,
-    max_cached_requests: int = SUFFIX_MAX_CACHED_REQUESTS,
-    max_spec_factor: float = SUFFIX_MAX_SPEC_FACTOR,
-    min_token_prob: float = SUFFIX_MIN_TOKEN_PROB,
-    use_tree_spec: bool = SUFFIX_USE_TREE_SPEC,
     state: SuffixDecodingState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
@@ -265,8 +260,7 @@ def suffix_decoding_generate(
             ``draft_tree_generate``).
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
-        max_tree_depth, max_spec_tokens, max_cached_requests, max_spec_factor, min_token_prob,
-            use_tree_spec: see :class:`SuffixSettings`.
+        settings: :class:`SuffixSettings` (None: the defaults).
         state: the persistent global tree to use and extend (a cell's warm state); None: a fresh one
             (cold: only this request's own prompt and output are matched).
         eos_token_id: id(s) that end the generation (emitted, then stop).
@@ -278,17 +272,28 @@ def suffix_decoding_generate(
         warm-state counters are added by the caller (``methods.use_state``).
 
     Raises:
-        DecodingConfigError: a bad setting, or a ``state`` bounded otherwise than the settings say.
+        DecodingConfigError: a ``state`` bounded otherwise than the settings say.
     """
-    from lade_bench.decoding.core.checks import prompt_ids_as_list
-    from lade_bench.decoding.drafters.draft_tree import TreeRequest
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
 
-    settings = SuffixSettings(
-        max_tree_depth, max_spec_tokens, max_cached_requests, max_spec_factor, min_token_prob, use_tree_spec
+    settings = settings or SuffixSettings()
+
+    def start(state: SuffixDecodingState, prompt: list[int]) -> DrafterRun:
+        drafter = SuffixDecodingDrafter(state, settings, prompt)
+        # A failed generation still closes its request (the state serves the cell's next one).
+        return DrafterRun(drafter, close=drafter.close)
+
+    return run_drafter(
+        model,
+        input_ids,
+        max_new_tokens,
+        settings,
+        state,
+        method="suffix_decoding",
+        new_state=new_suffix_state,
+        start=start,
+        reach=suffix_decoding_reach(settings),
+        eos_token_id=eos_token_id,
+        seed=seed,
+        sampling=sampling,
     )
-    state = new_suffix_state(settings) if state is None else state
-    state.check(settings)
-    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
-    drafter = SuffixDecodingDrafter(state, settings, request.prompt)
-    # A failed generation still closes its request (the state serves the cell's next one).
-    return request.run(drafter, "suffix_decoding", suffix_decoding_reach(settings), close=drafter.close)

@@ -170,6 +170,13 @@ class RecyclingState:
         """Rows of the matrix refreshed at least once (vocabulary tokens whose successors it knows)."""
         return 0 if self._filled is None else int(np.count_nonzero(self._filled))
 
+    def check(self, settings: TokenRecyclingSettings, model: Any) -> None:
+        """Raise DecodingConfigError when ``settings`` ask for another width than this matrix has."""
+        if self.top_k != settings.top_k:
+            raise DecodingConfigError(
+                f"a Token Recycling state of top_k={self.top_k} cannot run top_k={settings.top_k}"
+            )
+
     def refresh(self, input_ids: Sequence[int] | np.ndarray, logits: Any) -> None:
         """``adj[input_ids] = topk(logits, k)``: row ``input_ids[i]`` gets the top-k of ``logits[i]``.
 
@@ -246,13 +253,41 @@ class TokenRecyclingDrafter:
         return observe_prefill
 
 
+@dataclass(frozen=True)
+class TokenRecyclingSettings:
+    """Token Recycling's settings (the config section ``token_recycling``), checked on construction.
+
+    Attributes:
+        top_k: successors kept per vocabulary token (the adjacency matrix's width; the template's ranks
+            must be below it).
+        tree: the static tree template: a name in ``TREE_TEMPLATES`` or a list of rank paths.
+
+    Raises:
+        DecodingConfigError: a bad ``top_k`` or ``tree``, named with what is allowed (:func:`tree_template`).
+    """
+
+    top_k: int = TOKEN_RECYCLING_TOP_K
+    tree: Any = TOKEN_RECYCLING_TREE
+
+    def __post_init__(self) -> None:
+        self.template()
+
+    def template(self) -> TreeTemplate:
+        """The validated tree template."""
+        return tree_template(self.tree, self.top_k)
+
+
+def new_recycling_state(settings: TokenRecyclingSettings) -> RecyclingState:
+    """An empty adjacency matrix ``settings.top_k`` wide."""
+    return RecyclingState(settings.top_k)
+
+
 def token_recycling_generate(
     model: Any,
     input_ids: Sequence[int] | Any,
     max_new_tokens: int,
+    settings: TokenRecyclingSettings | None = None,
     *,
-    top_k: int = TOKEN_RECYCLING_TOP_K,
-    tree: str | Sequence[Sequence[int]] = TOKEN_RECYCLING_TREE,
     state: RecyclingState | None = None,
     eos_token_id: int | Sequence[int] | None = None,
     seed: int = 0,
@@ -264,8 +299,7 @@ def token_recycling_generate(
         model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
         input_ids: the prompt's ids.
         max_new_tokens: most tokens to generate.
-        top_k: successors kept per token (the matrix's width; the template's ranks must be below it).
-        tree: a template name (``TREE_TEMPLATES``) or a list of rank paths.
+        settings: :class:`TokenRecyclingSettings` (None: the defaults).
         state: the persistent matrix to use and update (a cell's warm state); None: a fresh one (cold).
         eos_token_id: id(s) that end the generation (emitted, then stop).
         seed: seeds every sampling draw.
@@ -277,23 +311,36 @@ def token_recycling_generate(
         warm-state counters are added by the caller (``methods.use_state``).
 
     Raises:
-        DecodingConfigError: a bad ``top_k`` or ``tree``, or a ``state`` of another ``top_k``.
+        DecodingConfigError: a ``state`` of another ``top_k``.
     """
-    from lade_bench.decoding.core.checks import prompt_ids_as_list
-    from lade_bench.decoding.drafters.draft_tree import TreeRequest
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
 
-    template = tree_template(tree, top_k)
-    state = RecyclingState(top_k) if state is None else state
-    if state.top_k != top_k:
-        raise DecodingConfigError(f"a Token Recycling state of top_k={state.top_k} cannot run top_k={top_k}")
-    request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
-    drafter = TokenRecyclingDrafter(state, template)
-    observer = drafter.prefill_observer(request.prompt)
-    return request.run(drafter, "token_recycling", token_recycling_reach(template), prefill_observer=observer)
+    settings = settings or TokenRecyclingSettings()
+    template = settings.template()
+
+    def start(state: RecyclingState, prompt: list[int]) -> DrafterRun:
+        drafter = TokenRecyclingDrafter(state, template)
+        return DrafterRun(drafter, prefill_observer=drafter.prefill_observer(prompt))
+
+    return run_drafter(
+        model,
+        input_ids,
+        max_new_tokens,
+        settings,
+        state,
+        method="token_recycling",
+        new_state=new_recycling_state,
+        start=start,
+        reach=token_recycling_reach(settings),
+        eos_token_id=eos_token_id,
+        seed=seed,
+        sampling=sampling,
+    )
 
 
-def token_recycling_reach(template: TreeTemplate) -> Any:
+def token_recycling_reach(settings: TokenRecyclingSettings) -> Any:
     """How far a step reaches: the template's depth past cur, its nodes plus cur fed at once."""
     from lade_bench.decoding.drafters.draft_tree import draft_reach
 
+    template = settings.template()
     return draft_reach("Token Recycling", template.depth, template.size + 1)

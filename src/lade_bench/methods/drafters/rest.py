@@ -1,5 +1,4 @@
-"""The ``rest`` method's registry glue: its engine as a ``DrafterMethod`` (generate, reach, state), refusals, the
-datastore word resolved, cell id.
+"""REST's declaration and the glue its datastore needs: the refusal, the word ``reference`` resolved, the cell id.
 
 The engine is ``lade_bench.decoding.drafters.rest`` (docs/rest.md); the datastore and its leak check are
 ``lade_bench.rest_datastore``. Nothing here imports torch at module scope (the plan reads it).
@@ -11,31 +10,24 @@ from typing import Any
 
 from lade_bench.decoding.drafters.rest import RestSettings, new_rest_state, rest_generate, rest_reach
 from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
-from lade_bench.methods.drafter_method import DrafterMethod
-from lade_bench.methods.registry import CellFacts, Settings
+from lade_bench.methods.drafter_method import declare_drafter
+from lade_bench.methods.registry import CellFacts
 from lade_bench.rest_datastore.reader import SETTING
 
-# The datastore is the per-cell state: loaded once (``request.state``; without one it is loaded) and
-# never changed. Its reach is a tree at most ``draft_length`` deep with ``num_draft`` nodes below cur.
-REST = DrafterMethod("rest", RestSettings, rest_generate, new_rest_state, rest_reach)
 
-
-def refuse_rest(settings: Settings, cell: CellFacts) -> str | None:
-    """Why a cell cannot run REST, before anything loads: a bad setting, no datastore, a damaged datastore
-    file, a datastore of another tokenizer, or one holding text of the cell's dataset or of the model outputs
+def refuse_rest(settings: RestSettings, cell: CellFacts) -> str | None:
+    """Why a cell cannot run REST, before anything loads: no datastore, a damaged datastore file, a datastore
+    of another tokenizer, or one holding text of the cell's dataset or of the model outputs
     ``rest.leak_outputs`` names (the token leak check, ``rest_datastore.leak``)."""
     from lade_bench.rest_datastore.reader import REFERENCE, build_command
 
-    section = REST.checked(settings)
-    if isinstance(section, str):
-        return section
-    if section.datastore is None:
+    if settings.datastore is None:
         return (
             f"rest.datastore is not set: REST drafts from a datastore; build one with "
             f"{build_command(cell.tokenizer or '<model>')} and pass rest.datastore=PATH, or use "
             f"rest.datastore={REFERENCE} (the reference datastore)"
         )
-    return datastore_refusal(section.datastore, SETTING, cell, section.leak_output_paths())
+    return datastore_refusal(settings.datastore, SETTING, cell, settings.leak_output_paths())
 
 
 def resolve_rest(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
@@ -49,8 +41,28 @@ def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
     """The ``rest`` section as it enters the cell id: the datastore by its content hash, not its path.
 
     Two datastores never share a cell, and one datastore moved to another folder keeps its cells.
-    ``leak_outputs`` never enters it: it feeds the plan's leak check, not a generated token (and cells
-    recorded before it keep their ids).
+    ``leak_outputs`` never enters it, at any value: it feeds the plan's leak check, not a generated
+    token.
     """
     value = {k: v for k, v in value.items() if k != "leak_outputs"}
     return value if value.get("datastore") is None else hashed_datastore(value, "datastore", SETTING)
+
+
+DRAFTER = declare_drafter(
+    "rest",
+    label="REST",
+    color="#637939",
+    custom_mask=True,  # its draft is a trie of retrieved continuations
+    settings=RestSettings,
+    engine=rest_generate,
+    reach=rest_reach,
+    # The datastore is static: loaded once per cell and carried across its requests, never changed
+    # (static_state: its rows are labelled static, not warm or cold).
+    new_state=new_rest_state,
+    static_state=True,
+    refusals=(refuse_rest,),
+    resolve=resolve_rest,  # `datastore: reference` -> the reference datastore of the cell's tokenizer
+    hashed=hashed_rest,
+    needs_resource=True,  # its default, the reference datastore, is built for the model before the run
+    after="pia",
+)

@@ -1,0 +1,69 @@
+"""SAM-Decoding's declaration, its static corpus's refusal and its cell id.
+
+The engine is ``lade_bench.decoding.drafters.sam_decoding`` (which cites the paper and the authors' code and
+states the defaults). Its optional static corpus is a REST datastore (``lade_bench.rest_datastore``): the word
+``reference`` resolved, refused, and named in the cell id, by REST's own code (``methods/datastore_setting.py``).
+The fallback's recycling matrix and the static corpus (loaded once) persist across a cell's requests
+(``request.state`` is the cell's ``SamState``: warm; without one a fresh matrix: cold); the automaton is per
+request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lade_bench.decoding.drafters.sam_decoding import (
+    STATIC_SETTING,
+    SamSettings,
+    new_sam_state,
+    sam_decoding_generate,
+    sam_decoding_reach,
+)
+from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
+from lade_bench.methods.drafter_method import declare_drafter
+from lade_bench.methods.registry import CellFacts
+
+
+def refuse_static_corpus(settings: SamSettings, cell: CellFacts) -> str | None:
+    """Why the static corpus cannot serve the cell, or None: one REST would refuse (missing, another
+    tokenizer, the scored dataset's answers in it); no corpus named: None."""
+    if settings.static_datastore is None:
+        return None
+    return datastore_refusal(settings.static_datastore, STATIC_SETTING, cell)
+
+
+def resolve_sam_decoding(section: dict[str, Any], cell: CellFacts) -> dict[str, Any]:
+    """The ``sam_decoding`` section with ``static_datastore: reference`` replaced by the folder of the
+    reference datastore of the cell's tokenizer (``Method.resolve``, REST's resolver), so the cell is the
+    same as one naming that folder; unchanged for a folder, null, or a reference datastore not built
+    (``refuse_static_corpus`` then says how to build it)."""
+    return resolved_datastore(section, "static_datastore", STATIC_SETTING, cell)
+
+
+def hashed_sam_decoding(section: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The ``sam_decoding`` section as it enters the cell id.
+
+    Without a static corpus, neither ``static_datastore`` nor ``len_bias`` (which then changes nothing)
+    enters it: a rule of the cell-id compatibility table (``runner/id_compat.py``), which the plan
+    applies after this as well. With one, the corpus enters by its content hash, as REST's datastore
+    does (``methods/drafters/rest.py``'s ``hashed_rest``).
+    """
+    if value.get("static_datastore") is None:
+        return {k: v for k, v in value.items() if k not in ("static_datastore", "len_bias")}
+    return hashed_datastore(value, "static_datastore", STATIC_SETTING)
+
+
+DRAFTER = declare_drafter(
+    "sam_decoding",
+    label="SAM-Decoding",
+    color="#17becf",
+    custom_mask=True,  # its fallback is a tree
+    settings=SamSettings,
+    engine=sam_decoding_generate,
+    reach=sam_decoding_reach,
+    new_state=new_sam_state,
+    refusals=(refuse_static_corpus,),
+    resolve=resolve_sam_decoding,  # `static_datastore: reference` -> the reference datastore (REST's resolver)
+    hashed=hashed_sam_decoding,  # the static corpus by its content hash; without one, ids as before
+    after="suffix_decoding",
+)
