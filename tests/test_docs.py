@@ -126,3 +126,30 @@ def test_the_readme_points_to_where_its_moved_text_lives_and_names_only_what_exi
             if re.match(r"[a-z]+:", target) or target.startswith("#"):
                 continue
             assert (document.parent / target.split("#", 1)[0]).exists(), (document.name, target)
+
+
+def test_the_numbers_the_readme_states_are_the_configs_and_the_code():
+    """The default job's numbers (questions, N/W/G, tokens), the interval rule's sample count, the exit
+    code of an unfinished launch and the torch pin are read from the composed config and the code."""
+    from hydra import compose, initialize_config_dir
+
+    from lade_bench.conf import PACKAGE_CONF_DIR
+    from lade_bench.runner import register_configs
+    from lade_bench.runner.launch_plan import INCOMPLETE_EXIT
+    from lade_bench.stats.rules import MIN_CI_UNITS
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_CONF_DIR), version_base=None):
+        cfg = compose(config_name="config")
+    text = _flat(README.read_text(encoding="utf-8"))
+    look = cfg.lookahead
+    assert list(cfg.arms) == ["ar", "lookahead"] and cfg.dataset.name == "mt_bench" and look.prompt_as_reference
+    assert (
+        f"SmolLM2 on the first {cfg.dataset.limit} MT-Bench questions (both turns), greedy, AR and lookahead at "
+        f"N={look.ngram}/W={look.window}/G={look.guesses} with prompt as reference, {cfg.max_new_tokens} new tokens"
+    ) in text
+    quoted = re.findall(r"(?:no interval below|none from fewer than) (\d+) samples", text)
+    assert quoted and set(quoted) == {str(MIN_CI_UNITS)}
+    assert f"(exit {INCOMPLETE_EXIT})" in text
+    pin = re.search(r'"(torch==[\d.]+)"', (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8"))
+    assert pin and f"`{pin.group(1)}`" in text
