@@ -40,7 +40,7 @@ fi
 if { ! command -v bwrap >/dev/null 2>&1 || ! ldconfig -p 2>/dev/null | grep -q libseccomp.so.2; } \
     && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
     (apt-get update -qq && apt-get install -y -qq bubblewrap libseccomp2 >/dev/null) \
-        || echo "bubblewrap not installed; code datasets will refuse to run (see README: sandbox)"
+        || echo "bubblewrap not installed; code datasets will refuse to run (see docs/sandbox.md)"
 fi
 # Convert both embedded models into the model cache (~/.cache/lade_bench) now, once per machine (about
 # a minute, mostly Gemma-3-270M's tokenizer), rather than in the first run or test; reruns reuse it.
