@@ -6,7 +6,7 @@ and its declaration, with no list to extend). Any other method is one :class:`Me
 generate function (``docs/adding_a_method.md``)::
 
     from lade_bench.methods import Method, register
-    register(Method("my_method", my_generate, label="My method", color="#aec7e8"))
+    register(Method("my_method", my_generate, label="My method", color="#rrggbb"))  # a colour no method has
 """
 
 from lade_bench.methods.builtin import register_builtin_methods
