@@ -39,6 +39,7 @@ from lade_bench.methods import (
 from lade_bench.runner import plan_cell, register_configs
 from lade_bench.runner.arms import method_settings
 
+from ..methods import toy_drafter
 from ..runner.conftest import CONF_DIR, TINY
 from .grid_resources import GRID_RESOURCES
 from .helpers import no_cache_greedy, repetitive_prompt
@@ -200,6 +201,21 @@ def test_method_with_a_budget_of_one_token(tiny_models, references, resources, m
         result = _run(method, tiny_models[arch], _prompt(arch), 1, settings)
         assert result.tokens == references(arch, 1)
         _assert_counts(result, 1, PROMPT_LEN)
+
+
+@pytest.mark.parametrize("declared", [toy_drafter.DRAFTER, toy_drafter.BROKEN], ids=lambda d: d.name)
+def test_the_grid_takes_a_drafter_declared_later_and_catches_one_that_breaks_exactness(
+    tiny_models, references, declared
+):
+    """A drafter registered after the built-ins meets the grid's rule (so it is among its cases when registered
+    before collection), passes its comparison when exact and fails it when its engine changes a token."""
+    arch = "llama"
+    with toy_drafter.registered(declared) as name:
+        method = next(m for m in registered_methods() if m.name == name)
+        assert runs_on_one_model(method) and method.name != REFERENCE  # the rule METHODS is built with
+        result = _run(method, tiny_models[arch], _prompt(arch), NEW_TOKENS, {})
+    exact = result.tokens == references(arch, NEW_TOKENS)
+    assert exact is (declared is toy_drafter.DRAFTER), result.tokens
 
 
 def test_the_grid_is_not_empty_and_leaves_out_the_reference():

@@ -125,13 +125,46 @@ DRAFTER = declare_drafter(
 )
 
 
+def broken_generate(
+    model: Any,
+    input_ids: Sequence[int],
+    max_new_tokens: int,
+    settings: BigramSettings | None = None,
+    *,
+    state: BigramState | None = None,
+    eos_token_id: Any = None,
+    seed: int = 0,
+    sampling: Any = None,
+) -> DecodeResult:
+    """The bigram drafter with its fourth token changed: a broken drafter, for the grid to catch."""
+    result = bigram_generate(
+        model, input_ids, max_new_tokens, settings, state=state, eos_token_id=eos_token_id, seed=seed, sampling=sampling
+    )
+    if len(result.tokens) > 3:
+        result.tokens[3] = (result.tokens[3] + 1) % 100
+    return result
+
+
+BROKEN = declare_drafter(
+    f"{NAME}_broken",
+    label="Bigram, broken (toy)",
+    color="#0b0b0d",
+    custom_mask=False,
+    settings=BigramSettings,
+    engine=broken_generate,
+    reach=bigram_reach,
+    new_state=new_bigram_state,
+)
+
+
 @contextmanager
-def registered() -> Iterator[str]:
-    """The toy drafter registered (last in every table) with its config section in the schema, then removed."""
-    register(DRAFTER.method)
+def registered(declared: Any = DRAFTER) -> Iterator[str]:
+    """A toy drafter (the working one unless told) registered (last in every table) with its config section in
+    the schema, then removed."""
+    register(declared.method)
     register_configs()
     try:
-        yield NAME
+        yield declared.name
     finally:
-        unregister(NAME)
+        unregister(declared.name)
         register_configs()
