@@ -143,17 +143,11 @@ def _parse_lookahead(section: str, value: Any) -> Any:
 
 
 def _hashed_lookahead(section: str, value: dict[str, Any]) -> dict[str, Any]:
-    """The lookahead section as hashed into the cell id.
-
-    ``verification`` at ``flat`` is left out: a rule of the cell-id compatibility table
-    (``runner/id_compat.py``), which the plan applies after this as well. ``devices`` is the cell's
-    rank count (``cell_devices``), hashed at the top level (by that table, only above 1), never here.
+    """The lookahead section as hashed into the cell id: all of it but ``devices``, the cell's rank count
+    (``cell_devices``), hashed at the top level. Which keys old cells lacked (``verification`` at ``flat``)
+    is the cell-id compatibility table's to say (``runner/id_compat.py``), applied by the plan.
     """
-    keys = dict(value)
-    keys.pop("devices", None)
-    if keys.get("verification", "flat") == "flat":
-        keys.pop("verification", None)
-    return keys
+    return {key: item for key, item in value.items() if key != "devices"}
 
 
 def _lookahead_name(la: Any) -> str:

@@ -41,15 +41,12 @@ def resolve_sam_decoding(section: dict[str, Any], cell: CellFacts) -> dict[str, 
 
 
 def hashed_sam_decoding(section: str, value: dict[str, Any]) -> dict[str, Any]:
-    """The ``sam_decoding`` section as it enters the cell id.
-
-    Without a static corpus, neither ``static_datastore`` nor ``len_bias`` (which then changes nothing)
-    enters it: a rule of the cell-id compatibility table (``runner/id_compat.py``), which the plan
-    applies after this as well. With one, the corpus enters by its content hash, as REST's datastore
-    does (``methods/drafters/rest.py``'s ``hashed_rest``).
+    """The ``sam_decoding`` section as it enters the cell id: a static corpus by its content hash, as REST's
+    datastore (``methods/drafters/rest.py``'s ``hashed_rest``). Without one, the section as it is: the
+    cell-id compatibility table (``runner/id_compat.py``) leaves ``static_datastore`` and ``len_bias`` out.
     """
     if value.get("static_datastore") is None:
-        return {k: v for k, v in value.items() if k not in ("static_datastore", "len_bias")}
+        return dict(value)
     return hashed_datastore(value, "static_datastore", STATIC_SETTING)
 
 
