@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Creates .venv and installs lade_bench with its dev tools and the offline assets.
-# Safe to rerun: pip skips what is already installed.
+# A rerun with nothing changed does nothing: the last finished setup left a stamp in .venv holding the hashes
+# of the files that decide what is installed (this script, pyproject.toml, setup.py); the editable install
+# follows source edits by itself. Another stamp (one of them edited) or none sets up again; pip then skips
+# what is already installed. To set up again regardless, delete the stamp.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stamp=.venv/setup.sha256
+inputs=$(sha256sum scripts/setup.sh pyproject.toml setup.py)
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$inputs" ]; then
+    echo "setup already done from these files ($stamp matches scripts/setup.sh, pyproject.toml, setup.py): nothing to do"
+    exit 0
+fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 # Pin torch first: an open range lets pip pull a multi-GB CUDA build on CPU-only machines.
@@ -51,4 +60,5 @@ fi
 for model in smollm2 gemma3_270m; do
     .venv/bin/python -m lade_bench.rest_datastore build --reference --model "$model"
 done
+printf '%s\n' "$inputs" >"$stamp.tmp" && mv "$stamp.tmp" "$stamp"  # last: only a finished setup is stamped
 echo "lade_bench installed in $(pwd)/.venv"
