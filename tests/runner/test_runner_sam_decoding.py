@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lade_bench.bench import resolved_bench_settings
+from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.rest_datastore.build import datastore_folder, write_datastore
 from lade_bench.rest_datastore.cli import main as datastore_command
 from lade_bench.rest_datastore.reader import REFERENCE
@@ -93,6 +94,7 @@ def test_the_word_reference_names_rests_reference_datastore_of_the_cells_tokeniz
     """``static_datastore=reference`` resolves (in the plan, by REST's resolver) to ``<model_cache_dir>/
     rest_datastores/<tokenizer>/reference``: refused with the build command until built, then the same cell
     as naming that folder by path."""
+    (tmp_path / "smollm2-135m-instruct").symlink_to(converted_smollm2_dir())  # the tokenizer, not converted again
     cell = [*SAM, f"model_cache_dir={tmp_path}", f"{STATIC}={REFERENCE}"]
     command = f"python -m lade_bench.rest_datastore build --reference --model smollm2 --cache-dir {tmp_path}"
     not_built = f"{STATIC}='reference': the reference datastore for embedded:smollm2 is not built .*{command}"
