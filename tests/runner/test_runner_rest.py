@@ -127,6 +127,7 @@ def test_the_reference_corpus_leaves_out_configparser_whose_code_classeval_score
 def test_the_default_names_the_reference_datastore_of_the_cells_tokenizer_in_the_model_cache(compose_cfg, tmp_path):
     """``rest.datastore: reference`` resolves (in the plan) to ``<model_cache_dir>/rest_datastores/<tokenizer>/
     reference``: recorded, refused and run as that folder, and the same cell as naming the folder itself."""
+    (tmp_path / "smollm2-135m-instruct").symlink_to(converted_smollm2_dir())  # the tokenizer, not converted again
     missing = [*REST, f"model_cache_dir={tmp_path}"]
     command = f"python -m lade_bench.rest_datastore build --reference --model smollm2 --cache-dir {tmp_path}"
     with pytest.raises(CellConfigError, match=f"reference datastore for embedded:smollm2 is not built .*{command}"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.rest_datastore.build import datastore_folder, write_datastore
 from lade_bench.rest_datastore.reader import REFERENCE
 from lade_bench.runner.plan import CellConfigError
@@ -15,6 +16,8 @@ from .conftest import TINY_TUNE, compose_tune, tmp_outputs
 
 def test_rest_as_a_baseline_runs_on_the_reference_datastore_of_the_tuned_model(tmp_path):
     cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "smollm2-135m-instruct").symlink_to(converted_smollm2_dir())  # the tokenizer, not converted again
     overrides = [*TINY_TUNE, *tmp_outputs(tmp_path), "tune.baselines=[rest]", f"model_cache_dir={cache}"]
     with pytest.raises(CellConfigError, match=f"build --reference --model smollm2 --cache-dir {cache}"):
         prepare(compose_tune(overrides))
