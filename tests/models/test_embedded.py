@@ -43,7 +43,7 @@ def chat_prompts(smollm2):
 
 @pytest.fixture(scope="module")
 def generated(smollm2, chat_prompts):
-    """Greedy generation of 40 tokens on chat prompt ``index``, AR (``params=None``) or lookahead;
+    """Greedy generation of 32 tokens on chat prompt ``index``, AR (``params=None``) or lookahead;
     memoised, so tests comparing two methods share the runs."""
     model, tokenizer = smollm2
     done = {}
@@ -52,9 +52,9 @@ def generated(smollm2, chat_prompts):
         if (params, index) not in done:
             prompt, eos = chat_prompts[index], tokenizer.eos_token_id
             done[params, index] = (
-                autoregressive_generate(model, prompt, 40, eos_token_id=eos)
+                autoregressive_generate(model, prompt, 32, eos_token_id=eos)
                 if params is None
-                else lookahead_generate(model, prompt, params, 40, eos_token_id=eos)
+                else lookahead_generate(model, prompt, params, 32, eos_token_id=eos)
             )
         return done[params, index]
 
