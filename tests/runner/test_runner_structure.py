@@ -13,6 +13,7 @@ from lade_bench.decoding import DecodingConfigError
 from lade_bench.methods import REPLICA, CellFacts, Method, get_method, method_names, register, unregister
 from lade_bench.report.figures import draw_accept_histogram
 from lade_bench.runner.cell import load_cell_model
+from lade_bench.runner.id_compat import leave_out_defaults
 from lade_bench.runner.legacy_ids import legacy_cell
 from lade_bench.runner.plan import CellConfigError, plan_cell, readable_cell_name
 from lade_bench.runner.roles import ModelRole, register_role, role_names, unregister_role
@@ -52,13 +53,24 @@ def test_a_cell_recorded_under_its_old_id_is_resumed_there(compose_cfg, tmp_path
     old = legacy_cell(cfg, new.semantic, new.sweep_root, lambda extra: readable_cell_name(cfg, new.arms, extra))
     assert old is not None and old.cell_id != new.cell_id
     assert old.cell_dir.name == f"tiny-llama-mt_bench-N5W7G7ref-greedy-{old.cell_id}"  # the name it had
-    assert old.semantic == {
-        **new.semantic,
-        "lookahead": get_method("lookahead").hashed(
-            "lookahead",
-            {"ngram": 5, "window": 7, "guesses": 7, "prompt_as_reference": True, "verification": "flat", "devices": 1},
-        ),
-    }
+    # The section as lookahead hashes it, then the cell-id compatibility table, as for every cell.
+    assert old.semantic == leave_out_defaults(
+        {
+            **new.semantic,
+            "lookahead": get_method("lookahead").hashed(
+                "lookahead",
+                {
+                    "ngram": 5,
+                    "window": 7,
+                    "guesses": 7,
+                    "prompt_as_reference": True,
+                    "verification": "flat",
+                    "devices": 1,
+                },
+            ),
+        }
+    )
+    assert old.semantic["lookahead"] == {"ngram": 5, "window": 7, "guesses": 7, "prompt_as_reference": True}
     old.cell_dir.mkdir(parents=True)
     with caplog.at_level(logging.WARNING, logger="lade_bench.runner.legacy_ids"):
         found = plan_cell(cfg)
