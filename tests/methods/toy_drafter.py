@@ -99,7 +99,7 @@ def bigram_generate(
         settings,
         state,
         method=NAME,
-        new_state=lambda _: BigramState(),
+        new_state=new_bigram_state,
         start=lambda state, prompt: DrafterRun(BigramDrafter(state, settings)),
         reach=bigram_reach(settings),
         eos_token_id=eos_token_id,

@@ -414,15 +414,10 @@ def pia_generate(
     """PIA generation: greedy output exactly AR's; sampled output distributed as AR's.
 
     Args:
-        model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
-        input_ids: the prompt's ids.
-        max_new_tokens: most tokens to generate.
+        model, input_ids, max_new_tokens, eos_token_id, seed, sampling: as ``draft_tree.run_drafter``'s.
         settings: :class:`PiaSettings` (None: the defaults).
         state: the trie to use and extend (a cell's warm state); None: a fresh one (cold: only this
-            request's prompt and output are matched).
-        eos_token_id: id(s) that end the generation (emitted, then stop; not put in the trie).
-        seed: seeds every sampling draw.
-        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
+            request's prompt and output are matched). Stop ids are emitted, never put in the trie.
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"pia"``; the warm-state

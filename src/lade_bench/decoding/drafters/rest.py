@@ -315,15 +315,10 @@ def rest_generate(
     """REST generation: greedy output exactly AR's; sampled output distributed as AR's.
 
     Args:
-        model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
-        input_ids: the prompt's ids.
-        max_new_tokens: most tokens to generate.
+        model, input_ids, max_new_tokens, eos_token_id, seed, sampling: as ``draft_tree.run_drafter``'s.
         settings: :class:`RestSettings` (None: the defaults; ``leak_outputs`` is read by the plan's leak
             check, never here).
         state: the loaded datastore (a cell's, loaded once); None: load ``settings.datastore``.
-        eos_token_id: id(s) that end the generation (emitted, then stop).
-        seed: seeds every sampling draw.
-        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, ``method`` ``"rest"``, with

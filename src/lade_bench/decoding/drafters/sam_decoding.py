@@ -469,16 +469,11 @@ def sam_decoding_generate(
     """SAM-Decoding generation: greedy output exactly AR's; sampled output distributed as AR's.
 
     Args:
-        model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
-        input_ids: the prompt's ids.
-        max_new_tokens: most tokens to generate.
+        model, input_ids, max_new_tokens, eos_token_id, seed, sampling: as ``draft_tree.run_drafter``'s.
         settings: :class:`SamSettings` (None: the defaults).
         state: the fallback's recycling matrix to use and update and the static corpus (a cell's warm
             state, the corpus loaded once); None: a fresh one (cold), the corpus loaded now. The suffix
             automaton and the static match are this request's own either way.
-        eos_token_id: id(s) that end the generation (emitted, then stop).
-        seed: seeds every sampling draw.
-        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"sam_decoding"``, with

@@ -256,16 +256,10 @@ def suffix_decoding_generate(
     """SuffixDecoding generation: greedy output exactly AR's; sampled output distributed as AR's.
 
     Args:
-        model: a causal LM (a tree draft needs one that takes a custom 4D mask; checked by
-            ``draft_tree_generate``).
-        input_ids: the prompt's ids.
-        max_new_tokens: most tokens to generate.
+        model, input_ids, max_new_tokens, eos_token_id, seed, sampling: as ``draft_tree.run_drafter``'s.
         settings: :class:`SuffixSettings` (None: the defaults).
         state: the persistent global tree to use and extend (a cell's warm state); None: a fresh one
             (cold: only this request's own prompt and output are matched).
-        eos_token_id: id(s) that end the generation (emitted, then stop).
-        seed: seeds every sampling draw.
-        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy.
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"suffix_decoding"``; the

@@ -296,15 +296,9 @@ def token_recycling_generate(
     """Token Recycling generation: greedy output exactly AR's; sampled output distributed as AR's.
 
     Args:
-        model: a causal LM that takes a custom 4D mask (checked by ``draft_tree_generate``).
-        input_ids: the prompt's ids.
-        max_new_tokens: most tokens to generate.
+        model, input_ids, max_new_tokens, eos_token_id, seed, sampling: as ``draft_tree.run_drafter``'s.
         settings: :class:`TokenRecyclingSettings` (None: the defaults).
         state: the persistent matrix to use and update (a cell's warm state); None: a fresh one (cold).
-        eos_token_id: id(s) that end the generation (emitted, then stop).
-        seed: seeds every sampling draw.
-        sampling: a ``SamplingParams``; None or ``do_sample=False``: greedy. Sampling verifies the tree
-            by drawing from the target's distribution node by node (``verify_tree_sampling``).
 
     Returns:
         The ``DecodeResult`` of ``draft_tree_generate``, its ``method`` ``"token_recycling"``; the
