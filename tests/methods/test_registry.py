@@ -175,3 +175,11 @@ def test_reading_the_registry_imports_no_torch():
     probe = "import sys, lade_bench.methods, lade_bench.runner.config_schema; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_configuration_label_is_the_label_without_a_describe_hook_or_a_section():
+    from lade_bench.methods.registry import configuration_label, method_label
+
+    assert configuration_label("not_a_method", {"x": 1}) == "not_a_method"
+    assert configuration_label("ar", None) == method_label("ar")
+    assert configuration_label("ar", {}) == method_label("ar")

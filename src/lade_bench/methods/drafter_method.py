@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +155,7 @@ def declare_drafter(
     supports_sampling: bool = True,
     tuner_baseline: bool = True,
     needs_resource: bool = False,
+    describe: Callable[[Mapping[str, Any]], str] | None = None,
     after: str | None = None,
 ) -> DrafterDeclaration:
     """Declare a drafter: its whole registry entry, built from its engine (``Method`` says what each field does).
@@ -179,6 +180,7 @@ def declare_drafter(
         supports_sampling: False for a greedy-only drafter.
         tuner_baseline: ``tune.baselines`` may name it.
         needs_resource: ``Method.needs_resource`` (its defaults need a resource built beforehand).
+        describe: ``Method.describe`` (its section as recorded -> the label of the configuration that ran).
         after: the method it follows in tables and figures (None: after every built-in, by name).
 
     Raises:
@@ -220,6 +222,7 @@ def declare_drafter(
         "resolve": resolve,
         "hashed": hashed,
         "needs_resource": needs_resource,
+        "describe": describe,
     }
     return DrafterDeclaration(name, settings, engine, reach, new_state, tuple(refusals), after, entry)
 

@@ -194,6 +194,10 @@ class Method:
         name_part: its own section as composed (``cfg[own_section]``) -> this method's part of the
             cell folder's readable name (e.g. lookahead's ``N5W7G7ref``); None: it adds nothing. Only
             methods among the cell's arms name it.
+        describe: its own section as recorded (a plain dict; a cell recorded before a setting existed
+            lacks that key, and the function reads it as the value such cells ran under) -> the label of
+            the configuration that ran, e.g. ``SAM-Decoding (Token Recycling tree)``: what tables name a
+            row, so a leaderboard says which configuration of a method it measured. None: ``label``.
         needs_resource: its default settings draft from a resource built for the model before the run
             (REST's reference datastore), refused until it is: a cell of every method
             (:func:`every_method_arms`, ``+sweep=spec_bench``'s every-method cell) leaves it out, and it
@@ -225,6 +229,7 @@ class Method:
     name_part: Callable[[Any], str] | None = None
     config: type | None = None
     config_section: str | None = None
+    describe: Callable[[Mapping[str, Any]], str] | None = None
     needs_resource: bool = False
 
     def __post_init__(self) -> None:
@@ -345,6 +350,15 @@ def method_label(name: str) -> str:
     """Display name of a method; the name itself for one not registered (rows of another version)."""
     method = _REGISTRY.get(name)
     return method.label if method is not None else name
+
+
+def configuration_label(name: str, section: Mapping[str, Any] | None) -> str:
+    """The label of the configuration of ``name`` that ran with its own section ``section`` (as recorded
+    in the cell's config; None where the cell has none): ``Method.describe``'s words, else the label."""
+    method = _REGISTRY.get(name)
+    if method is None or method.describe is None or section is None:
+        return method_label(name)
+    return method.describe(section)
 
 
 def method_state_text(name: str, mode: str | None, low: Any, high: Any) -> str:
