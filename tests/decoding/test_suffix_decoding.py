@@ -8,6 +8,7 @@ registry-wide grid's (tests/decoding/test_method_exactness.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -160,9 +161,9 @@ def test_bad_settings_are_refused_naming_the_setting(key, value, message):
 
 def test_a_state_serves_only_the_bounds_it_was_built_with():
     state = SuffixDecodingState(max_tree_depth=8)
-    with pytest.raises(DecodingConfigError, match=r"\(8, 10000\) cannot run \(24, 10000\)"):
+    mine, theirs = (8, SUFFIX_MAX_CACHED_REQUESTS), (SUFFIX_MAX_TREE_DEPTH, SUFFIX_MAX_CACHED_REQUESTS)
+    with pytest.raises(DecodingConfigError, match=re.escape(f"{mine} cannot run {theirs}")):
         state.check(SuffixSettings())
-    assert (SUFFIX_MAX_TREE_DEPTH, SUFFIX_MAX_CACHED_REQUESTS) == (24, 10_000)
 
 
 @pytest.fixture(scope="module")

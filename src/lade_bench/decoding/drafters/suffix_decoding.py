@@ -40,14 +40,29 @@ if TYPE_CHECKING:
     from lade_bench.decoding.core.params import DecodeResult
     from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
 
-# The authors' defaults, stated once (the config section and the engine function read them): vLLM's
-# SuffixDecoding settings (vllm/config/speculative.py, added by the authors in vLLM PR #25784).
-SUFFIX_MAX_TREE_DEPTH = 24  # suffix_decoding_max_tree_depth: longest suffix a tree holds and a match uses
-SUFFIX_MAX_SPEC_TOKENS = SUFFIX_MAX_TREE_DEPTH  # num_speculative_tokens: vLLM defaults it to the tree depth
-SUFFIX_MAX_CACHED_REQUESTS = 10000  # suffix_decoding_max_cached_requests: earlier outputs the global tree keeps
-SUFFIX_MAX_SPEC_FACTOR = 1.0  # suffix_decoding_max_spec_factor: draft length <= factor x match length
-SUFFIX_MIN_TOKEN_PROB = 0.1  # suffix_decoding_min_token_prob: stop drafting below this estimated probability
-SUFFIX_USE_TREE_SPEC = False  # vLLM's proposer drafts one chain (speculate's use_tree_spec=False)
+# The authors' defaults, stated once (the config section, the engine function and the describe hook read
+# them): those of the authors' own vLLM plugin, ArcticInference (github.com/snowflakedb/ArcticInference at
+# 9d46438, the same in the arctic-inference==0.3.0 this suite builds): ``ArcticSpeculativeConfig`` in
+# ``arctic_inference/vllm/config.py`` and the proposer ``propose_suffix_draft_token_ids`` in
+# ``arctic_inference/vllm/model_runner.py``, run as ``speculative_config={"method": "suffix"}``.
+SUFFIX_MAX_TREE_DEPTH = 64  # suffix_cache_max_depth: longest suffix a tree holds and a match uses
+SUFFIX_MAX_CACHED_REQUESTS = 100_000  # suffix_cache_max_requests: earlier outputs the global tree keeps
+# num_speculative_tokens: method "suffix" without suffix_speculative_tokens sets 16 ("not
+# suffix_cache_max_depth which can be very large", config.py); the plugin cuts each draft to it.
+SUFFIX_MAX_SPEC_TOKENS = 16
+SUFFIX_MAX_SPEC_FACTOR = 1.0  # suffix_max_spec_factor: draft length <= factor x match length (offset 0.0)
+SUFFIX_MIN_TOKEN_PROB = 0.1  # suffix_min_token_prob: stop drafting below this estimated probability
+SUFFIX_USE_TREE_SPEC = False  # the plugin's proposer drafts one chain (it never passes use_tree_spec)
+# The plugin asks speculate for up to vLLM's MAX_SPEC_LEN (vllm/v1/sample/rejection_sampler.py) tokens and
+# cuts the chosen chain to num_speculative_tokens afterwards; the model-length bound it also applies is
+# the engine's position limit here.
+SUFFIX_SPECULATE_BUDGET = 128
+
+# vLLM's own SuffixDecoding settings (vllm/config/speculative.py, added by the authors in vLLM PR #25784),
+# the named alternative: the values every committed SuffixDecoding cell before issue 65 ran.
+VLLM_SUFFIX_MAX_TREE_DEPTH = 24  # suffix_decoding_max_tree_depth
+VLLM_SUFFIX_MAX_CACHED_REQUESTS = 10_000  # suffix_decoding_max_cached_requests
+VLLM_SUFFIX_MAX_SPEC_TOKENS = 24  # num_speculative_tokens: vLLM defaults it to the tree depth
 
 
 @dataclass(frozen=True)
@@ -57,7 +72,8 @@ class SuffixSettings:
     Attributes:
         max_tree_depth: suffixes longer than this are cut in both trees; the context's last this many
             tokens are matched.
-        max_spec_tokens: most draft tokens per step (a tree's nodes below cur, or a chain's length).
+        max_spec_tokens: most draft tokens per step (a tree's nodes below cur, or a chain's length: a
+            chain is chosen under ``SUFFIX_SPECULATE_BUDGET`` and cut to this, as the plugin does).
         max_cached_requests: earlier outputs the global tree holds (oldest evicted first); 0: no
             global tree (only the request's own prompt and output are matched).
         max_spec_factor: a match of length m drafts at most ``max_spec_factor * m`` tokens.
@@ -154,16 +170,29 @@ class SuffixDecodingState:
 
     def speculate(self, request: int, context: Sequence[int], settings: SuffixSettings) -> Any:
         """The authors' draft (a ``SuffixDecodingDraft``: token_ids, parents, probs, score, match_len)
-        continuing ``context``: the better-scored of the request's tree and the global tree."""
+        continuing ``context``: the better-scored of the request's tree and the global tree, called as
+        ArcticInference's ``propose_suffix_draft_token_ids`` calls it (a chain cut to ``max_spec_tokens``)."""
         pattern = [int(t) for t in context[-self.max_tree_depth :]]
-        return self.cache.speculate(
+        # A chain is asked for as the plugin's proposer asks (up to vLLM's MAX_SPEC_LEN) and cut to the
+        # width afterwards: the best-scored match over every length can differ from the one chosen under
+        # a budget of the width itself. A tree (the paper's; neither proposer drafts one) is budgeted.
+        budget = settings.max_spec_tokens if settings.use_tree_spec else SUFFIX_SPECULATE_BUDGET
+        draft = self.cache.speculate(
             request,
             pattern,
-            max_spec_tokens=settings.max_spec_tokens,
+            max_spec_tokens=max(budget, settings.max_spec_tokens),
             max_spec_factor=float(settings.max_spec_factor),
             min_token_prob=float(settings.min_token_prob),
             use_tree_spec=settings.use_tree_spec,
         )
+        width = settings.max_spec_tokens
+        if len(draft.token_ids) > width:
+            draft.token_ids, draft.parents, draft.probs = (
+                draft.token_ids[:width],
+                draft.parents[:width],
+                draft.probs[:width],
+            )
+        return draft
 
     def stop(self, request: int) -> None:
         """Close ``request``: its own tree is dropped, its output stays in the global tree."""
