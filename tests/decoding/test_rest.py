@@ -20,6 +20,7 @@ from lade_bench.decoding.drafters.rest import (
     RestSettings,
     RestState,
     continuations,
+    cut_to_choices,
     frequent_trie,
     longest_match,
     rest_generate,
@@ -80,6 +81,49 @@ def test_the_trie_keeps_the_most_frequent_prefixes_within_the_draft_budget():
     # A tie between a parent and its child keeps the parent first (8 before 8.1): always a trie.
     assert frequent_trie(rows, 4) == ([5, 8, 6, 7], [-1, -1, 0, 0])
     assert frequent_trie(rows[:0], 5) == ([], [])
+
+
+def test_cut_to_choices_drops_the_paths_with_most_distinct_tokens_until_their_sum_fits():
+    """The authors' ``cut_to_choices`` (DraftRetriever/src/lib.rs): each kept node is a path scored by its
+    distinct tokens; the highest scores go first (ties: deeper, then later) until the sum fits."""
+    rows = np.array([[5, 6]] * 4 + [[5, 7]] * 2 + [[8, 1]])
+    tokens, parents = frequent_trie(rows, 10)  # 5, 8 (1 each), 5.6, 5.7, 8.1 (2 each): sum 8
+    assert cut_to_choices(tokens, parents, 8) == (tokens, parents)
+    # Budget 4: 8.1 then 5.7 go (score 2, the later first), leaving 1 + 1 + 2 = 4.
+    assert cut_to_choices(tokens, parents, 4) == ([5, 8, 6], [-1, -1, 0])
+    assert cut_to_choices(tokens, parents, 1) == ([5], [-1])
+    # A repeated token counts once on its path (the authors' HashSet): the chain 3.3.3.4 scores
+    # 1 + 1 + 1 + 2 = 5, where its lengths would sum to 10.
+    assert cut_to_choices([3, 3, 3, 4], [-1, 0, 1, 2], 5) == ([3, 3, 3, 4], [-1, 0, 1, 2])
+    assert cut_to_choices([3, 3, 3, 4], [-1, 0, 1, 2], 4) == ([3, 3, 3], [-1, 0, 1])
+
+
+def test_num_draft_budgets_the_summed_path_lengths_by_default_and_nodes_at_most_frequent_nodes(tmp_path):
+    rng = np.random.default_rng(1)
+    store = _store(tmp_path, [rng.integers(3, 7, size=1_000).tolist()])
+    context = [99, 4, 5]  # 99 is nowhere: the 2-token suffix, about 60 occurrences, hundreds of nodes
+    default = RestDrafter(RestState(store), RestSettings()).propose(context)
+    scores = [0]  # distinct tokens on each node's path
+    paths: list[frozenset[int]] = [frozenset()]
+    for token, parent in zip(default.tokens[1:], default.parents[1:], strict=True):
+        paths.append(paths[parent] | {token})
+        scores.append(len(paths[-1]))
+    # The authors' rule: the kept paths' distinct-token counts sum to at most num_draft (64), and
+    # dropping fewer would not fit: 36 nodes here, where the former rule drafts 64.
+    assert 64 - 4 < sum(scores) <= 64 and 16 < default.size <= 40
+    nodes = RestDrafter(RestState(store), RestSettings(tree_budget="most_frequent_nodes")).propose(context)
+    assert nodes.size == 1 + 64
+
+
+def test_the_configuration_label_names_our_rule_and_reads_old_cells_as_most_frequent_nodes():
+    from lade_bench.methods.registry import configuration_label
+
+    assert configuration_label("rest", {"num_draft": 64, "tree_budget": "cut_to_choices"}) == "REST"
+    assert configuration_label("rest", {"num_draft": 32, "tree_budget": "most_frequent_nodes"}) == (
+        "REST (32 most frequent nodes)"
+    )
+    # Every REST cell committed before tree_budget existed ran the 64 most frequent nodes.
+    assert configuration_label("rest", {"num_draft": 64, "max_token_span": 16}) == "REST (64 most frequent nodes)"
 
 
 def test_the_draft_tree_never_exceeds_num_draft_nodes_or_draft_length_depth(tmp_path):
@@ -147,6 +191,7 @@ def test_a_datastore_with_ids_beyond_the_model_vocabulary_is_refused(model, tmp_
         ("max_matches", 0, "rest.max_matches=0 is not allowed: use an integer >= 1"),
         ("draft_length", 1.5, "rest.draft_length=1.5 is not allowed"),
         ("datastore", "", "rest.datastore='' is not allowed: use a datastore folder"),
+        ("tree_budget", "widest", "rest.tree_budget='widest' is not allowed: use cut_to_choices .* or most_frequent"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_setting(key, value, message):

@@ -15,12 +15,19 @@ draft-tree seam (``lade_bench.decoding.drafters.draft_tree``), over the datastor
   the ``draft_length`` tokens that follow each. Occurrence is monotone in the span (a longer suffix
   found implies every shorter one is), so the longest is found by bisecting the span: the authors'
   descending loop with fewer searches, the same span.
-* **The trie, pruned by frequency.** Every prefix of a continuation is a node counted by the
-  continuations that share it; the ``num_draft`` most frequent nodes are kept (ties: the shallower,
-  then the earlier in suffix-array order). A parent is at least as frequent as its children and
-  wins ties by depth, so the kept nodes always form a trie. The authors keep the top ``choices`` by
-  count with an unordered heap, then cut whole paths when ties overflow (``cut_to_choices``); ours
-  is deterministic and exactly ``num_draft`` nodes (or all there are).
+* **The trie, pruned by frequency** (``tree_budget``). Every prefix of a continuation is a node
+  counted by the continuations that share it; the ``num_draft`` most frequent nodes are ranked in
+  (ties: the shallower, then the earlier in suffix-array order; a parent is at least as frequent as
+  its children and wins ties by depth, so they always form a trie). At ``cut_to_choices`` (the
+  default, the authors' rule: ``Reader.search`` keeps the top ``choices`` nodes by count in a heap,
+  then its ``cut_to_choices`` drops whole paths, those with the most distinct tokens first, until the
+  kept paths' distinct-token counts sum to at most ``choices``) ``num_draft`` budgets that sum, so
+  64 gives trees of about 20-30 nodes; at ``most_frequent_nodes`` (ours before issue 65) all
+  ``num_draft`` ranked nodes are drafted. The two rules differ in what ``num_draft`` budgets, not
+  only in ties. The authors' heap and cut order ties by Rust's randomly seeded ``HashMap``; ours
+  break them deterministically (above, and in :func:`cut_to_choices`), so a tie-free query drafts
+  their tree exactly and a tied one drafts one of the trees theirs can draft
+  (``tests/decoding/test_rest_fidelity.py`` against ``draftretriever`` 0.1.1).
 * **Verification** of the tree in one forward (``draft_tree_generate``): greedy output is exactly
   AR's; with sampling each token is drawn from the target given the accepted prefix, so output is
   distributed as AR sampling. No match: a tree of cur alone (one token per step, as AR); the
@@ -57,6 +64,12 @@ REST_MIN_TOKEN_SPAN = 2  # both: token_spans = range(2, max_token_span + 1), lon
 REST_NUM_DRAFT = 64  # both: --num-draft 64, the draft tokens the trie keeps (Reader.search's `choices`)
 REST_MAX_MATCHES = 5000  # DraftRetriever/src/lib.rs Reader.search: k.unwrap_or(5000) occurrences read
 REST_DRAFT_LENGTH = 10  # DraftRetriever/src/lib.rs Reader.search: long.unwrap_or(10) tokens after each
+# What num_draft budgets: the authors' Reader.search ends with cut_to_choices (the summed distinct-token
+# lengths of the kept paths <= choices); ours before issue 65 kept num_draft nodes (a named setting now).
+CUT_TO_CHOICES = "cut_to_choices"
+MOST_FREQUENT_NODES = "most_frequent_nodes"
+TREE_BUDGETS = (CUT_TO_CHOICES, MOST_FREQUENT_NODES)
+REST_TREE_BUDGET = CUT_TO_CHOICES
 # The authors require a datastore path; ours defaults to the reference datastore (the word REFERENCE:
 # Python's standard library, built by scripts/setup.sh), so a cell, bench and gpu_check run REST unnamed.
 REST_DATASTORE = REFERENCE
@@ -74,9 +87,14 @@ class RestSettings:
             else a datastore folder (built by ``python -m lade_bench.rest_datastore build``); None: not
             set (the plan refuses the cell and says how to build one).
         max_token_span: the longest context suffix looked up (down to 2 tokens).
-        num_draft: draft tokens per step: the trie's nodes below cur.
+        num_draft: the draft budget per step, read as ``tree_budget`` says.
         max_matches: occurrences of the suffix read per retrieval.
         draft_length: tokens read after each occurrence (the trie's depth).
+        tree_budget: what ``num_draft`` budgets: ``cut_to_choices`` (the authors' ``Reader.search``:
+            the ``num_draft`` most frequent nodes, then the paths with the most distinct tokens dropped
+            until the kept paths' distinct-token counts sum to at most ``num_draft``) or
+            ``most_frequent_nodes`` (ours before issue 65: the ``num_draft`` most frequent nodes, all
+            drafted; wider steps at about the same acceptance, docs/rest.md).
         leak_outputs: the model's own outputs on the cell's questions, for the plan's leak check only
             (``rest_datastore.leak``: a datastore holding a 16-token span of one is refused): a results
             folder (a finished cell's rows) or a JSONL file, or a list of them; None: none given. Not
@@ -88,6 +106,7 @@ class RestSettings:
     num_draft: int = REST_NUM_DRAFT
     max_matches: int = REST_MAX_MATCHES
     draft_length: int = REST_DRAFT_LENGTH
+    tree_budget: str = REST_TREE_BUDGET
     leak_outputs: Any = None
 
     def __post_init__(self) -> None:
@@ -95,6 +114,11 @@ class RestSettings:
         require_int("rest.num_draft", self.num_draft, minimum=1)
         require_int("rest.max_matches", self.max_matches, minimum=1)
         require_int("rest.draft_length", self.draft_length, minimum=1)
+        if self.tree_budget not in TREE_BUDGETS:
+            raise DecodingConfigError(
+                f"rest.tree_budget={self.tree_budget!r} is not allowed: use {CUT_TO_CHOICES} (the authors' rule: "
+                f"num_draft bounds the kept paths' summed lengths) or {MOST_FREQUENT_NODES} (num_draft nodes)"
+            )
         if self.datastore is not None and not (isinstance(self.datastore, str) and self.datastore.strip()):
             raise DecodingConfigError(
                 f"rest.datastore={self.datastore!r} is not allowed: use a datastore folder (a path) or null"
@@ -260,6 +284,46 @@ def frequent_trie(rows: np.ndarray, budget: int) -> tuple[list[int], list[int]]:
     return out_tokens, parents
 
 
+def cut_to_choices(tokens: list[int], parents: list[int], budget: int) -> tuple[list[int], list[int]]:
+    """The trie ``(tokens, parents)`` (parents before children, -1: the root) cut as the authors' ``cut_to_choices``.
+
+    DraftRetriever's ``src/lib.rs`` (FasterDecoding/REST 50a5fc1, Spec-Bench fd2c1cd, PyPI
+    ``draftretriever`` 0.1.1) treats each node it kept as a path from the root and scores it by the
+    number of DISTINCT token ids on it (a ``HashSet``: its length unless a token repeats); it drops paths
+    in descending score until the kept scores sum to at most ``budget`` (``choices``), and drafts the
+    kept paths' prefixes. Their sort is stable over a randomly ordered ``HashSet``, so equal scores
+    are dropped in an arbitrary order; ours drops the deeper first, then the later in the trie's order
+    (a child scores at least its parent and goes first on a tie by depth, so what is kept is
+    prefix-closed and the authors' prefixes add nothing: one of the orders theirs can take), and keeps
+    the input's order.
+    """
+    scores: list[int] = []
+    depths: list[int] = []
+    seen: list[frozenset[int]] = []
+    for token, parent in zip(tokens, parents, strict=True):
+        above = seen[parent] if parent >= 0 else frozenset()
+        seen.append(above | {token})
+        scores.append(len(seen[-1]))
+        depths.append(depths[parent] + 1 if parent >= 0 else 1)
+    total = sum(scores)
+    dropped: set[int] = set()
+    for node in sorted(range(len(tokens)), key=lambda i: (-scores[i], -depths[i], -i)):
+        if total <= budget:
+            break
+        total -= scores[node]
+        dropped.add(node)
+    new_index: dict[int, int] = {}
+    out_tokens: list[int] = []
+    out_parents: list[int] = []
+    for node, (token, parent) in enumerate(zip(tokens, parents, strict=True)):
+        if node in dropped:
+            continue
+        new_index[node] = len(out_tokens)
+        out_tokens.append(token)
+        out_parents.append(new_index[parent] if parent >= 0 else -1)
+    return out_tokens, out_parents
+
+
 class RestDrafter:
     """The ``Drafter`` of REST for one request: retrieval from a static datastore, no learning.
 
@@ -274,7 +338,8 @@ class RestDrafter:
         self.retrieval_s = 0.0
 
     def propose(self, context: Sequence[int]) -> DraftTree:
-        """The frequency-pruned trie of the continuations of the context's longest retrieved suffix."""
+        """The frequency-pruned trie of the continuations of the context's longest retrieved suffix, cut to
+        ``tree_budget``'s budget."""
         from lade_bench.decoding.drafters.draft_tree import DraftTree
 
         started = time.perf_counter()
@@ -287,6 +352,8 @@ class RestDrafter:
                 self.tokens, self.suffix_array, start, end, span, settings.max_matches, settings.draft_length
             )
             tokens, parents = frequent_trie(rows, settings.num_draft)
+            if settings.tree_budget == CUT_TO_CHOICES:
+                tokens, parents = cut_to_choices(tokens, parents, settings.num_draft)
         self.retrieval_s += time.perf_counter() - started
         return DraftTree((int(context[-1]), *tokens), (-1, *(p + 1 for p in parents)))
 

@@ -6,9 +6,18 @@ The engine is ``lade_bench.decoding.drafters.rest`` (docs/rest.md); the datastor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from lade_bench.decoding.drafters.rest import RestSettings, new_rest_state, rest_generate, rest_reach
+from lade_bench.decoding.drafters.rest import (
+    MOST_FREQUENT_NODES,
+    REST_NUM_DRAFT,
+    REST_TREE_BUDGET,
+    RestSettings,
+    new_rest_state,
+    rest_generate,
+    rest_reach,
+)
 from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import declare_drafter
 from lade_bench.methods.registry import CellFacts
@@ -48,6 +57,18 @@ def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
     return value if value.get("datastore") is None else hashed_datastore(value, "datastore", SETTING)
 
 
+def describe_rest(section: Mapping[str, Any]) -> str:
+    """The label of the REST configuration a cell recorded (``Method.describe``): ``REST`` at the authors'
+    tree budget (``cut_to_choices``), ``REST (64 most frequent nodes)`` (its recorded ``num_draft``) at ours.
+
+    A section recorded before ``tree_budget`` existed (every REST cell committed before issue 65) lacks
+    the key and ran ``most_frequent_nodes``, the only rule there was.
+    """
+    if section.get("tree_budget", MOST_FREQUENT_NODES) == REST_TREE_BUDGET:
+        return "REST"
+    return f"REST ({section.get('num_draft', REST_NUM_DRAFT)} most frequent nodes)"
+
+
 DRAFTER = declare_drafter(
     "rest",
     label="REST",
@@ -63,6 +84,7 @@ DRAFTER = declare_drafter(
     refusals=(refuse_rest,),
     resolve=resolve_rest,  # `datastore: reference` -> the reference datastore of the cell's tokenizer
     hashed=hashed_rest,
+    describe=describe_rest,  # "REST" at the authors' cut_to_choices, "REST (64 most frequent nodes)" at ours
     needs_resource=True,  # its default, the reference datastore, is built for the model before the run
     after="pia",
 )
