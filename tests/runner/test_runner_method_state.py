@@ -126,14 +126,16 @@ def test_a_cell_resumed_after_a_failed_generation_replays_the_failure_into_the_s
     compose_cfg, tmp_path, monkeypatch
 ):
     _out_of_memory_on_short_prompts(monkeypatch)
-    whole, _ = _in_order(run_cell(compose_cfg([*STATEFUL, f"output_root={tmp_path / 'whole'}"])).cell_dir)
+    # The prefill's logits refresh the matrix (not the authors' default), so the failed request teaches it.
+    stateful = [*STATEFUL, "token_recycling.prefill_refresh=true"]
+    whole, _ = _in_order(run_cell(compose_cfg([*stateful, f"output_root={tmp_path / 'whole'}"])).cell_dir)
     # The first sample's first turn failed (its second was then not generated); the next request's
     # state counts the failed one and holds what its prefill taught.
     assert whole["error"].notna().tolist() == [True, True, False, False]
     assert whole["error"].iloc[0].startswith("OutOfMemoryError: injected failure")
     assert whole["state_requests_seen"].iloc[2] == 1 and whole["state_size"].iloc[2] > 0
 
-    cfg = compose_cfg([*STATEFUL, f"output_root={tmp_path / 'resumed'}"])
+    cfg = compose_cfg([*stateful, f"output_root={tmp_path / 'resumed'}"])
     interrupt_generation_after(monkeypatch, 2, lambda: run_cell(cfg))  # killed right after the failure
     resumed, _ = _in_order(run_cell(cfg).cell_dir)
     assert resumed["error"].notna().tolist() == [True, True, False, False]

@@ -63,6 +63,10 @@ class Emitted:
         self._max_new_tokens = max_new_tokens
         self._stop_ids = stop_ids
 
+    def finishes(self, accepted: list[int]) -> bool:
+        """Whether emitting ``accepted`` would end the generation (a stop id or the budget), emitting nothing."""
+        return truncate_at_stop(accepted, self._max_new_tokens - len(self.tokens), self._stop_ids)[1]
+
     def emit(self, accepted: list[int]) -> bool:
         """Append one forward's tokens, cut at a stop id and the budget; True when generation is over."""
         kept, finished = truncate_at_stop(accepted, self._max_new_tokens - len(self.tokens), self._stop_ids)

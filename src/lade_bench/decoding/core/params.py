@@ -130,7 +130,9 @@ class DecodeResult:
     Step counting (identical for every method): ``steps`` counts every forward pass of the model for
     this generation, the prefill included. Autoregressive decoding therefore has ``steps ==
     len(tokens)`` and a compression ratio of exactly 1.0, and ``accept_lengths`` (tokens emitted by
-    each forward pass, prefill first) sums to ``len(tokens)``.
+    each forward pass, prefill first) sums to ``len(tokens)``. Every forward emits at least one token,
+    except a prefill that holds back the prompt's last token for the first decode step (Token
+    Recycling's authors' loop, ``draft_tree_generate(hold_last_prompt_token=True)``): it emits none (0).
 
     Attributes:
         tokens: generated token ids (prompt excluded), EOS included when it was produced.
@@ -142,7 +144,8 @@ class DecodeResult:
         method: name of the method that produced it.
         stats: method-specific counters (e.g. pool hit rate).
         step_tokens: input tokens of each forward pass, aligned with ``accept_lengths`` (prefill
-            first: the prompt, plus the window's first level for lookahead); ``None`` when not counted.
+            first: the prompt (its last token held back, see above), plus the window's first level for
+            lookahead); ``None`` when not counted.
             What a step costs on a compute-bound device grows with this number.
     """
 

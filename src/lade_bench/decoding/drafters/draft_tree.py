@@ -80,6 +80,8 @@ class TreeStep:
         accepted: the tokens verification accepted (the path's tokens + the token after its end),
             before the output cuts them at a stop id or the budget.
         path: tree node indices of the accepted path, root excluded (``len(accepted) - 1`` of them).
+        last: this step's emission ends the generation (a stop id or the budget): Token Recycling's
+            authors recycle nothing from their loop's final forward.
     """
 
     tree: DraftTree
@@ -87,6 +89,7 @@ class TreeStep:
     logits: torch.Tensor
     accepted: list[int]
     path: list[int]
+    last: bool = False
 
 
 class Drafter(Protocol):
@@ -156,6 +159,7 @@ def draft_tree_generate(
     prefill_observer: Callable[[torch.Tensor], None] | None = None,
     sampling: SamplingParams | None = None,
     reach: ForwardReach | None = None,
+    hold_last_prompt_token: bool = False,
 ) -> DecodeResult:
     """Generation whose every decode step is one tree-verification forward on the KV cache.
 
@@ -181,6 +185,11 @@ def draft_tree_generate(
             plain causal block with the model's own mask, so any attention implementation runs it.
             None: the drafter declares no reach, allowed only on models without position-dependent
             features (``position_limits.py``).
+        hold_last_prompt_token: the prefill feeds the prompt but its last token and emits nothing; the
+            first decode step's tree is rooted at the prompt's last token (Token Recycling's authors'
+            loop, Spec-Bench ``evaluation/inference_recycling.py``), so that step emits the first token
+            and whatever of its draft is accepted. A one-token prompt has nothing to hold back from: it
+            is prefilled whole. False: the prefill feeds the whole prompt and emits the first token.
 
     Returns:
         DecodeResult; ``steps`` counts every forward (prefill included); stats ``decode_step_tokens``
@@ -203,7 +212,7 @@ def draft_tree_generate(
     # Last: after every refusal that needs no forward, since the model probe runs a few.
     check_model_support(model, custom_mask=not chains_only)
     loop = _TreeLoop(model, prompt, drafter, max_new_tokens, sampling, eos_set(eos_token_id), seed, reach)
-    return loop.run(method, prefill_observer)
+    return loop.run(method, prefill_observer, hold_last_prompt_token and len(prompt) > 1)
 
 
 @dataclass(frozen=True)
@@ -235,6 +244,7 @@ class TreeRequest:
         *,
         prefill_observer: Callable[[torch.Tensor], None] | None = None,
         close: Callable[[list[int]], None] | None = None,
+        hold_last_prompt_token: bool = False,
     ) -> DecodeResult:
         """:func:`draft_tree_generate` with ``drafter``, then ``close(prompt + emitted)``.
 
@@ -255,6 +265,7 @@ class TreeRequest:
                 prefill_observer=prefill_observer,
                 sampling=self.sampling,
                 reach=reach,
+                hold_last_prompt_token=hold_last_prompt_token,
             )
             emitted = result.tokens
         finally:
@@ -272,12 +283,15 @@ class DrafterRun:
         prefill_observer: called with the prompt's logits after the prefill (every row); None: not read.
         close: ends the request on the cell's state (``TreeRequest.run``'s ``close``); None: nothing to end.
         stats: the drafter's own counters for ``DecodeResult.stats``, read after the generation; None: none.
+        hold_last_prompt_token: :func:`draft_tree_generate`'s (the prefill leaves the prompt's last token
+            to the first decode step).
     """
 
     drafter: Drafter
     prefill_observer: Callable[[torch.Tensor], None] | None = None
     close: Callable[[list[int]], None] | None = None
     stats: Callable[[], dict[str, float]] | None = None
+    hold_last_prompt_token: bool = False
 
 
 class DrafterState(Protocol):
@@ -325,7 +339,14 @@ def run_drafter(
     state.check(settings, model)
     request = TreeRequest(model, prompt_ids_as_list(input_ids), max_new_tokens, eos_token_id, seed, sampling)
     run = start(state, request.prompt)
-    result = request.run(run.drafter, method, reach, prefill_observer=run.prefill_observer, close=run.close)
+    result = request.run(
+        run.drafter,
+        method,
+        reach,
+        prefill_observer=run.prefill_observer,
+        close=run.close,
+        hold_last_prompt_token=run.hold_last_prompt_token,
+    )
     if run.stats is not None:
         result.stats.update(run.stats())
     return result
@@ -355,16 +376,21 @@ class _TreeLoop:
         self.out = Emitted(prompt, max_new_tokens, stop_ids)
         self.reach = reach
 
-    def run(self, method: str, prefill_observer: Callable[[torch.Tensor], None] | None) -> DecodeResult:
+    def run(
+        self, method: str, prefill_observer: Callable[[torch.Tensor], None] | None, hold_last: bool
+    ) -> DecodeResult:
         sync = device_synchronizer(self.forward.device)
         sync()
         started = time.perf_counter()
+        # Held back, the prompt's last token is cur of the first decode step (not yet in the cache).
+        prefilled = self.prompt[:-1] if hold_last else self.prompt
         if prefill_observer is None:
-            logits = self.forward.prefill(self.prompt, 0)
+            logits = self.forward.prefill(prefilled, 0)
         else:
-            logits = self.forward(self.prompt)  # every row, for the observer
+            logits = self.forward(prefilled)  # every row, for the observer
             prefill_observer(logits)
-        finished = self.out.emit([self.choice.first(logits[-1])])
+        # A prefill that holds back the last token emits nothing (a 0 in accept_lengths, steps unchanged).
+        finished = self.out.emit([] if hold_last else [self.choice.first(logits[-1])])
         while not finished:
             finished = self._step()
         sync()
@@ -408,7 +434,8 @@ class _TreeLoop:
         else:
             accepted, path = verify_tree_greedy(logits.argmax(dim=-1).tolist(), tree)
         commit_accepted(self.forward.cache, position, tree.size, path)
-        self.drafter.observe(TreeStep(tree, position, logits, accepted, path))
+        last = self.out.finishes(accepted)
+        self.drafter.observe(TreeStep(tree, position, logits, accepted, path, last))
         return self.out.emit(accepted)
 
     def _check(self, tree: DraftTree, cur: int) -> None:

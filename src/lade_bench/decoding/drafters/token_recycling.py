@@ -9,10 +9,15 @@ engine's draft-tree seam (``lade_bench.decoding.drafters.draft_tree``).
 The method in three parts:
 
 * **An adjacency matrix** ``[vocab, k]`` (k = 8 in the paper): row ``t`` holds the top-k tokens the
-  model last predicted after token ``t``. After every forward it is refreshed from the logits at each
-  input position: ``adj[input_ids] = topk(logits, k)``, the "trash" candidates of every position,
-  accepted or not. Here the prefill's logits refresh it too (the authors' code prefills
-  ``prompt[:-1]`` without reading those logits; the issue's rule is "after every forward").
+  model last predicted after token ``t``. After every decode forward it is refreshed from the logits at
+  each input position: ``adj[input_ids] = topk(logits, k)``, the "trash" candidates of every position,
+  accepted or not.
+* **The authors' loop** (Spec-Bench ``evaluation/inference_recycling.py``, ``recycling_forward``,
+  identical in Luowaterbi/TokenRecycling 1b4c05c): the prefill feeds ``prompt[:-1]`` and its logits
+  are discarded; the first decode step feeds the prompt's last token as the root of the tree drafted
+  from ``adj[last prompt token]``; the forward that ends the loop refreshes nothing (it breaks before
+  the update). These are the defaults; our earlier loop is kept as two named settings
+  (:class:`TokenRecyclingSettings`: ``prefill_refresh``, ``loop``).
 * **A static tree template**: each node is a path of child ranks from the root, ``(0, 2)`` being "the
   third successor of the first successor". The draft is the template expanded breadth-first from the
   current token through the matrix. The paper's default, ``"2.2.2"``, has 80 nodes, depth 6.
@@ -43,6 +48,11 @@ if TYPE_CHECKING:
 # The paper's defaults, stated once (the config section and the engine function read them).
 TOKEN_RECYCLING_TOP_K = 8  # successors kept per token: the authors' --output-id-topk default
 TOKEN_RECYCLING_TREE = "2.2.2"  # the authors' --tree_version default: 80 nodes, depth 6
+
+# The generation loops ``TokenRecyclingSettings.loop`` names (module docstring; docs/token_recycling.md).
+AUTHORS_LOOP = "authors"  # prefill prompt[:-1], first tree from the last prompt token, last forward not recycled
+WHOLE_PROMPT_LOOP = "whole_prompt_prefill"  # ours before issue 65: prefill all, first token from it, all recycled
+TOKEN_RECYCLING_LOOPS = (AUTHORS_LOOP, WHOLE_PROMPT_LOOP)
 
 # The authors' templates (model/recycling/tree_template_.py), node = child ranks from the root.
 TREE_TEMPLATES: dict[str, tuple[tuple[int, ...], ...]] = {
@@ -221,11 +231,16 @@ class RecyclingState:
 
 
 class TokenRecyclingDrafter:
-    """The ``Drafter`` of Token Recycling: proposes the expanded template, learns from every forward."""
+    """The ``Drafter`` of Token Recycling: proposes the expanded template, learns from every forward.
 
-    def __init__(self, state: RecyclingState, template: TreeTemplate) -> None:
+    ``recycle_last``: False skips the refresh from the forward that ends the generation, as the
+    authors' loop does (it breaks before its update); SAM-Decoding's fallback keeps the default True.
+    """
+
+    def __init__(self, state: RecyclingState, template: TreeTemplate, recycle_last: bool = True) -> None:
         self.state = state
         self.template = template
+        self.recycle_last = recycle_last
 
     def propose(self, context: Sequence[int]) -> DraftTree:
         """The template expanded from ``context[-1]`` (the current token)."""
@@ -236,6 +251,8 @@ class TokenRecyclingDrafter:
 
     def observe(self, step: TreeStep) -> None:
         """Refresh the rows of every token the step fed, accepted or not (the recycled "trash")."""
+        if step.last and not self.recycle_last:
+            return
         self.state.refresh(step.tree.tokens, step.logits)
 
     def prefill_observer(self, prompt_ids: Sequence[int]) -> Callable[[Any], None]:
@@ -261,15 +278,33 @@ class TokenRecyclingSettings:
         top_k: successors kept per vocabulary token (the adjacency matrix's width; the template's ranks
             must be below it).
         tree: the static tree template: a name in ``TREE_TEMPLATES`` or a list of rank paths.
+        prefill_refresh: the prefill's logits refresh the matrix too (our loop before issue 65). The
+            authors' default, False: their ``recycling_forward`` discards the prefill's logits.
+        loop: ``"authors"`` (default): the prefill feeds ``prompt[:-1]``, the first decode step's tree
+            is rooted at the prompt's last token, the final forward refreshes nothing, the authors'
+            drafts step by step. ``"whole_prompt_prefill"``: our loop before issue 65: the prefill feeds
+            the whole prompt and gives the first token, the first tree is rooted at that token, every
+            decode forward refreshes the matrix.
 
     Raises:
-        DecodingConfigError: a bad ``top_k`` or ``tree``, named with what is allowed (:func:`tree_template`).
+        DecodingConfigError: a bad ``top_k``, ``tree``, ``prefill_refresh`` or ``loop``, named with what
+            is allowed.
     """
 
     top_k: int = TOKEN_RECYCLING_TOP_K
     tree: Any = TOKEN_RECYCLING_TREE
+    prefill_refresh: bool = False
+    loop: str = AUTHORS_LOOP
 
     def __post_init__(self) -> None:
+        if not isinstance(self.prefill_refresh, bool):
+            raise DecodingConfigError(
+                f"token_recycling.prefill_refresh={self.prefill_refresh!r} is not allowed: use true or false"
+            )
+        if self.loop not in TOKEN_RECYCLING_LOOPS:
+            raise DecodingConfigError(
+                f"token_recycling.loop={self.loop!r} is not allowed: use one of {list(TOKEN_RECYCLING_LOOPS)}"
+            )
         self.template()
 
     def template(self) -> TreeTemplate:
@@ -312,9 +347,14 @@ def token_recycling_generate(
     settings = settings or TokenRecyclingSettings()
     template = settings.template()
 
+    authors = settings.loop == AUTHORS_LOOP
+
     def start(state: RecyclingState, prompt: list[int]) -> DrafterRun:
-        drafter = TokenRecyclingDrafter(state, template)
-        return DrafterRun(drafter, prefill_observer=drafter.prefill_observer(prompt))
+        drafter = TokenRecyclingDrafter(state, template, recycle_last=not authors)
+        # The authors' prefill feeds prompt[:-1] (draft_tree_generate prefills a one-token prompt whole).
+        prefilled = prompt[:-1] if authors and len(prompt) > 1 else prompt
+        observer = drafter.prefill_observer(prefilled) if settings.prefill_refresh else None
+        return DrafterRun(drafter, prefill_observer=observer, hold_last_prompt_token=authors)
 
     return run_drafter(
         model,
