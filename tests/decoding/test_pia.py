@@ -19,6 +19,7 @@ from lade_bench.decoding.drafters.pia import (
     PiaState,
     pia_generate,
 )
+from lade_bench.methods.registry import configuration_label
 from lade_bench.models.tiny import tiny_model
 from lade_bench.results import load_rows
 from lade_bench.runner import plan_cell, register_configs, run_cell
@@ -32,8 +33,10 @@ from .test_sampling_distribution import ALPHA, LENGTH, SAMPLING, goodness_of_fit
 BOS = 99  # the prompt's first token, which the authors leave out of the trie
 
 
-def _draft(state: PiaState, context: list[int], decoding_length: int = 64, branch_length: int = 3):
-    tokens, parents = state.draft(context, decoding_length, branch_length, max_query_length=2)
+def _draft(
+    state: PiaState, context: list[int], decoding_length: int = 64, branch_length: int = 3, earlier_prompts: bool = True
+):
+    tokens, parents = state.draft(context, decoding_length, branch_length, 2, earlier_prompts)
     assert tokens[0] == context[-1] and parents[0] == -1
     return tokens[1:], parents[1:]
 
@@ -71,7 +74,10 @@ def test_the_prompt_counts_for_its_own_request_and_the_output_for_later_ones():
     state.stream_output([8, 9])  # now "1 2 7 8 9": the n-gram after 1 is complete
     assert _draft(state, [1, 2])[0] == [3, 4, 7, 8, 9]  # the prompt's first (input frequency first)
     state.finish([6])  # the request ends: its last n-grams go in, its prompt's counts are reset
-    assert _draft(state, [1, 2])[0] == [7, 8, 9]
+    # The prompt's n-grams, at zero now, come after the counted ones (the authors' _ravel), or not at all.
+    assert _draft(state, [1, 2])[0] == [7, 8, 9, 3, 4]
+    assert _draft(state, [1, 2], earlier_prompts=False)[0] == [7, 8, 9]
+    assert _draft(state, [3, 4])[0] == []  # a walk never goes through a node at zero (their _match)
     assert _draft(state, [9, 6])[0] == []  # 6 ended the output: nothing follows it
     state.put_prompt([BOS])
     state.finish([50, 51, 52, 53, 54], stop_ids=[53])  # a stop id cuts the output before it goes in
@@ -115,6 +121,7 @@ def test_a_subtree_larger_than_the_draft_drafts_its_most_frequent_output_nodes_o
         ("branch_length", 0, "pia.branch_length=0 is not allowed: use an integer >= 1"),
         ("max_query_length", 1.5, "pia.max_query_length=1.5 is not allowed: use an integer >= 1"),
         ("max_output_nodes", True, "pia.max_output_nodes=True is not allowed: use an integer >= 1"),
+        ("draft_earlier_prompts", "yes", "pia.draft_earlier_prompts='yes' is not allowed: use true or false"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_setting(key, value, message):
@@ -212,3 +219,13 @@ def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the sh
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
     assert multi_token_steps > 100  # drafts were accepted, not only rejected
     assert goodness_of_fit(draws, sequences, exact) > ALPHA
+
+
+def test_the_label_is_plain_at_the_authors_rule_and_names_our_earlier_one():
+    """Cells recorded before ``draft_earlier_prompts`` existed (the committed Spec-Bench ones) ran our rule."""
+    committed = {"decoding_length": 64, "branch_length": 12, "max_query_length": 2, "max_nodes": 65536}
+    assert configuration_label("pia", {**committed, "draft_earlier_prompts": True}) == "PIA (Ant trie lookahead)"
+    ours = "PIA (Ant trie lookahead, earlier prompts not drafted)"
+    assert configuration_label("pia", {**committed, "draft_earlier_prompts": False}) == ours
+    assert configuration_label("pia", committed) == ours
+    assert PiaSettings().draft_earlier_prompts is True  # the authors' rule is the default

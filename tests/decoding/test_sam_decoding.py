@@ -37,6 +37,7 @@ from lade_bench.decoding.drafters.sam_decoding import (
     sam_decoding_generate,
 )
 from lade_bench.methods import GenerationRequest, get_method, run_generation
+from lade_bench.methods.registry import configuration_label
 from lade_bench.models.tiny import tiny_model
 from lade_bench.rest_datastore.build import suffix_array_of, write_datastore
 from lade_bench.rest_datastore.reader import DatastoreError, load_datastore
@@ -319,3 +320,15 @@ def test_static_chains_are_drafted_accepted_and_exact_through_the_registry(model
     assert state.requests_seen == 2
     without = sam_decoding_generate(model, prompt, 40)
     assert without.tokens == reference and without.stats[STATIC_STEPS_STAT] == 0
+
+
+def test_the_label_names_the_token_recycling_fallback_and_a_static_corpus():
+    """Ours is the authors' Token Recycling fallback, not Spec-Bench's EAGLE-2 row; cells recorded before
+    ``static_datastore`` existed ran without a corpus."""
+    recorded = {"n_predicts": 40, "len_threshold": 5, "top_k": 8, "tree": "samd"}
+    assert configuration_label("sam_decoding", recorded) == "SAM-Decoding (Token Recycling tree)"
+    assert configuration_label("sam_decoding", {**recorded, "len_bias": 5, "static_datastore": None}) == (
+        "SAM-Decoding (Token Recycling tree)"
+    )
+    with_corpus = {**recorded, "len_bias": 5, "static_datastore": "/data/datastores/own_responses"}
+    assert configuration_label("sam_decoding", with_corpus) == "SAM-Decoding (Token Recycling tree + static corpus)"

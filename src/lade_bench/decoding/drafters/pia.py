@@ -40,8 +40,13 @@ Where we differ from the authors' code, and why (docs/pia.md says the same):
   frequency threshold for large subtrees, but it collects the kept nodes' indices from entries whose
   index is always ``None``, so those two thresholds stay at 1e9 and only the output floor above acts.
   We reproduce the behaviour their code has, not the one its variable names suggest.
-* Nodes whose both frequencies are zero (an earlier prompt's, reset, not yet evicted) are not drafted:
-  their ``_match`` and size count already treat them as absent; only their ``_ravel`` let them in.
+* Not a difference either: nodes whose both frequencies are zero (an earlier request's prompt n-grams,
+  reset, not yet evicted) are drafted after their counted siblings, as the authors' ``_ravel`` lets
+  them in (their ``_match`` and size count skip them). ``draft_earlier_prompts=False`` leaves them out
+  (our rule before issue 65, a named setting; docs/pia.md measures it).
+* Not a difference: a prompt's n-grams count a head token's tree as updated for the squeeze only when
+  the tree existed before (their ``put`` adds only existing trees to ``_update_trees``); output n-grams
+  count every tree they touch (``stream_put``).
 * The prompt is not cut at a stop id (their ``put`` cuts at the EOS; a chat template's turns end in
   the stop id, which would drop the user's message); the output is cut there, as theirs.
 
@@ -59,7 +64,7 @@ from lade_bench.decoding.core.params import DecodingConfigError, require_int
 
 if TYPE_CHECKING:
     from lade_bench.decoding.core.params import DecodeResult
-    from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, DraftTree, TreeStep
 
 # The authors' defaults, stated once (the config section and the engine function read them). Files are
 # in alipay/PainlessInferenceAcceleration, lookahead/lookahead/common/.
@@ -71,6 +76,8 @@ PIA_MAX_OUTPUT_NODES = 512  # lookahead_cache.py: LookaheadCache(max_output_node
 PIA_SQUEEZE_AFTER_TREES = 1024  # lookahead_cache.py: squeeze_branch_counts runs once 1024 trees were updated
 # Fixed in the authors' code, not settings there either:
 PIA_OUTPUT_WEIGHT = 1e-4  # Tree.get(output_weight=1e-4): the mixed frequency's weight of outputs
+# Tree._ravel drafts nodes an earlier prompt left at frequency zero (not yet squeezed): the authors' default.
+PIA_DRAFT_EARLIER_PROMPTS = True
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,10 @@ class PiaSettings:
         max_nodes: a tree (one head token) holding more nodes than this is squeezed.
         max_output_nodes: a tree holding more output nodes than this is squeezed.
         squeeze_after_trees: squeezing runs at a request's end once this many trees were updated.
+        draft_earlier_prompts: draft the nodes an earlier request's prompt left at frequency zero (not
+            yet squeezed) after their counted siblings, as the authors' ``Tree._ravel`` does; False:
+            only nodes some frequency counts (our rule before issue 65; cells recorded without the key
+            ran it).
     """
 
     decoding_length: int = PIA_DECODING_LENGTH
@@ -93,6 +104,7 @@ class PiaSettings:
     max_nodes: int = PIA_MAX_NODES
     max_output_nodes: int = PIA_MAX_OUTPUT_NODES
     squeeze_after_trees: int = PIA_SQUEEZE_AFTER_TREES
+    draft_earlier_prompts: bool = PIA_DRAFT_EARLIER_PROMPTS
 
     def __post_init__(self) -> None:
         # decoding_length 1 or branch_length 0 would never draft (the authors fall back to plain decoding).
@@ -102,6 +114,10 @@ class PiaSettings:
         require_int("pia.max_nodes", self.max_nodes, minimum=1)
         require_int("pia.max_output_nodes", self.max_output_nodes, minimum=1)
         require_int("pia.squeeze_after_trees", self.squeeze_after_trees, minimum=1)
+        if not isinstance(self.draft_earlier_prompts, bool):
+            raise DecodingConfigError(
+                f"pia.draft_earlier_prompts={self.draft_earlier_prompts!r} is not allowed: use true or false"
+            )
 
 
 class _Node:
@@ -222,15 +238,23 @@ class PiaState:
             )
 
     def _put_ngrams(self, tokens: Sequence[int], heads: int, output: bool) -> None:
-        """Put the n-gram after each of the first ``heads`` tokens into its head token's tree."""
+        """Put the n-gram after each of the first ``heads`` tokens into its head token's tree.
+
+        A tree counts as updated for the squeeze when an output n-gram goes in, or a prompt's goes into
+        a tree that existed before: the authors' ``put`` leaves the trees a prompt creates out of
+        ``_update_trees``, their ``stream_put`` counts every tree.
+        """
         span = self.branch_length + 1
         for i in range(heads):
             head = tokens[i]
             tree = self._trees.get(head)
             if tree is None:
                 tree = self._trees[head] = _HeadTree()
+                if output:
+                    self._updated.add(head)
+            else:
+                self._updated.add(head)
             tree.put(tokens[i + 1 : i + 1 + span], output)
-            self._updated.add(head)
             if not output:
                 self._prompted.add(head)
 
@@ -273,12 +297,18 @@ class PiaState:
             self._updated.clear()
 
     def draft(
-        self, context: Sequence[int], decoding_length: int, branch_length: int, max_query_length: int
+        self,
+        context: Sequence[int],
+        decoding_length: int,
+        branch_length: int,
+        max_query_length: int,
+        earlier_prompts: bool = PIA_DRAFT_EARLIER_PROMPTS,
     ) -> tuple[list[int], list[int]]:
         """(tokens, parents) of the draft continuing ``context``, rooted at ``context[-1]`` (parent -1).
 
         The authors' ``hier_get``: each suffix of the query (longest first) is looked up, the last
-        lookup kept, stopping at one of at least ``branch_length`` nodes.
+        lookup kept, stopping at one of at least ``branch_length`` nodes. ``earlier_prompts``: draft
+        the nodes at frequency zero too (``PiaSettings.draft_earlier_prompts``).
         """
         query = [int(t) for t in context[-max_query_length:]]
         cur = query[-1]
@@ -287,16 +317,17 @@ class PiaState:
             tree = self._trees.get(head)
             if tree is None:
                 continue
-            drafted = _draft_below(tree, query[i + 1 :], cur, decoding_length, branch_length)
+            drafted = _draft_below(tree, query[i + 1 :], cur, decoding_length, branch_length, earlier_prompts)
             if len(drafted[0]) >= branch_length:
                 break
         return drafted
 
 
 def _draft_below(
-    tree: _HeadTree, walk: Sequence[int], cur: int, decoding_length: int, branch_length: int
+    tree: _HeadTree, walk: Sequence[int], cur: int, decoding_length: int, branch_length: int, earlier_prompts: bool
 ) -> tuple[list[int], list[int]]:
-    """The authors' ``Tree.get`` in mixed mode: the subtree below ``walk`` raveled depth-first."""
+    """The authors' ``Tree.get`` in mixed mode: the subtree below ``walk`` raveled depth-first (nodes at
+    zero included when ``earlier_prompts``; the walk and the floor never count them, as the authors')."""
     nodes = tree.nodes
     for token in walk:
         node = nodes.get(token)
@@ -305,7 +336,7 @@ def _draft_below(
         nodes = node.children
     floor = _output_floor(nodes, decoding_length)
     tokens, parents = [cur], [-1]
-    _ravel(nodes, 0, branch_length, decoding_length, floor, tokens, parents)
+    _ravel(nodes, 0, branch_length, decoding_length, floor, earlier_prompts, tokens, parents)
     return tokens, parents
 
 
@@ -335,22 +366,30 @@ def _ravel(
     depth_left: int,
     decoding_length: int,
     floor: float,
+    earlier_prompts: bool,
     tokens: list[int],
     parents: list[int],
 ) -> None:
-    """Append the children of ``parent`` best-first by mixed frequency, each followed by its subtree."""
+    """Append the children of ``parent`` best-first by mixed frequency, each followed by its subtree.
+
+    A node below the output ``floor`` is skipped; a node at zero (mixed frequency 0, so after its
+    counted siblings) is skipped unless ``earlier_prompts`` (the authors' ``_ravel`` keeps it: with no
+    floor their mixed threshold is 0, which a zero does not fall below).
+    """
     if depth_left <= 0:
         return
     # sorted is stable: equal frequencies keep the trie's insertion order, as in the authors' code.
     for token, node in sorted(nodes.items(), key=lambda item: item[1].mixed(), reverse=True):
         if len(tokens) >= decoding_length:
             return
-        if not node.live() or node.outputs < floor:
+        if node.outputs < floor or not (earlier_prompts or node.live()):
             continue
         tokens.append(token)
         parents.append(parent)
         if node.children:
-            _ravel(node.children, len(tokens) - 1, depth_left - 1, decoding_length, floor, tokens, parents)
+            _ravel(
+                node.children, len(tokens) - 1, depth_left - 1, decoding_length, floor, earlier_prompts, tokens, parents
+            )
 
 
 class PiaDrafter:
@@ -374,7 +413,11 @@ class PiaDrafter:
         self._known = len(context)
         settings = self.settings
         tokens, parents = self.state.draft(
-            context, settings.decoding_length, settings.branch_length, settings.max_query_length
+            context,
+            settings.decoding_length,
+            settings.branch_length,
+            settings.max_query_length,
+            settings.draft_earlier_prompts,
         )
         return DraftTree(tuple(tokens), tuple(parents))
 
@@ -398,6 +441,20 @@ def pia_reach(settings: PiaSettings) -> Any:
     from lade_bench.decoding.drafters.draft_tree import draft_reach
 
     return draft_reach("PIA", settings.branch_length, settings.decoding_length)
+
+
+def start_pia_request(
+    state: PiaState, settings: PiaSettings, prompt: Sequence[int], stop_ids: Iterable[int]
+) -> DrafterRun:
+    """One request's drafter on the cell's trie (its prompt put in now), and its end (``close``).
+
+    A failed generation still ends its request (its prompt counts reset for the cell's next one). The
+    fidelity test drives this.
+    """
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun
+
+    drafter = PiaDrafter(state, settings, prompt)
+    return DrafterRun(drafter, close=lambda context: drafter.finish(context, stop_ids))
 
 
 def pia_generate(
@@ -427,15 +484,13 @@ def pia_generate(
         DecodingConfigError: a ``state`` shaped otherwise than the settings say.
     """
     from lade_bench.decoding.core.checks import eos_set
-    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
+    from lade_bench.decoding.drafters.draft_tree import run_drafter
 
     settings = settings or PiaSettings()
     stop_ids = eos_set(eos_token_id)
 
     def start(state: PiaState, prompt: list[int]) -> DrafterRun:
-        drafter = PiaDrafter(state, settings, prompt)
-        # A failed generation still ends its request (its prompt counts reset for the cell's next one).
-        return DrafterRun(drafter, close=lambda context: drafter.finish(context, stop_ids))
+        return start_pia_request(state, settings, prompt, stop_ids)
 
     return run_drafter(
         model,

@@ -62,7 +62,7 @@ from lade_bench.decoding.drafters.token_recycling import (
 
 if TYPE_CHECKING:
     from lade_bench.decoding.core.params import DecodeResult
-    from lade_bench.decoding.drafters.draft_tree import DraftTree, TreeStep
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun, DraftTree, TreeStep
     from lade_bench.rest_datastore.reader import Datastore
 
 # The authors' defaults, stated once (the config section and the engine function read them):
@@ -455,6 +455,27 @@ def sam_decoding_reach(settings: SamSettings) -> Any:
     )
 
 
+def start_sam_request(state: SamState, settings: SamSettings, prompt: Sequence[int]) -> DrafterRun:
+    """One request's drafter on the cell's ``state``, and what the engine calls around it.
+
+    The prefill's logits refresh the fallback's matrix for the whole prompt (the authors'
+    ``SamdModel.prefill`` hands them to ``DraftModel.update``), and every decode forward's too, the last
+    included (their ``update_state`` runs before the loop stops). The fidelity test drives this.
+    """
+    from lade_bench.decoding.drafters.draft_tree import DrafterRun
+
+    drafter = SamDecodingDrafter(state, settings)
+    return DrafterRun(
+        drafter,
+        prefill_observer=drafter.recycling.prefill_observer(prompt),
+        stats=lambda: {
+            CHAIN_STEPS_STAT: float(drafter.chain_steps),
+            TREE_STEPS_STAT: float(drafter.tree_steps),
+            STATIC_STEPS_STAT: float(drafter.static_steps),
+        },
+    )
+
+
 def sam_decoding_generate(
     model: Any,
     input_ids: Sequence[int] | Any,
@@ -486,21 +507,12 @@ def sam_decoding_generate(
             ids beyond the model's vocabulary.
         DatastoreError: ``settings.static_datastore`` names no datastore.
     """
-    from lade_bench.decoding.drafters.draft_tree import DrafterRun, run_drafter
+    from lade_bench.decoding.drafters.draft_tree import run_drafter
 
     settings = settings or SamSettings()
 
     def start(state: SamState, prompt: list[int]) -> DrafterRun:
-        drafter = SamDecodingDrafter(state, settings)
-        return DrafterRun(
-            drafter,
-            prefill_observer=drafter.recycling.prefill_observer(prompt),
-            stats=lambda: {
-                CHAIN_STEPS_STAT: float(drafter.chain_steps),
-                TREE_STEPS_STAT: float(drafter.tree_steps),
-                STATIC_STEPS_STAT: float(drafter.static_steps),
-            },
-        )
+        return start_sam_request(state, settings, prompt)
 
     return run_drafter(
         model,

@@ -3,13 +3,15 @@
 The engine is ``lade_bench.decoding.drafters.sam_decoding`` (which cites the paper and the authors' code and
 states the defaults). Its optional static corpus is a REST datastore (``lade_bench.rest_datastore``): the word
 ``reference`` resolved, refused, and named in the cell id, by REST's own code (``methods/datastore_setting.py``).
-The fallback's recycling matrix and the static corpus (loaded once) persist across a cell's requests
-(``request.state`` is the cell's ``SamState``: warm; without one a fresh matrix: cold); the automaton is per
-request.
+Its tables' label names the configuration that ran (``describe_sam_decoding``: the Token Recycling tree, and
+a static corpus when one was set). The fallback's recycling matrix and the static corpus (loaded once) persist
+across a cell's requests (``request.state`` is the cell's ``SamState``: warm; without one a fresh matrix:
+cold); the automaton is per request.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from lade_bench.decoding.drafters.sam_decoding import (
@@ -50,6 +52,20 @@ def hashed_sam_decoding(section: str, value: dict[str, Any]) -> dict[str, Any]:
     return hashed_datastore(value, "static_datastore", STATIC_SETTING)
 
 
+def describe_sam_decoding(section: Mapping[str, Any]) -> str:
+    """The label of the SAM-Decoding configuration a cell ran, from its recorded ``sam_decoding`` section.
+
+    Ours is always the authors' Token Recycling fallback (``tree_method token_recycle``), never the EAGLE-2
+    tree Spec-Bench's ``eval.sh`` and leaderboard row run (no EAGLE drafter offline): the label says so, and
+    says when a static corpus was added (the authors' script adds one; ours is off by default). A cell
+    recorded before ``static_datastore`` existed lacks the key and ran without a corpus.
+    """
+    fallback = "Token Recycling tree"
+    if section.get("static_datastore") is not None:
+        fallback += " + static corpus"
+    return f"SAM-Decoding ({fallback})"
+
+
 DRAFTER = declare_drafter(
     "sam_decoding",
     label="SAM-Decoding",
@@ -62,5 +78,6 @@ DRAFTER = declare_drafter(
     refusals=(refuse_static_corpus,),
     resolve=resolve_sam_decoding,  # `static_datastore: reference` -> the reference datastore (REST's resolver)
     hashed=hashed_sam_decoding,  # the static corpus by its content hash; without one, ids as before
+    describe=describe_sam_decoding,  # which fallback and whether a static corpus: tables name the configuration
     after="suffix_decoding",
 )
