@@ -19,8 +19,9 @@
 # --spec-bench QUESTIONS_JSONL (Spec-Bench's data/spec_bench/question.jsonl): after the check, the
 # paper-scale Spec-Bench run (docs/spec_bench.md): `+sweep=spec_bench` as declared, Vicuna-7B-v1.3 in
 # float16, all 480 questions (MT-Bench with both turns: 560 turns), 1024 new tokens, every training-free
-# method in the sweep's three cells per category group (spec_bench=every_method,paper_lookahead,rest; REST
-# on the reference datastore built for Vicuna's tokenizer). It needs the hub (Vicuna's weights, about
+# method in the sweep's three cells, each over every category group with one warm state across them, as
+# Spec-Bench's eval.py keeps it (spec_bench=every_method,paper_lookahead,rest; REST on the reference
+# datastore built for Vicuna's tokenizer). It needs the hub (Vicuna's weights, about
 # 13.5 GB) and hours, not minutes: each arm decodes up to 560 x 1024 = 573,440 tokens; its duration on a
 # GPU has not been measured here. Resumable: rerun the same command. Its results go to
 # OUTPUT_DIR/spec_bench_runs and its leaderboard to OUTPUT_DIR/spec_bench_report.

@@ -66,3 +66,7 @@ def test_only_a_state_that_learns_is_labelled_warm_or_cold_and_rest_s_datastore_
     assert method_state_text("token_recycling", None, 0.0, 3.0) == "0-3"  # the mode not recorded
     assert method_state_text("lookahead", "warm", float("nan"), float("nan")) == ""
     assert method_state_text("gone_method", "warm", 0.0, 2.0) == "warm 0-2"  # rows of another version
+    # With the cell's method_state.scope: how far the state reaches (Spec-Bench's: the whole benchmark).
+    assert method_state_text("token_recycling", "warm", 3.0, 62.0, "benchmark") == "warm per benchmark 3-62"
+    assert method_state_text("token_recycling", "warm", 0.0, 9.0, "cell") == "warm per cell 0-9"
+    assert method_state_text("rest", "warm", 0.0, 9.0, "benchmark") == "static"

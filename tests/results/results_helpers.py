@@ -51,6 +51,7 @@ BASE_ROW: dict[str, Any] = {
     "mean_draft_width": 9.0,
     "state_requests_seen": None,
     "state_size": None,
+    "state_scope": "cell",
     "rouge1": None,
     "rouge2": None,
     "rougeL": None,

@@ -43,9 +43,10 @@ def _in_order(cell_dir):
 def test_a_warm_cell_carries_each_repeats_state_across_samples_in_the_recorded_order(compose_cfg, tmp_path, capsys):
     outcome = run_cell(compose_cfg([*STATEFUL, "repeats=2", f"output_root={tmp_path}"]), sinks=[console_summary_sink])
     # The end-of-run table says how warm each arm's state ran: AR carries none.
-    assert console_states(capsys.readouterr().out) == {"ar": "-", "token_recycling": "warm 0-3"}
+    assert console_states(capsys.readouterr().out) == {"ar": "-", "token_recycling": "warm per cell 0-3"}
     rows, manifest = _in_order(outcome.cell_dir)
     assert manifest["method_state"]["mode"] == "warm" and manifest["method_state"]["arms"] == ["token_recycling"]
+    assert manifest["method_state"]["scope"] == "cell" and "warmup" not in manifest["method_state"]
     assert len(manifest["method_state"]["sample_order"]) == 2
     assert rows["error"].isna().all() and rows["matches_ar"].all()  # float64: exact whatever the state
     for repeat in (0, 1):  # each repeat has its own state, which learnt from the same earlier requests
@@ -67,7 +68,7 @@ def test_a_warm_cell_carries_each_repeats_state_across_samples_in_the_recorded_o
 def test_a_cold_cell_gives_each_sample_a_fresh_state(compose_cfg, tmp_path, capsys):
     cfg = compose_cfg([*STATEFUL, "method_state.mode=cold", f"output_root={tmp_path}"])
     outcome = run_cell(cfg, sinks=[console_summary_sink])
-    assert console_states(capsys.readouterr().out)["token_recycling"] == "cold 0-1"
+    assert console_states(capsys.readouterr().out)["token_recycling"] == "cold per cell 0-1"
     rows, manifest = _in_order(outcome.cell_dir)
     assert manifest["method_state"]["mode"] == "cold"
     assert rows["state_requests_seen"].tolist() == rows["turn"].tolist() == [0, 1] * 2

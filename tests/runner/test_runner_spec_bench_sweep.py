@@ -1,6 +1,7 @@
-"""`+sweep=spec_bench` plans, through Hydra's real multirun grid and the real plan, two cells per
-Spec-Bench group: every training-free method at Spec-Bench's own lookahead setting, and lookahead at
-the paper's per-model setting beside an AR of its own (nothing runs a model)."""
+"""`+sweep=spec_bench` plans, through Hydra's real multirun grid and the real plan, two cells over every
+Spec-Bench group under Spec-Bench's warm-state scope (one state across the benchmark, its warm-up first):
+every training-free method at Spec-Bench's own lookahead setting, and lookahead at the paper's per-model
+setting beside an AR of its own (nothing runs a model)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from lade_bench.datasets.spec_bench import GROUPS
 from lade_bench.methods import get_method
 from lade_bench.methods.registry import REPLICA, every_method_arms
 from lade_bench.runner import plan_cell
@@ -42,26 +42,32 @@ def _grid(compose_cfg) -> list[list[str]]:
     return [list(cell) for cell in itertools.product(*axes)]
 
 
-def test_the_sweep_plans_two_cells_per_group_each_with_its_own_ar(compose_cfg):
+def test_the_sweep_plans_two_cells_over_every_group_with_spec_bench_s_warm_state_scope(compose_cfg):
     plans = [plan_cell(compose_cfg(["+sweep=spec_bench", *cell])) for cell in _grid(compose_cfg)]
-    assert len({p.cell_id for p in plans}) == len(plans) == 2 * len(GROUPS)
-    by_group: dict[str, list] = {}
+    assert len({p.cell_id for p in plans}) == len(plans) == 2
+    settings = {}
     for plan in plans:
-        (group,) = plan.semantic["dataset"]["categories"]
-        by_group.setdefault(group, []).append(plan)
+        # Every group in one cell (the leaderboard splits its rows by group), as Spec-Bench's one process runs them.
+        assert "categories" not in plan.semantic["dataset"] and plan.dataset.get("categories") is None
         assert plan.arms[0] == "ar" and plan.dataset_spec.name == "spec_bench"
         assert (
             plan.semantic["max_new_tokens"] == 1024 and plan.semantic["model"]["name_or_path"] == "lmsys/vicuna-7b-v1.3"
         )
-    assert set(by_group) == set(GROUPS)
-    for group, cells in by_group.items():
-        settings = {}
-        for plan in cells:
-            la = plan.settings["lookahead"]
-            settings[plan.arms] = (la.ngram, la.window, la.guesses, la.prompt_as_reference)
-        # Spec-Bench's eval.sh (--level 5 --window 7 --guess 7, no POOL_FROM_PROMPT) and the paper's 7B preset.
-        assert settings == {EVERY_METHOD: (5, 7, 7, False), ("ar", "lookahead"): (5, 15, 15, True)}, group
+        # Spec-Bench's warm-up (eval.py): the first question, every turn, 3 times, with the full token budget.
+        assert (plan.counts.warmup, plan.counts.warmup_new_tokens) == (3, 1024)
+        la = plan.settings["lookahead"]
+        settings[plan.arms] = (la.ngram, la.window, la.guesses, la.prompt_as_reference)
+    # Spec-Bench's eval.sh (--level 5 --window 7 --guess 7, no POOL_FROM_PROMPT) and the paper's 7B preset.
+    assert settings == {EVERY_METHOD: (5, 7, 7, False), ("ar", "lookahead"): (5, 15, 15, True)}
+    # One state per stateful arm over the whole benchmark, in the id; the lookahead cell carries none.
     every = next(p for p in plans if p.arms == EVERY_METHOD)
+    assert every.semantic["method_state"] == {"mode": "warm", "scope": "benchmark"}
+    assert "method_state" not in next(p for p in plans if p.arms != EVERY_METHOD).semantic
+    # A group of its own is the per-cell scope's, said in one line with the fix.
+    with pytest.raises(CellConfigError, match=r"not dataset.categories=\['qa'\]: drop dataset.categories"):
+        plan_cell(compose_cfg(["+sweep=spec_bench", "dataset.categories=[qa]"]))
+    per_group = plan_cell(compose_cfg(["+sweep=spec_bench", "dataset.categories=[qa]", "method_state.scope=cell"]))
+    assert per_group.semantic["method_state"]["scope"] == "cell"
     assert every.settings["prompt_lookup"].max_ngram_size == 3  # PLD's and Spec-Bench's n-gram
     assert all(get_method(arm).models == (REPLICA,) for arm in EVERY_METHOD)  # no draft model, no extra ranks
     headline = compose_cfg(["+sweep=spec_bench"]).report.headline
@@ -72,7 +78,7 @@ def test_the_every_method_cell_takes_every_registered_drafter_from_the_registry(
     """The registry gives every arm of the committed cells, in their order (the built-ins' ids stay); a drafter
     declared and registered later joins the cell, last, without an edit to its config; REST, whose default
     datastore is built beforehand, never does."""
-    cell = ["+sweep=spec_bench", "dataset.categories=[qa]"]
+    cell = ["+sweep=spec_bench"]
     (committed,) = _committed_every_method_arms()
     arms = plan_cell(compose_cfg(cell)).arms
     assert tuple(arm for arm in arms if arm in committed) == committed
@@ -95,10 +101,10 @@ def test_the_cpu_recipe_overrides_the_sweep(compose_cfg):
 def test_rest_is_a_cell_of_its_own_on_the_reference_datastore_of_its_model(compose_cfg, tmp_path):
     cfg = compose_cfg(["+sweep=spec_bench", "spec_bench=rest"], hydra=True)
     params = [f"{k}={v}" for k, v in cfg.hydra.sweeper.params.items()]
-    # Hydra's sweeper lets the command line's spec_bench=rest replace the variant axis: six REST cells.
+    # Hydra's sweeper lets the command line's spec_bench=rest replace the variant axis: one REST cell, every group.
     overrides = OverridesParser.create().parse_overrides([*params, "spec_bench=rest"])
     (batch,) = BasicSweeper.split_arguments(overrides, None)
-    assert len(batch) == len(GROUPS) and all("spec_bench=rest" in cell for cell in batch)
+    assert batch == [["spec_bench=rest"]]
     assert tuple(cfg.arms) == ("ar", "rest")
     # No datastore named: the reference datastore of Vicuna's tokenizer, refused until it is built (the
     # message gives the command); a datastore named by path as before (test_runner_rest.py).

@@ -1,4 +1,5 @@
-"""The reference-sweep plan scripts: their groups (one per sitting), and a bad group refused before any run."""
+"""The reference-sweep plan scripts: their groups (one per sitting; Spec-Bench's: one model per sitting), and a
+bad group refused before any run."""
 
 from __future__ import annotations
 
@@ -36,10 +37,12 @@ def test_the_reference_plan_lists_its_groups():
     } <= set(groups)
 
 
-def test_the_spec_bench_plan_lists_one_group_per_model_and_category_group():
-    done = _run("spec_bench_reference.sh", "--groups", cwd=SCRIPTS)
-    assert done.returncode == 0
-    assert done.stdout.split() == [f"{model}:{group}" for model in ("smollm2", "gemma3_270m") for group in GROUPS]
+def test_the_spec_bench_plan_sits_once_per_model_each_cell_over_every_group():
+    """Spec-Bench's warm-state scope (the sweep's default) makes a cell the whole benchmark: a sitting is a model,
+    and the plan selects no group (a cell of one group would be refused)."""
+    done = _run("spec_bench_reference.sh", "--models", cwd=SCRIPTS)
+    assert done.returncode == 0 and done.stdout.split() == ["smollm2", "gemma3_270m"]
+    assert "dataset.categories" not in (SCRIPTS / "spec_bench_reference.sh").read_text()
 
 
 @pytest.mark.parametrize(
@@ -53,12 +56,12 @@ def test_the_spec_bench_plan_lists_one_group_per_model_and_category_group():
         ("reference_results.sh", [], "usage: bash scripts/reference_results.sh OUTPUT_ROOT [SHARED_DATA_DIR [GROUP]]"),
         (
             "spec_bench_reference.sh",
-            ["OUT", "DATA", "smollm2", "coding"],
-            "unknown group 'smollm2 coding': MODEL is one of smollm2 gemma3_270m, GROUP one of mt_bench translation",
+            ["OUT", "DATA", "llama"],
+            "unknown model 'llama': MODEL is one of smollm2 gemma3_270m",
         ),
         (
             "spec_bench_reference.sh",
-            ["OUT", "DATA", "gemma3_270m", "qa"],
+            ["OUT", "DATA", "gemma3_270m"],
             "no Spec-Bench question file at DATA/spec_bench/question.jsonl",
         ),
         (
@@ -95,8 +98,8 @@ def test_the_paper_scale_volume_the_docs_give_is_the_plans(shared_data_dir):
     tokens = yaml.safe_load((root / "conf" / "sweep" / "spec_bench.yaml").read_text())["max_new_tokens"]
     text = " ".join((root / "docs" / "spec_bench.md").read_text().split())
     expected = (
-        f"{len(GROUPS) * len(variants)} cells ({len(GROUPS)} groups x {len(variants)} cells), {sum(arms)} arm runs "
-        f"per turn ({', '.join(f'{len(a)} in `{v}`' for v, a in variants.items())}) over {turns} "
+        f"{len(variants)} cells (one per variant, each over all {len(GROUPS)} groups), {sum(arms)} arm runs per turn"
+        f" ({', '.join(f'{len(a)} in `{v}`' for v, a in variants.items())}) over {turns} "
         f"turns ({len(questions)} questions, MT-Bench's {two_turns} with both turns): {sum(arms) * turns:,} "
         f"generations of up to {tokens} new tokens, at most {sum(arms) * turns * tokens:,} tokens"
     )

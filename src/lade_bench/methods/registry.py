@@ -361,12 +361,13 @@ def configuration_label(name: str, section: Mapping[str, Any] | None) -> str:
     return method.describe(section)
 
 
-def method_state_text(name: str, mode: str | None, low: Any, high: Any) -> str:
-    """The State column of a method's rows (``methods.state.state_text``); a method not registered (rows
-    of another version) is read as one whose state learns, so its rows' warmth still shows."""
+def method_state_text(name: str, mode: str | None, low: Any, high: Any, scope: str | None = None) -> str:
+    """The State column of a method's rows (``methods.state.state_text``; ``scope``: the cell's
+    ``method_state.scope``, shown after the mode); a method not registered (rows of another version) is
+    read as one whose state learns, so its rows' warmth still shows."""
     method = _REGISTRY.get(name)
     lifetime, static = ("cell", False) if method is None else (method.state, method.static_state)
-    return state_text(lifetime, static, mode, low, high)
+    return state_text(lifetime, static, mode, low, high, scope)
 
 
 def method_color(name: str) -> str | None:

@@ -14,6 +14,13 @@ fixed, recorded sample order (``runner.method_state``), and builds a fresh one p
 config says ``method_state.mode=cold``. A generate function called without a state (``bench``,
 ``gpu_check``, a direct call) builds a fresh one: cold.
 
+How far a warm state reaches is ``method_state.scope`` (:data:`STATE_SCOPES`): ``cell``, one state per
+cell whose warm-up generations get fresh states of their own; or ``benchmark``, Spec-Bench's (its
+``evaluation/eval.py`` runs one process over every question in file order, its warm-up generations first
+on the same model object, and Token Recycling's matrix, created once in ``inference_recycling.py``, is
+never reset): the cell is then the whole benchmark, every group's questions in file order, and its
+warm-up runs on the state the timed requests use.
+
 A state object has ``requests_seen`` (requests finished with it before this one) and ``size()``
 (entries held); :func:`use_state` records both in the result's ``stats`` at the request's start and
 counts the request at its end, so every row says how warm its state was. A ``"cell"`` state that no
@@ -34,6 +41,10 @@ STATE_LIFETIMES: tuple[str, ...] = ("none", "request", "cell")
 # every "cell" method reads it (Method adds it to its sections), so it enters the id of those cells only.
 STATE_SECTION = "method_state"
 STATE_MODES: tuple[str, ...] = ("warm", "cold")
+# How far a warm state reaches: one cell (its warm-up on fresh states), or the benchmark as Spec-Bench runs it.
+STATE_SCOPES: tuple[str, ...] = ("cell", "benchmark")
+# The scope of every cell recorded before the setting existed (a recorded config or row without it).
+SCOPE_BEFORE = "cell"
 # The State label of a carried state that no request changes (Method.static_state).
 STATIC_STATE = "static"
 # DecodeResult.stats keys the rows' warmth columns are filled from.
@@ -81,7 +92,41 @@ def warmth_span(low: Any, high: Any) -> str:
     return f"{int(low)}-{int(high)}"
 
 
-def state_text(lifetime: str, static: bool, mode: str | None, low: Any, high: Any) -> str:
+def scope_problem(scope: Any, mode: Any, categories: Any, dataset: str) -> str | None:
+    """Why ``method_state.scope`` cannot run as configured (None: it can); asked before anything loads.
+
+    Args:
+        scope: ``method_state.scope`` as configured.
+        mode: ``method_state.mode`` (warm or cold).
+        categories: ``dataset.categories`` (None: every group), as the registry's category selection
+            reads it, or None for a dataset without categories.
+        dataset: the dataset's name, for the message.
+    """
+    if scope not in STATE_SCOPES:
+        return f"method_state.scope={scope!r} is not allowed: use one of {', '.join(STATE_SCOPES)}"
+    if scope != "benchmark":
+        return None
+    if mode == "cold":
+        return (
+            "method_state.scope=benchmark carries one state across the whole benchmark, method_state.mode=cold "
+            "gives each sample a fresh one: set method_state.mode=warm, or method_state.scope=cell"
+        )
+    if categories is not None:
+        return (
+            f"method_state.scope=benchmark carries one state across every group of {dataset} in file order, so "
+            f"its cell takes them all, not dataset.categories={list(categories)}: drop dataset.categories "
+            "(dataset.per_category_limit caps each group), or set method_state.scope=cell"
+        )
+    return None
+
+
+def warmth_words(mode: str, scope: str | None) -> str:
+    """``"warm per cell"`` / ``"warm per benchmark"``: a learning state's mode and how far it reaches
+    (``mode`` alone where the scope is not known)."""
+    return f"{mode} per {scope}" if scope else mode
+
+
+def state_text(lifetime: str, static: bool, mode: str | None, low: Any, high: Any, scope: str | None = None) -> str:
     """The State column of a method's rows in a cell, the console's and the report's alike.
 
     Args:
@@ -90,14 +135,18 @@ def state_text(lifetime: str, static: bool, mode: str | None, low: Any, high: An
         mode: the cell's ``method_state.mode`` (warm or cold; None: not recorded).
         low: the fewest earlier requests the state had seen at a row's start (``state_requests_min``).
         high: the most (``state_requests_max``).
+        scope: the cell's ``method_state.scope`` (cell or benchmark; None: not shown), after the mode.
 
     Returns:
-        ``"warm 0-39"`` / ``"cold 0-1"`` (the mode, then :func:`warmth_span`) for a state that learns;
-        ``"static"`` for a static one; ``""`` for a method without carried state, or without the counts.
+        ``"warm 0-39"`` / ``"cold 0-1"`` (the mode, then :func:`warmth_span`) for a state that learns,
+        ``"warm per benchmark 3-62"`` with its scope; ``"static"`` for a static one; ``""`` for a method
+        without carried state, or without the counts.
     """
     if lifetime != "cell":
         return ""
     if static:
         return STATIC_STATE
     span = warmth_span(low, high)
-    return f"{mode or ''} {span}".strip() if span else ""
+    if not span:
+        return ""
+    return f"{warmth_words(mode, scope)} {span}" if mode else span

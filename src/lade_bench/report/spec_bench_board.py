@@ -43,6 +43,7 @@ from lade_bench.export.spec_bench_answers import (
 )
 from lade_bench.export.spec_bench_records import QuestionFileError, read_questions
 from lade_bench.methods import method_color, method_label, method_state_text
+from lade_bench.methods.state import SCOPE_BEFORE, warmth_words
 from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING
@@ -78,7 +79,8 @@ LEADERBOARD = PaperTable(
     "its own cell (ratio of summed wall times on identical outputs, 95% paired bootstrap CI over samples, "
     "or the reason there is none) and n = samples; Accepted/step = tokens emitted per decode step "
     "(Spec-Bench's tau without the prefill); Width/step = input tokens per decode step (the draft a step "
-    "verifies: its cost); State = a stateful method's carried state, warm or cold, and the fewest-most "
+    "verifies: its cost); State = a stateful method's carried state, warm or cold, per cell or per benchmark "
+    "(method_state.scope: one state over every group, as Spec-Bench runs it), and the fewest-most "
     "earlier requests it had seen, or static where no request changes it (REST's datastore); Quality = "
     "the group's metric where Spec-Bench's file has references "
     "(translation BLEU/chrF, summarization ROUGE-L x100, math final-number accuracy, RAG exact match/token "
@@ -128,13 +130,15 @@ def _entries(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _state_modes(sweep: Sweep) -> dict[tuple[str, str], str]:
-    """``method_state.mode`` (warm or cold) of each cell, from its recorded config."""
+    """``method_state.mode`` and ``scope`` of each cell as the State column says them (``"warm per cell"``,
+    ``"warm per benchmark"``), from its recorded config; a config recorded before the scope ran per cell."""
     modes = {}
     for cell in sweep.cells:
         config = (yaml.safe_load(cell.config_text) or {}) if cell.config_text else {}
-        mode = (config.get("method_state") or {}).get("mode")
+        section = config.get("method_state") or {}
+        mode = section.get("mode")
         if mode is not None:
-            modes[(cell.sweep, cell.cell_id)] = str(mode)
+            modes[(cell.sweep, cell.cell_id)] = warmth_words(str(mode), str(section.get("scope", SCOPE_BEFORE)))
     return modes
 
 
@@ -262,7 +266,7 @@ def entry_label(rec: dict[str, Any]) -> str:
 
 
 def _state_text(rec: dict[str, Any]) -> str:
-    """``"warm 0-19"``, ``"static"`` (REST's datastore) or empty (``methods.method_state_text``)."""
+    """``"warm per cell 0-19"``, ``"static"`` (REST's datastore) or empty (``methods.method_state_text``)."""
     mode = rec["state_mode"] or None
     return method_state_text(str(rec["arm"]), mode, rec["state_requests_min"], rec["state_requests_max"])
 

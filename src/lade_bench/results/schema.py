@@ -36,10 +36,11 @@ import numpy as np
 import pyarrow as pa
 
 from lade_bench.methods import is_registered, unknown_method_message
+from lade_bench.methods.state import SCOPE_BEFORE
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # The config section whose values fill the shape columns (ngram, window, guesses, prompt_as_reference,
 # verification) of every row, also in a cell whose arms do not read it.
@@ -177,6 +178,17 @@ COLUMNS: tuple[Column, ...] = (
     # How warm a carried state was at the row's start (lade_bench.methods.state); null: a stateless arm.
     Column("state_requests_seen", "int", "always", "efficiency", "requests its state learnt from before", 8),
     Column("state_size", "int", "always", "efficiency", "entries its state held at the start", 8),
+    # How far the cell's carried states reach (method_state.scope): every row of the cell says it, as the
+    # shape columns do; every cell before version 10 ran per cell.
+    Column(
+        "state_scope",
+        "str",
+        "always",
+        "identity",
+        "method_state.scope of the cell: cell, or benchmark (one state over every group, Spec-Bench's)",
+        10,
+        before=SCOPE_BEFORE,
+    ),
     # --- quality ---
     Column("rouge1", "float", "always", "quality", "ROUGE-1 F1 against the reference"),
     Column("rouge2", "float", "always", "quality", "ROUGE-2 F1 against the reference"),

@@ -143,9 +143,16 @@ class StateMode(Enum):
 
 @dataclass
 class MethodStateConfig:
-    """Schema of ``method_state``: warm (carried across a cell's samples) or cold (a fresh state per sample)."""
+    """Schema of ``method_state``: warm (carried across a cell's samples) or cold (a fresh state per sample).
+
+    Attributes:
+        mode: warm or cold.
+        scope: how far a warm state reaches, one of ``lade_bench.methods.state.STATE_SCOPES`` (a string,
+            checked by the plan with the dataset it needs): ``cell`` or ``benchmark`` (Spec-Bench's).
+    """
 
     mode: StateMode = MISSING
+    scope: str = MISSING
 
 
 @dataclass

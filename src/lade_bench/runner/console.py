@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from lade_bench.methods import method_state_text
-from lade_bench.methods.state import STATE_SECTION
+from lade_bench.methods.state import SCOPE_BEFORE, STATE_SECTION
 
 
 @contextlib.contextmanager
@@ -129,7 +129,7 @@ def mismatch_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def summary_table(summary: dict[str, Any], state_mode: str | None = None) -> Table:
+def summary_table(summary: dict[str, Any], state_mode: str | None = None, state_scope: str | None = None) -> Table:
     """One row per arm: n, throughput, compression, speedup with its 95% CI (or why none), match rate,
     carried state and quality.
 
@@ -139,13 +139,16 @@ def summary_table(summary: dict[str, Any], state_mode: str | None = None) -> Tab
             arm carries a state across requests: warm or cold and the fewest-most earlier requests its
             state had seen, ``static`` for a state no request changes (REST's datastore), ``-`` for an
             arm without one.
+        state_scope: the cell's ``method_state.scope`` (cell or benchmark), shown after the mode.
     """
     # The mode in the title: a speedup over eager AR and one over compiled AR are different claims.
     mode = f" ({summary['mode']})" if summary.get("mode") else ""
     title = f"{summary.get('cell_name', '')} [{summary.get('cell_id', '')}]{mode}"
     table = Table(title=title, title_justify="left")
     states = {
-        arm: method_state_text(arm, state_mode, stats.get("state_requests_min"), stats.get("state_requests_max"))
+        arm: method_state_text(
+            arm, state_mode, stats.get("state_requests_min"), stats.get("state_requests_max"), state_scope
+        )
         for arm, stats in summary["arms"].items()
     }
     shown = any(states.values())
@@ -189,7 +192,9 @@ def console_summary_sink(
         console.print(f"cell {summary['cell_id']} failed: {summary['error']}", markup=False, highlight=False)
         console.print(f"partial results: {cell_dir}", soft_wrap=True, markup=False, highlight=False)
         return
-    console.print(summary_table(summary, (cell_config.get(STATE_SECTION) or {}).get("mode")))
+    section = cell_config.get(STATE_SECTION) or {}
+    # A config recorded before method_state.scope existed ran per cell.
+    console.print(summary_table(summary, section.get("mode"), section.get("scope", SCOPE_BEFORE)))
     console.print(table_legend(summary), markup=False, highlight=False)
     skipped = summary.get("skipped_samples", 0)
     if skipped:

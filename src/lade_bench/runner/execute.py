@@ -75,6 +75,31 @@ def warm_up(plan: CellPlan, cell_model: CellModel, sample: Sample) -> None:
     )
 
 
+def warm_up_states(plan: CellPlan, cell_model: CellModel, sample: Sample, states: CellStates) -> None:
+    """The benchmark scope's warm-up (``method_state.scope=benchmark``), on the states the timed requests use.
+
+    As Spec-Bench's ``evaluation/eval.py`` warms up (``get_model_answers``: its first question, every
+    turn with its own earlier answers, 3 times, on the model object every question then runs on, so
+    Token Recycling's matrix learns from it): ``warmup`` rounds of every turn of the cell's first sample,
+    each stateful arm on the state of every repeat (each repeat's state then starts from the same
+    warm-up), each stateless arm once per round. Untimed, no row written; run again, the same way, on a
+    resume before the stored rows are replayed, so the state is the uninterrupted run's.
+    """
+    counts = plan.counts
+    budget = min(counts.warmup_new_tokens, counts.max_new_tokens)
+    for repeat in range(counts.repeats):
+        arms = [arm for arm in plan.arms if repeat == 0 or arm in states.arms]
+        for _ in range(counts.warmup):
+            for arm in arms:
+                history: list[tuple[str, str]] = []
+                for turn in range(len(sample.turns)):
+                    prompt = _prompt(plan, cell_model, sample, turn, history)
+                    state = states.get(arm, repeat)
+                    result = generate(arm, cell_model, prompt, plan, counts.seed, max_new_tokens=budget, state=state)
+                    answer = cell_model.tokenizer.decode(result.tokens, skip_special_tokens=True)
+                    history.append((sample.turns[turn], answer))
+
+
 def run_samples(
     plan: CellPlan,
     cell_model: CellModel,
@@ -94,6 +119,11 @@ def run_samples(
         provenance: the run's columns (``run_id``, ``job_id``, ``host``) added to every new row.
     """
     loop = _SampleLoop(plan, cell_model, writer, provenance or {})
+    if loop.states.scope == "benchmark" and samples:
+        # First, on a resume too: the state learnt from the warm-up before any stored row (replayed below).
+        if not loop.warmed:
+            warm_up_states(plan, cell_model, samples[0], loop.states)
+        loop.warmed = True
     for index, sample in enumerate(samples):
         loop.run_sample(index, sample, advance)
     return loop.appended

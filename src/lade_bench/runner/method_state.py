@@ -6,10 +6,14 @@ recorded in the manifest as ``method_state.sample_order``). One per repeat, so t
 sample sees a state that learnt from the same earlier requests, never from an earlier repeat of the
 same sample. ``method_state.mode=cold`` builds a fresh state at every sample's start.
 
-Warm-up generations get no state (a fresh one each: they teach the cell's state nothing), and a
-resumed cell replays the generations of its stored rows into the state (untimed), failed generations
-included, comparing each replay with its stored row (``runner.replay``), so a row's warmth does not
-depend on whether its cell was interrupted.
+Under ``method_state.scope=cell`` warm-up generations get no state (a fresh one each: they teach the
+cell's state nothing). Under ``scope=benchmark`` (Spec-Bench's: ``methods.state``) the cell is the whole
+benchmark, its samples every group's in file order, and the warm-up runs first on every (arm, repeat)
+state, as Spec-Bench's ``evaluation/eval.py`` runs its warm-up on the model object its questions then
+use (``runner.execute.warm_up_states``). A resumed cell replays the generations of its stored rows into
+the state (untimed), failed generations included, comparing each replay with its stored row
+(``runner.replay``), after the benchmark scope's warm-up, so a row's warmth does not depend on whether
+its cell was interrupted.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 from lade_bench.datasets import Sample
 from lade_bench.methods import get_method
-from lade_bench.methods.state import STATE_SECTION
+from lade_bench.methods.state import SCOPE_BEFORE, STATE_SECTION
 from lade_bench.runner.arms import method_settings
 from lade_bench.runner.plan import CellPlan
 
@@ -42,18 +46,42 @@ def state_mode(plan: CellPlan) -> str:
     return str(getattr(mode, "value", mode))
 
 
+def state_scope(plan: CellPlan) -> str:
+    """``cell`` or ``benchmark`` (``method_state.scope``); ``cell`` for a cell without a stateful arm (no
+    section among its settings) and for a config recorded before the setting existed (no key)."""
+    section = plan.settings.get(STATE_SECTION)
+    if section is None:
+        return SCOPE_BEFORE
+    scope = section.get("scope", SCOPE_BEFORE)
+    return str(getattr(scope, "value", scope))
+
+
 def state_record(plan: CellPlan, samples: Sequence[Sample]) -> dict[str, Any] | None:
-    """The manifest's ``method_state``: mode, arms and the sample order their state followed; None
-    when no arm of the cell keeps state."""
+    """The manifest's ``method_state``: mode, scope, arms, the sample order their state followed and,
+    under the benchmark scope, the warm-up the state learnt from first; None when no arm keeps state."""
     arms = stateful_arms(plan.arms)
     if not arms:
         return None
-    return {
-        "mode": state_mode(plan),
-        "arms": list(arms),
-        "lifetime": "one state per (arm, repeat), carried across samples in sample_order (cold: fresh per sample)",
-        "sample_order": [sample.sample_id for sample in samples],
-    }
+    scope = state_scope(plan)
+    record: dict[str, Any] = {"mode": state_mode(plan), "scope": scope, "arms": list(arms)}
+    if scope == "benchmark":
+        counts = plan.counts
+        record["lifetime"] = (
+            "one state per (arm, repeat) for the whole benchmark: the warm-up first, then every sample in sample_order"
+        )
+        record["warmup"] = {
+            "sample": samples[0].sample_id if samples else None,
+            "rounds": counts.warmup,
+            "turns": len(samples[0].turns) if samples else 0,
+            "max_new_tokens": min(counts.warmup_new_tokens, counts.max_new_tokens),
+        }
+    else:
+        record["lifetime"] = (
+            "one state per (arm, repeat), carried across samples in sample_order (cold: fresh per sample); "
+            "the warm-up on fresh states"
+        )
+    record["sample_order"] = [sample.sample_id for sample in samples]
+    return record
 
 
 class CellStates:
@@ -63,6 +91,7 @@ class CellStates:
         """Empty; each state is built by its method's ``new_state`` on first use."""
         self.plan = plan
         self.cold = state_mode(plan) == "cold"
+        self.scope = state_scope(plan)
         self.arms = frozenset(stateful_arms(plan.arms))
         self._states: dict[tuple[str, int], Any] = {}
 

@@ -37,6 +37,7 @@ from lade_bench.methods import (
     unknown_method_message,
 )
 from lade_bench.methods.registry import DEVICES_SETTING, CellFacts, cell_devices
+from lade_bench.methods.state import SCOPE_BEFORE, STATE_SECTION, scope_problem
 from lade_bench.model_config import embedded_name, tokenizer_source
 from lade_bench.results import cell_id
 from lade_bench.results.schema import SHAPE_SECTION
@@ -179,6 +180,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     counts = _run_counts(cfg)
     spec = get_spec(cfg.dataset.name)
     _validate_dataset(cfg.dataset, spec)
+    _validate_state_scope(cfg, arms, spec)
     model = _model_choice(cfg)
     lock = _lock_settings(cfg.cell_lock)
     allow_unsandboxed = _allow_unsandboxed(cfg)
@@ -582,6 +584,26 @@ def _validate_dataset(data: DictConfig, spec: DatasetSpec) -> None:
         raise CellConfigError(f"dataset.offset={data.offset!r} is not allowed: use an integer >= 0 (0: none dropped)")
     if data.max_prompt_tokens is not None and data.max_prompt_tokens < 1:
         raise CellConfigError(f"dataset.max_prompt_tokens={data.max_prompt_tokens!r}: use an integer >= 1 or null")
+
+
+def _validate_state_scope(cfg: DictConfig, arms: tuple[str, ...], spec: DatasetSpec) -> None:
+    """``method_state.scope`` (``methods.state.scope_problem``): a bad value in any cell; what the benchmark
+    scope needs (warm, every group) only in a cell with a state that learns, since a stateless cell, or
+    REST's static datastore, carries nothing the scope could reach."""
+    section = cfg.get(STATE_SECTION)
+    # get: configs recorded before the setting lack it, and ran per cell.
+    scope = _enum_value(section.get("scope", SCOPE_BEFORE)) if section is not None else SCOPE_BEFORE
+    learns = any(get_method(arm).state == "cell" and not get_method(arm).static_state for arm in arms)
+    if scope == SCOPE_BEFORE or (not learns and scope_problem(scope, None, None, spec.name) is None):
+        return
+    categories, selected = cfg.dataset.get("categories"), None
+    if categories is not None and spec.categories is not None:  # checked by _validate_dataset already
+        every = {category for members in spec.categories.values() for category in members}
+        selected = None if category_selection(spec, list(categories), None) == every else list(categories)
+    mode = _enum_value(section.mode) if section is not None else None
+    problem = scope_problem(scope, mode, selected, spec.name)
+    if problem:
+        raise CellConfigError(problem)
 
 
 def _model_choice(cfg: DictConfig) -> ModelChoice:

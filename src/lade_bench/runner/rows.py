@@ -10,6 +10,7 @@ from lade_bench.decoding import DecodeResult
 from lade_bench.methods.state import REQUESTS_SEEN_STAT, STATE_SIZE_STAT
 from lade_bench.results import COLUMN_NAMES
 from lade_bench.results.schema import SHAPE_SECTION
+from lade_bench.runner.method_state import state_scope
 from lade_bench.runner.plan import CellPlan
 
 
@@ -60,6 +61,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         "top_p": sampling.top_p,
         "top_k": sampling.top_k,
         "seed": seed,
+        "state_scope": state_scope(plan),
     }
 
 
