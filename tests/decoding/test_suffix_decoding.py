@@ -208,3 +208,28 @@ def test_sampling_matches_the_exact_distribution(setting):  # noqa: F811 (the sh
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
     assert multi_token_steps > 100  # drafts were accepted, not only rejected
     assert goodness_of_fit(draws, sequences, exact) > ALPHA
+
+
+def test_the_configuration_label_names_the_values_that_differ_from_the_plugins_defaults():
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from lade_bench.methods.registry import configuration_label
+
+    assert configuration_label("suffix_decoding", dataclasses.asdict(SuffixSettings())) == "SuffixDecoding"
+    # The committed Spec-Bench cells recorded vLLM's values explicitly: their label says so.
+    cells = Path(__file__).resolve().parents[2] / "paper_figures/spec_bench/rows/spec_bench/cells.json"
+    recorded = [yaml.safe_load(cell["config_text"]) for cell in json.loads(cells.read_text())]
+    sections = [config["suffix_decoding"] for config in recorded if "suffix_decoding" in config["arms"]]
+    assert sections and {configuration_label("suffix_decoding", s) for s in sections} == {
+        "SuffixDecoding (depth 24, 10,000 requests, width 24)"
+    }
+    # A key missing from a recorded section reads as vLLM's value, the default until issue 65.
+    assert configuration_label("suffix_decoding", {}) == "SuffixDecoding (depth 24, 10,000 requests, width 24)"
+    named = {"max_cached_requests": 0, "max_spec_factor": 2.0, "min_token_prob": 0.25, "use_tree_spec": True}
+    assert configuration_label("suffix_decoding", {**dataclasses.asdict(SuffixSettings()), **named}) == (
+        "SuffixDecoding (no global tree, factor 2, min prob 0.25, tree)"
+    )
