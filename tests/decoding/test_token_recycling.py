@@ -104,3 +104,30 @@ def test_the_prefill_refreshes_the_prompt_rows_aligned_with_the_prompt_end():
     assert state.adjacency is not None
     assert state.adjacency[6, 0] == 3 and state.adjacency[7, 0] == 9 and state.size() == 2
     assert np.count_nonzero(state.adjacency[5]) == 0
+
+
+def test_the_configuration_label_names_each_deviation_from_the_authors_loop():
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from lade_bench.decoding.drafters.token_recycling import TokenRecyclingSettings
+    from lade_bench.methods.registry import configuration_label
+
+    assert configuration_label("token_recycling", dataclasses.asdict(TokenRecyclingSettings())) == "Token Recycling"
+    # Every committed cell recorded its section before the settings existed: it ran our earlier loop.
+    cells = Path(__file__).resolve().parents[2] / "paper_figures/spec_bench/rows/spec_bench/cells.json"
+    recorded = [yaml.safe_load(cell["config_text"]) for cell in json.loads(cells.read_text())]
+    sections = [config["token_recycling"] for config in recorded if "token_recycling" in config["arms"]]
+    assert sections and {configuration_label("token_recycling", s) for s in sections} == {
+        "Token Recycling (+ prefill refresh, whole-prompt prefill)"
+    }
+    defaults = dataclasses.asdict(TokenRecyclingSettings())
+    assert configuration_label("token_recycling", {**defaults, "prefill_refresh": True}) == (
+        "Token Recycling (+ prefill refresh)"
+    )
+    assert configuration_label("token_recycling", {**defaults, "loop": "whole_prompt_prefill"}) == (
+        "Token Recycling (whole-prompt prefill)"
+    )
