@@ -143,14 +143,16 @@ def import_samd(repo: Path, into: Path) -> types.SimpleNamespace:
 
 
 def sam_inputs(rng: np.random.Generator) -> dict[str, Any]:
-    """The logits table, a static corpus and four requests (prompt, output), copies among them."""
+    """The logits table, a static corpus and four requests (prompt, output), copies among them all."""
     vocab = range(1, SAM_EOS)
     rows = []
     for _ in range(SAM_ROWS + 1):  # the last: token 0's, at every position
         row = rng.permutation(SAM_VOCAB).astype(float)
         row[0] = -1.0  # token 0 (the authors' padding) is never a successor
         rows.append(row.tolist())
-    documents = [_spans(rng, [], 40, vocab, 0.0) for _ in range(3)]
+    documents: list[list[int]] = []
+    for _ in range(3):  # later documents repeat spans of earlier ones: a static match occurs more than once
+        documents.append(_spans(rng, documents, 40, vocab, 0.6))
     requests = []
     earlier: list[list[int]] = []
     for _ in range(4):
