@@ -13,16 +13,24 @@ load, time span, resumed cells) those the manifests record.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUPS
+from lade_bench.export import answer_records
+from lade_bench.export.spec_bench_speed import speed_py
+from lade_bench.methods import get_method, method_label
+from lade_bench.methods.registry import configuration_label
 from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor
-from lade_bench.report.spec_bench_board import FIGURE, group_of_sample
+from lade_bench.report.figures import accept_length_histogram, speedup_bars
+from lade_bench.report.spec_bench_board import FIGURE, SOURCE_SWEEP, entry_label, group_of_sample
 from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests
 
@@ -47,6 +55,10 @@ SAMPLES = 10  # dataset.per_category_limit=10: ten questions per group (MT-Bench
 CELL_ARMS = [frozenset(arms) for arms in spec_bench_cell_arms(ROOT).values()]
 # Lookahead's settings: Spec-Bench's own N5 W7 G7 without the pool, the paper's 7B preset with it.
 LOOKAHEAD_SETTINGS = {(5, 7, 7, False), (5, 15, 15, True)}
+# Spec-Bench's own evaluation/speed.py run on the committed rows' answer files (scripts/record_spec_bench_speed_py.py).
+SPEED_PY_FIXTURE = ROOT / "tests" / "fixtures" / "spec_bench_speed_py.json"
+# The README's section sizing speed.py's verdicts against ours.
+SPEED_PY_SECTION = (r"<!-- speed_py -->", r"<!-- /speed_py -->")
 # How the README spells a small count at a sentence's start.
 NUMBER_WORDS = {0: "No", 1: "One", 2: "Two", 3: "Three", 4: "Four", 5: "Five"}
 
@@ -161,3 +173,98 @@ def test_the_conditions_the_readme_states_are_the_manifests():
         f"{NUMBER_WORDS[resumed]} cells were stopped and resumed",
     ):
         assert stated in text, stated
+
+
+def _answer_file(names, rec: dict) -> str:
+    """The answer file (``<model>-<arm>[-<shape>]-<cell id>``) of a leaderboard entry, among ``names``."""
+    prefix = "-".join(part for part in (rec["model"], rec["arm"], rec["setting"]) if part)
+    (name,) = [n for n in names if re.fullmatch(rf"{re.escape(prefix)}-[0-9a-f]{{16}}", n)]
+    return name
+
+
+def test_the_leaderboards_speed_py_columns_are_spec_bench_s_own_speed_py(rebuilt):
+    """Beside each of our entries, per group and overall, the leaderboard's speed.py speedup and tau are what
+    Spec-Bench's own evaluation/speed.py (run unchanged, with the model's tokenizer) gives on the answer
+    files of the same rows (issue 65: Spec-Bench's arithmetic beside ours)."""
+    fixture = json.loads(SPEED_PY_FIXTURE.read_text())
+    rows_sha = hashlib.sha256((ARCHIVE / "rows.parquet").read_bytes()).hexdigest()
+    assert fixture["rows_sha256"] == rows_sha, "new rows: re-record with scripts/record_spec_bench_speed_py.py"
+    ours = rebuilt.board[rebuilt.board["source"] == SOURCE_SWEEP]
+    assert len(ours) == len(fixture["results"]) * (len(GROUPS) + 1)
+    seen = set()
+    for rec in ours.to_dict("records"):
+        name = _answer_file(fixture["results"], rec)
+        theirs = fixture["results"][name]["tasks"][rec["column"]]
+        assert rec["speedpy_speedup"] == pytest.approx(theirs["speedup"], rel=1e-9), (name, rec["column"])
+        assert rec["speedpy_tau"] == pytest.approx(theirs["tau"], rel=1e-9), (name, rec["column"])
+        seen.add(name)
+    assert seen == set(fixture["results"])
+    header = (rebuilt.out_dir / TABLES_DIR / "spec_bench_leaderboard.md").read_text().split("\n| Model |")[1]
+    assert "| speed.py |" in header.splitlines()[0] and "| speed.py tau |" in header.splitlines()[0]
+
+
+def test_every_method_row_names_the_configuration_its_cells_recorded(rebuilt):
+    """Each entry of the leaderboard, and each legend of the report's figures, says which configuration ran:
+    ``configuration_label`` of the method's section as the cell's config recorded it (issue 65); the
+    committed cells ran SAM-Decoding with its Token Recycling tree and no static corpus."""
+    sweep = rebuilt.sweep
+    ours = rebuilt.board[rebuilt.board["source"] == SOURCE_SWEEP]
+    labels = set()
+    for key, cell in sweep.rows.groupby(["sweep", "cell_id"]):
+        config = yaml.safe_load(next(c.config_text for c in sweep.cells if (c.sweep, c.cell_id) == key))
+        for arm in set(cell["arm"]) - {stats.BASELINE_ARM}:
+            label = configuration_label(arm, config[get_method(arm).own_section])
+            entries = ours[(ours["model"] == cell["model"].iloc[0]) & (ours["arm"] == arm)]
+            assert set(entries["label"]) == {label}, (key, arm)
+            labels.add(label)
+    assert "SAM-Decoding (Token Recycling tree)" in labels
+    assert any(
+        label != method_label(arm) for arm in set(ours["arm"]) for label in set(ours[ours["arm"] == arm]["label"])
+    )
+    board = (rebuilt.out_dir / TABLES_DIR / "spec_bench_leaderboard.md").read_text()
+    assert "| SAM-Decoding (Token Recycling tree) |" in board
+    for draw in (speedup_bars, accept_length_histogram):
+        figure = draw(sweep)
+        texts = {
+            t.get_text().split(":")[0].split("\n")[0]
+            for legend in figure.legends + [ax.get_legend() for ax in figure.axes if ax.get_legend()]
+            for t in legend.get_texts()
+        }
+        assert "SAM-Decoding (Token Recycling tree)" in texts, (draw.__name__, texts)
+
+
+def _sizing_rows(rebuilt) -> list[str]:
+    """The README's sizing table as the committed rows give it: per (model, entry) overall, our speedup,
+    speed.py's, their ratio and its two factors (speed.py's mean of per-question rates on the recorded AR
+    tokens over ours: the weighting; speed.py over that: AR's tokens re-counted), our tau and speed.py's."""
+    sets = {answer_set.model_id: answer_set for answer_set in answer_records(rebuilt.sweep.rows)}
+    board = rebuilt.board
+    shown = []
+    for rec in board[(board["source"] == SOURCE_SWEEP) & (board["column"] == "overall")].to_dict("records"):
+        name = _answer_file(sets, rec)
+        recorded = speed_py(sets[name].records, sets[f"{rec['model']}-ar-{name[-16:]}"].records).speedup
+        ours, theirs = rec["speedup"], rec["speedpy_speedup"]
+        shown.append(
+            f"| {rec['model']} | {entry_label(rec)} | {ours:.2f}x | {theirs:.2f}x | {theirs / ours:.3f} | "
+            f"{recorded / ours:.3f} | {theirs / recorded:.3f} | {rec['mean_accepted']:.2f} | {rec['speedpy_tau']:.2f} |"
+        )
+    return shown
+
+
+def test_the_readme_sizes_speed_py_against_ours_with_the_committed_rows(rebuilt):
+    """The results README's speed.py section: its table is the committed rows' (every entry, each ratio and
+    factor), and its prose quotes only numbers of that table."""
+    text = (FOLDER / "README.md").read_text()
+    section = re.search("(.*?)".join(SPEED_PY_SECTION), text, re.S)
+    assert section is not None, "README.md: no <!-- speed_py --> section"
+    table = [line for line in section.group(1).splitlines() if re.match(r"\| [a-z]", line)]
+    expected = _sizing_rows(rebuilt)
+    assert table == expected
+    prose = re.sub(
+        r"<!--.*?-->",
+        "",
+        "\n".join(line for line in section.group(1).splitlines() if not line.startswith("|")),
+        flags=re.S,
+    )
+    known = {n for row in expected for n in re.findall(r"\d+\.\d+", row)}
+    assert_quotes_only_table_numbers(prose, known, "README.md speed_py section", quoted=QUOTED_DECIMAL)

@@ -24,11 +24,13 @@ from hydra import compose, initialize_config_dir
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text
+from transformers import AutoTokenizer
 
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.export import AnswerFileError, read_answer_file
 from lade_bench.export.__main__ import main as export_main
 from lade_bench.export.spec_bench_records import read_questions
+from lade_bench.models.embedded import converted_smollm2_dir
 from lade_bench.report.build import build_report
 from lade_bench.report.spec_bench_board import EXTERNAL, board_records, draw_board
 from lade_bench.report.sweep import load_sweep
@@ -215,6 +217,33 @@ def test_leaderboard_pairs_each_method_with_the_ar_of_its_own_cells(loaded, rows
     width = records.loc[("lookahead", "n5-w7-g7", "overall")]["step_tokens_mean"]
     assert width > records.loc[("prompt_lookup", "", "overall")]["step_tokens_mean"] >= 1.0
     assert (records["matches_ar"] == 1.0).all()
+
+
+def test_every_method_entry_shows_speed_py_beside_ours(loaded, answers, rows):
+    """Spec-Bench's own numbers beside ours (issue 65), per entry and column, from the exported files as
+    speed.py reads them: the mean over the method's questions of tokens/s over the same mean of its cells'
+    AR file, AR's tokens re-counted as ``len(tokenizer(turn).input_ids) - 1`` with the tiny Llama's
+    tokenizer (SmolLM2's, no BOS: the ``- 1`` drops a real token), and the mean of ``accept_lengths``."""
+    tokenizer = AutoTokenizer.from_pretrained(converted_smollm2_dir())
+    every, paper = _kinds(rows)
+    records = board_records(loaded)
+    assert set(records["arm"]) == {"lookahead", "prompt_lookup", "token_recycling"}
+    for rec in records.to_dict("records"):
+        kind = paper if rec["setting"] == "n5-w15-g15-pool" else every
+        name = "-".join(part for part in ("tiny-llama", rec["arm"], rec["setting"], kind) if part)
+        ours, ar = _read(answers / f"{name}.jsonl"), _read(answers / f"tiny-llama-ar-{kind}.jsonl")
+        wanted = {c for c, g in GROUP.items() if rec["column"] in (g, "overall")}
+        ar_speed = np.mean(
+            [
+                sum(len(tokenizer(turn).input_ids) - 1 for turn in r["choices"][0]["turns"])
+                / sum(r["choices"][0]["wall_time"])
+                for r in ar
+                if r["category"] in wanted
+            ]
+        )
+        assert rec["speedpy_speedup"] == pytest.approx(_speed_py(ours, wanted) / ar_speed), (name, rec["column"])
+        accepted = [a for r in ours if r["category"] in wanted for a in r["choices"][0]["accept_lengths"]]
+        assert rec["speedpy_tau"] == pytest.approx(np.mean(accepted))
 
 
 def test_external_answer_files_sit_beside_and_never_enter_a_paired_number(

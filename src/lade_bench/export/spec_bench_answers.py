@@ -66,10 +66,12 @@ class AnswerSet:
         model_id: ``<model>-<arm>[-<lookahead shape>]-<cell id>`` (the file is ``<model_id>.jsonl``);
             a file read in keeps the ``model_id`` its records give.
         records: one per question, sorted by ``question_id`` (as Spec-Bench's ``reorg_answer_file``).
+        arm: the arm whose rows the set holds (``answer_records``); None for a file read in.
     """
 
     model_id: str
     records: list[dict[str, Any]]
+    arm: str | None = None
 
 
 def lookahead_setting(attributes: dict[str, Any]) -> str | None:
@@ -149,7 +151,7 @@ def answer_records(rows: pd.DataFrame) -> list[AnswerSet]:
             first_cell["sweep"] == first_cell["sweep"].iloc[0]
         ]  # one cell, were an id in two sweeps
         name = answer_set_name(str(model), str(arm), str(kind), cell_attributes(first_cell))
-        sets.append(AnswerSet(name, _question_records(part, name)))
+        sets.append(AnswerSet(name, _question_records(part, name), str(arm)))
     return sets
 
 

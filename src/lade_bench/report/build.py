@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from lade_bench import stats
 from lade_bench.report.figures import FigureOutput, build_figures, build_tune_figure
 from lade_bench.report.html_report import render_html, write_html
@@ -44,6 +46,8 @@ class ReportResult:
         skipped: ``{figure or table name: reason}`` for outputs whose inputs are absent.
         tables: ``{table name: [tex, md]}`` for the paper tables written.
         html: the HTML report, or None when not requested.
+        board: the Spec-Bench leaderboard's numbers at full precision (``spec_bench_board.board_records``),
+            empty without Spec-Bench rows or answer files.
     """
 
     sweep: Sweep
@@ -52,6 +56,7 @@ class ReportResult:
     skipped: dict[str, str] = field(default_factory=dict)
     tables: dict[str, list[Path]] = field(default_factory=dict)
     html: Path | None = None
+    board: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def build_report(
@@ -111,9 +116,12 @@ def build_report(
         result.figures.append(board.figure)
         result.tables.update(board.tables)
         html_tables.update(board.shown)
+        result.board = board.records
     atomic_write_text(tables_dir / SUMMARY_CSV, sweep.summary.to_csv(index=False))
     if html:
-        page = render_html(sweep, result.figures, skipped, html_tables, summary_display_table(sweep.summary))
+        page = render_html(
+            sweep, result.figures, skipped, html_tables, summary_display_table(sweep.summary, sweep.record_label)
+        )
         result.html = write_html(out / REPORT_HTML, page)
     return result
 

@@ -395,9 +395,15 @@ def _bar_rows(summary: pd.DataFrame, group_keys: list[str], arms: Sequence[str])
 
 
 def draw_speedup_bars(
-    summary: pd.DataFrame, title: str, context: str, cpus: Mapping[tuple[str, str], str] | None = None
+    summary: pd.DataFrame,
+    title: str,
+    context: str,
+    cpus: Mapping[tuple[str, str], str] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Figure:
     """Grouped bars: per (sweep, dataset, cell) group, each arm's speedup with its 95% CI; one model per row.
+
+    ``labels`` names each arm's configuration in the legend (``Sweep.arm_labels``); None: the plain label.
 
     A model with more than :data:`BAR_SLOTS_PER_ROW` bars continues on the next row (titled so); all
     rows share the speedup scale and the bar width. Each bar's value sits above its error bar, and
@@ -429,15 +435,18 @@ def draw_speedup_bars(
     missing = missing_interval_note(summary)
     what = "dataset (lookahead configuration; n = samples" + ("; CPU kind that timed the cell)" if cpu_of else ")")
     axes[-1].set_xlabel(what + (f"\n{missing}" if missing else ""))
-    handles = [Patch(color=method_color(arm), label=_legend_label(summary, arm)) for arm in arms]
+    handles = [
+        Patch(color=method_color(arm), label=_legend_label(summary, arm, (labels or {}).get(arm))) for arm in arms
+    ]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(arms), fontsize=8, frameon=False)
     return _titled(fig, title, context, "n = samples per group, every arm on the same samples (paired)")
 
 
-def _legend_label(summary: pd.DataFrame, arm: str) -> str:
-    """The arm's label; for a method that learns across requests, how warm its state ran in these bars
-    (the fewest and most earlier requests it had seen: 0-0 or a few per sample is cold)."""
-    label = method_label(arm)
+def _legend_label(summary: pd.DataFrame, arm: str, label: str | None = None) -> str:
+    """The arm's label (``label``, else the method's); for a method that learns across requests, how warm
+    its state ran in these bars (the fewest and most earlier requests it had seen: 0-0 or a few per
+    sample is cold)."""
+    label = label or method_label(arm)
     if "state_requests_max" not in summary:
         return label
     mine = summary[summary["arm"] == arm]
@@ -541,6 +550,7 @@ def speedup_bars(sweep: Sweep) -> Figure:
         "other cell of a sweep that ran two, e.g. the tuned preset)",
         sweep.context_line(shown),
         cell_processors(sweep.cells),
+        sweep.arm_labels(shown),
     )
 
 
@@ -549,7 +559,9 @@ def _shape_text(rec: pd.Series | dict) -> str:
     return f"N={int(rec['ngram'])} W={int(rec['window'])} G={int(rec['guesses'])}"
 
 
-def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figure:
+def draw_accept_histogram(
+    rows: pd.DataFrame, title: str, context: str, labels: Mapping[str, str] | None = None
+) -> Figure:
     """Fraction of forward passes per number of tokens they emitted: one panel per (model, cell), one series per arm.
 
     Never pooled across models, sweeps or cells: a pooled histogram's mean matches no reported
@@ -583,7 +595,8 @@ def draw_accept_histogram(rows: pd.DataFrame, title: str, context: str) -> Figur
             mean = float((lengths * counts).sum() / counts.sum())  # over every pass, the tail included
             offset = (i - (len(arms) - 1) / 2) * width
             label = (
-                f"{method_label(arm)}: mean {mean:.2f}, n={arm_rows['sample_id'].nunique()} samples "
+                f"{(labels or {}).get(arm) or method_label(arm)}: mean {mean:.2f}, "
+                f"n={arm_rows['sample_id'].nunique()} samples "
                 f"({len(arm_rows)} rows, {int(counts.sum())} passes)"
             )
             # Passes longer than the cap (a few long assisted rounds) pooled into one bar past it.
@@ -648,6 +661,7 @@ def accept_length_histogram(sweep: Sweep) -> Figure:
         rows,
         "Tokens accepted per forward pass (greedy headline cells, one panel per cell)",
         sweep.context_line(rows),
+        sweep.arm_labels(rows),
     )
 
 
@@ -692,7 +706,13 @@ def rouge_parity(sweep: Sweep) -> Figure:
             units.extend(d.n_units for d in deltas)
             values = [100 * d.value for d in deltas]
             xs = np.arange(len(ROUGE_METRICS)) + (i - (len(arms) - 1) / 2) * width
-            ax.plot(xs, values, "o", color=method_color(arm), label=f"{method_label(arm)} − AR")
+            ax.plot(
+                xs,
+                values,
+                "o",
+                color=method_color(arm),
+                label=f"{sweep.arm_label(arm, [(str(key[0]), str(key[1]))])} − AR",
+            )
             _error_bars(ax, xs, values, [100 * d.low for d in deltas], [100 * d.high for d in deltas])
             for x, v in zip(xs, values, strict=True):
                 if np.isfinite(v):

@@ -19,6 +19,7 @@ interval; they never enter a paired statistic of this sweep.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -37,11 +38,13 @@ from lade_bench.datasets.spec_bench import GROUP_OF, GROUPS, SCORED_COLUMNS, UNS
 from lade_bench.export.spec_bench_answers import (
     AnswerFileError,
     AnswerSet,
+    answer_records,
     questions,
     read_answer_file,
     split_settings,
 )
 from lade_bench.export.spec_bench_records import QuestionFileError, read_questions
+from lade_bench.export.spec_bench_speed import SpeedPyResult, TurnCounter, speed_py, turn_token_counter
 from lade_bench.methods import method_color, method_label, method_state_text
 from lade_bench.methods.state import SCOPE_BEFORE, warmth_words
 from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
@@ -49,8 +52,13 @@ from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING
 from lade_bench.report.tables import PaperTable, fmt, fmt_speedup, write_table
 
+logger = logging.getLogger(__name__)
+
 DATASET = "spec_bench"
 OVERALL = "overall"
+# Spec-Bench's own numbers beside ours (``export.spec_bench_speed``): its speedup and its tau.
+SPEED_PY_SPEEDUP = "speed.py"
+SPEED_PY_TAU = "speed.py tau"
 COLUMNS = (*GROUPS, OVERALL)
 COLUMN_TITLES = {
     "mt_bench": "MT-Bench",
@@ -77,15 +85,21 @@ LEADERBOARD = PaperTable(
     "spec_bench_leaderboard",
     "Spec-Bench leaderboard (greedy): per category group and overall, each method's speedup over the AR of "
     "its own cell (ratio of summed wall times on identical outputs, 95% paired bootstrap CI over samples, "
-    "or the reason there is none) and n = samples; Accepted/step = tokens emitted per decode step "
-    "(Spec-Bench's tau without the prefill); Width/step = input tokens per decode step (the draft a step "
+    "or the reason there is none) and n = samples; Method = the configuration that ran, as the cells "
+    "recorded it; speed.py = Spec-Bench's own speedup on the same rows exported as its answer files "
+    "(evaluation/speed.py: the mean over questions of tokens/s over the mean over the AR file's questions, "
+    "AR's tokens re-counted from its text with the model's tokenizer, len(input_ids) - 1 per turn; "
+    "empty where the tokenizer cannot be loaded); Accepted/step = tokens emitted per decode step "
+    "(Spec-Bench's tau without the prefill); speed.py tau = Spec-Bench's mean of accept_lengths, the "
+    "prefill's token counted as a step; Width/step = input tokens per decode step (the draft a step "
     "verifies: its cost); State = a stateful method's carried state, warm or cold, per cell or per benchmark "
     "(method_state.scope: one state over every group, as Spec-Bench runs it), and the fewest-most "
     "earlier requests it had seen, or static where no request changes it (REST's datastore); Quality = "
     "the group's metric where Spec-Bench's file has references "
     "(translation BLEU/chrF, summarization ROUGE-L x100, math final-number accuracy, RAG exact match/token "
     "F1 x100), else why not; =AR = outputs token-identical to AR. External rows: Spec-Bench answer files, "
-    "Spec-Bench's speed.py arithmetic (mean tokens/s ratio, mean accept_lengths), no CI, never paired.",
+    "Spec-Bench's speed.py arithmetic (mean tokens/s ratio on their baseline's recorded new_tokens, mean "
+    "accept_lengths), no CI, never paired.",
     lambda sweep: leaderboard_table(board_records(sweep)),
     "",  # written by build_report, not by a notebook
 )
@@ -93,7 +107,9 @@ SPEEDUPS = PaperTable(
     "spec_bench_speedups",
     "Spec-Bench speedups at a glance: the leaderboard's speedup over AR per group and overall "
     "(n = samples in brackets; see spec_bench_leaderboard for the intervals), tau = tokens per decode step "
-    "overall. External rows: Spec-Bench answer files with Spec-Bench's own arithmetic.",
+    "overall; Overall speed.py and speed.py tau = Spec-Bench's evaluation/speed.py on the same rows (mean "
+    "tokens/s ratio, AR's tokens re-counted with the model's tokenizer; mean accept_lengths, prefill "
+    "included). External rows: Spec-Bench answer files with Spec-Bench's own arithmetic.",
     lambda sweep: speedups_table(board_records(sweep)),
     "",  # written by build_report, not by a notebook
 )
@@ -109,11 +125,13 @@ FIGURE_CAPTION = (
 
 @dataclass(frozen=True)
 class BoardResult:
-    """What :func:`build_board` wrote: the tables (name -> files), the figure, and the display tables."""
+    """What :func:`build_board` wrote: the tables (name -> files), the figure, the display tables, and the
+    records they show at full precision (:func:`board_records`)."""
 
     tables: dict[str, list[Path]]
     figure: FigureOutput
     shown: dict[str, tuple[str, pd.DataFrame]]
+    records: pd.DataFrame
 
 
 def group_of_sample(sample_id: str) -> str:
@@ -149,15 +167,30 @@ def board_records(sweep: Sweep, external: Sequence[AnswerSet] = ()) -> pd.DataFr
     Empty when the sweep has no greedy spec_bench rows and nothing external is given.
     """
     rows = _entries(sweep.rows)
+    if len(rows):
+        # The configuration each (cell, arm) ran, as its recorded config names it: an entry is one
+        # configuration, labelled with it ("SAM-Decoding (Token Recycling tree)").
+        keys = rows[["sweep", "cell_id", "arm"]].drop_duplicates()
+        label = {k: sweep.arm_label(k[2], [k[:2]]) for k in keys.itertuples(index=False, name=None)}
+        rows = rows.assign(
+            configuration=[label[k] for k in zip(rows["sweep"], rows["cell_id"], rows["arm"], strict=True)]
+        )
+    else:
+        rows = rows.assign(configuration=pd.Series(dtype=object))
     modes = _state_modes(sweep)
+    counters: dict[str, TurnCounter | None] = {}
+    answers = _cell_answers(rows)
     records: list[dict[str, Any]] = []
     cell_key = ["sweep", "cell_id"]
     # Each cell's rows once, in the rows' order (what set_index(cell_key).loc[key] gave per entry and key).
     cell_rows = {key: cell.reset_index(drop=True) for key, cell in rows.groupby(cell_key, sort=False)}
-    for (model, arm, setting), entry_rows in rows[rows["arm"] != stats.BASELINE_ARM].groupby(
-        ["model", "arm", "setting"], sort=True
+    for (model, arm, setting, configuration), entry_rows in rows[rows["arm"] != stats.BASELINE_ARM].groupby(
+        ["model", "arm", "setting", "configuration"], sort=True
     ):
         cells = {key: cell_rows[key] for key in entry_rows.groupby(cell_key).groups}
+        if str(model) not in counters:
+            counters[str(model)] = _turn_counter(sweep, next(iter(cells)))
+        spec_bench = _speed_py_columns(answers, [(str(k[0]), str(k[1])) for k in cells], str(arm), counters[str(model)])
         for column in COLUMNS:
             chosen = [c if column == OVERALL else c[c["group"] == column] for c in cells.values()]
             chosen = [c for c in chosen if len(c)]
@@ -170,10 +203,12 @@ def board_records(sweep: Sweep, external: Sequence[AnswerSet] = ()) -> pd.DataFr
                     "source": SOURCE_SWEEP,
                     "model": model,
                     "arm": arm,
+                    "label": configuration,
                     "setting": setting,
                     "column": column,
                     "state_mode": "/".join(warmth),
                     **record,
+                    **_speed_py_fields(spec_bench.get(column)),
                 }
             )
     if external:
@@ -215,53 +250,126 @@ def _quality_text(column: str, quality: dict[str, float]) -> str:
 def external_records(baseline: AnswerSet, methods: Sequence[AnswerSet]) -> list[dict[str, Any]]:
     """Records of Spec-Bench answer files, with Spec-Bench's ``speed.py`` arithmetic and no interval.
 
-    Per column: the mean over the method's questions of ``sum(new_tokens) / sum(wall_time)`` of its first
-    choice, over the same mean of the baseline's questions (the baseline's own ``new_tokens``: speed.py
-    re-tokenises the baseline's text with the model's tokenizer, which this report does not load), and
-    the mean of ``accept_lengths`` (Spec-Bench's tau, prefill step included).
+    Per column, ``spec_bench_speed.speed_py``: the mean over the method's questions of
+    ``sum(new_tokens) / sum(wall_time)`` of its first choice, over the same mean of the baseline's
+    questions (the baseline's own ``new_tokens``: speed.py re-tokenises the baseline's text with the
+    model's tokenizer, which a published file does not name), and the mean of ``accept_lengths``
+    (Spec-Bench's tau, prefill step included), both in the speed.py columns; the speedup also in the
+    speedup column, which has no paired number for them.
     """
     records = []
     for answers in methods:
         for column in COLUMNS:
-            categories = [c for members in GROUPS.values() for c in members] if column == OVERALL else GROUPS[column]
-            ours, base = questions(answers, categories), questions(baseline, categories)
+            ours, base = questions(answers, _categories(column)), questions(baseline, _categories(column))
             if not ours or not base:
                 continue
-            accepted = [a for record in ours for a in record["choices"][0]["accept_lengths"]]
+            theirs = speed_py(ours, base)
             records.append(
                 {
                     "source": EXTERNAL,
                     "model": answers.model_id,
                     "arm": EXTERNAL,
+                    "label": "",
                     "setting": f"vs {baseline.model_id}",
                     "column": column,
                     "state_mode": "",
-                    "speedup": _mean_speed(ours) / _mean_speed(base),
+                    "speedup": theirs.speedup,
                     "speedup_ci_low": math.nan,
                     "speedup_ci_high": math.nan,
                     "speedup_ci_note": "external: no interval",
                     "n_units": len(ours),
                     "n_pairs": len(ours),
-                    "mean_accepted": float(np.mean(accepted)) if accepted else math.nan,
+                    "mean_accepted": math.nan,  # tokens per decode step: a published file has no prefill mark
                     "step_tokens_mean": math.nan,
                     "state_requests_min": math.nan,
                     "state_requests_max": math.nan,
                     "matches_ar": math.nan,
                     "quality": "",
+                    **_speed_py_fields(theirs),
                 }
             )
     return records
 
 
-def _mean_speed(records: Sequence[dict[str, Any]]) -> float:
-    return float(np.mean([sum(r["choices"][0]["new_tokens"]) / sum(r["choices"][0]["wall_time"]) for r in records]))
+def _categories(column: str) -> list[str]:
+    """Spec-Bench's categories of a report column (every one for overall)."""
+    return [c for members in GROUPS.values() for c in members] if column == OVERALL else list(GROUPS[column])
+
+
+def _speed_py_fields(result: SpeedPyResult | None) -> dict[str, float]:
+    """A record's speed.py columns (NaN where speed.py has no number for it)."""
+    if result is None:
+        return {"speedpy_speedup": math.nan, "speedpy_tau": math.nan}
+    return {"speedpy_speedup": result.speedup, "speedpy_tau": result.tau}
+
+
+def _turn_counter(sweep: Sweep, key: tuple[str, str]) -> TurnCounter | None:
+    """speed.py's baseline token count with the tokenizer of the model cell ``key`` recorded (its config's
+    ``model`` section and ``model_cache_dir``; the tokenizer only, no weights); None where the cell
+    recorded no model or its tokenizer cannot be loaded (then speed.py's speedup is not shown: counted
+    otherwise it would not be speed.py's number)."""
+    config = sweep.cell_config(key)
+    if not isinstance(config.get("model"), dict):
+        return None
+    from omegaconf import OmegaConf
+
+    from lade_bench.models.loading import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(OmegaConf.create(config["model"]), cache_dir=config.get("model_cache_dir"))
+    except (OSError, ValueError) as why:
+        logger.warning("speed.py's speedup not shown for %s: its tokenizer cannot be loaded (%s)", key, why)
+        return None
+    return turn_token_counter(tokenizer)
+
+
+def _cell_answers(rows: pd.DataFrame) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """Each (sweep, cell id, arm)'s rows as Spec-Bench answer records (``answer_records``, what the export
+    writes), told apart by each record's ``answer_id`` (``<cell id>-<sample>``); a sweep whose files would
+    hold a question twice (two cells of one kind asking it) exported cell by cell."""
+    found: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for sweep, part in rows.groupby("sweep", sort=False):
+        try:
+            sets = answer_records(part)
+        except AnswerFileError:
+            sets = [s for _, cell in part.groupby("cell_id", sort=False) for s in answer_records(cell)]
+        cells = set(part["cell_id"])
+        for answer_set in sets:
+            for record in answer_set.records:
+                cell_id = next(c for c in cells if record["answer_id"].startswith(f"{c}-"))
+                found.setdefault((str(sweep), str(cell_id), str(answer_set.arm)), []).append(record)
+    return found
+
+
+def _speed_py_columns(
+    answers: dict[tuple[str, str, str], list[dict[str, Any]]],
+    cells: Sequence[tuple[str, str]],
+    arm: str,
+    count_turn: TurnCounter | None,
+) -> dict[str, SpeedPyResult]:
+    """speed.py's numbers of ``arm`` over AR in ``cells`` ((sweep, cell id) keys of ``answers``, the
+    rows as :func:`_cell_answers` exports them), per report column, against the AR records of the same
+    cells. Without ``count_turn`` (no tokenizer) the speedup is NaN and only tau is given.
+    """
+    ours = [r for key in cells for r in answers.get((*key, arm), [])]
+    base = [r for key in cells for r in answers.get((*key, stats.BASELINE_ARM), [])]
+    found = {}
+    for column in COLUMNS:
+        wanted = set(_categories(column))
+        mine, theirs = ([r for r in records if r["category"] in wanted] for records in (ours, base))
+        if not mine or not theirs:
+            continue
+        result = speed_py(mine, theirs, count_turn)
+        found[column] = result if count_turn else SpeedPyResult(math.nan, result.tau, result.n_questions)
+    return found
 
 
 def entry_label(rec: dict[str, Any]) -> str:
-    """``"Lookahead (n5-w7-g7)"``, ``"Prompt lookup"``, or ``"external: <model_id>"``."""
+    """``"Lookahead (n5-w7-g7)"``, ``"SAM-Decoding (Token Recycling tree)"`` (the configuration that ran,
+    ``Sweep.arm_label``), or ``"external: <model_id>"``."""
     if rec["source"] == EXTERNAL:
         return f"external: {rec['model']}"
-    label = method_label(str(rec["arm"]))
+    label = rec.get("label") or method_label(str(rec["arm"]))
     return f"{label} ({rec['setting']})" if rec["setting"] else label
 
 
@@ -286,7 +394,9 @@ def leaderboard_table(records: pd.DataFrame) -> pd.DataFrame:
                     rec["speedup"], rec["speedup_ci_low"], rec["speedup_ci_high"], rec["speedup_ci_note"]
                 ),
                 "n": str(int(rec["n_units"])),
+                SPEED_PY_SPEEDUP: fmt(rec["speedpy_speedup"]),
                 "Accepted/step": fmt(rec["mean_accepted"]),
+                SPEED_PY_TAU: fmt(rec["speedpy_tau"]),
                 "Width/step": fmt(rec["step_tokens_mean"], 1),
                 "State": _state_text(rec),
                 "Quality": rec["quality"],
@@ -310,6 +420,8 @@ def speedups_table(records: pd.DataFrame) -> pd.DataFrame:
             row[COLUMN_TITLES[column]] = MISSING if rec is None else f"{fmt(rec['speedup'])}x ({int(rec['n_units'])})"
         overall = by_column.get(OVERALL)
         row["tau"] = fmt(overall["mean_accepted"]) if overall is not None else MISSING
+        row[f"Overall {SPEED_PY_SPEEDUP}"] = fmt(overall["speedpy_speedup"]) if overall is not None else MISSING
+        row[SPEED_PY_TAU] = fmt(overall["speedpy_tau"]) if overall is not None else MISSING
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -422,4 +534,4 @@ def build_board(
     ours = _entries(sweep.rows)
     context = sweep.context_line(ours) if len(ours) else "Spec-Bench answer files only"
     png, pdf = save_figure(draw_board(records, context), figures_dir, FIGURE)
-    return BoardResult(tables, FigureOutput(FIGURE, FIGURE_CAPTION, png, pdf), shown)
+    return BoardResult(tables, FigureOutput(FIGURE, FIGURE_CAPTION, png, pdf), shown, records)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from lade_bench import stats
+from lade_bench.methods import configuration_label, get_method, is_registered
 from lade_bench.profiling.device_profile import (
     PROFILES_DIR,
     ProfileKey,
@@ -122,6 +123,42 @@ class Sweep:
     intervals: stats.IntervalSettings = field(default_factory=stats.IntervalSettings)
     headline_choice: pd.DataFrame = field(default_factory=pd.DataFrame)
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Each cell's parsed config.yaml, read once on first use (the labels of every table and figure ask).
+    _configs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
+
+    def cell_config(self, key: tuple[str, str]) -> dict[str, Any]:
+        """The resolved config cell ``key`` = (sweep, cell_id) recorded, parsed; empty where it has none."""
+        if not self._configs and self.cells:
+            for cell in self.cells:
+                text = cell.config_text
+                self._configs[(cell.sweep, cell.cell_id)] = (yaml.safe_load(text) or {}) if text else {}
+        return self._configs.get((str(key[0]), str(key[1])), {})
+
+    def arm_label(self, arm: str, keys: Iterable[tuple[str, str]]) -> str:
+        """The label of the configuration ``arm`` ran in the cells ``keys`` ((sweep, cell_id) pairs).
+
+        ``methods.configuration_label`` of the arm's own section as each cell recorded it (a cell with
+        no recorded config or section: the method's plain label), so that a row names what ran
+        (e.g. "Token Recycling (+ prefill refresh)"); cells that ran different configurations give
+        their labels joined with " / " (a figure pooling them says so rather than naming one).
+        """
+        labels = {config_arm_label(arm, self.cell_config(key)) for key in keys}
+        return " / ".join(sorted(labels)) or configuration_label(arm, None)
+
+    def arm_labels(self, records: pd.DataFrame) -> dict[str, str]:
+        """Each arm of ``records`` (rows or summary records: ``arm``, ``sweep``, ``cell_id``) -> its
+        :meth:`arm_label` over the cells of ``records`` it ran in."""
+        if records.empty:
+            return {}
+        keys = records[["arm", "sweep", "cell_id"]].drop_duplicates()
+        return {
+            str(arm): self.arm_label(str(arm), zip(part["sweep"], part["cell_id"], strict=True))
+            for arm, part in keys.groupby("arm", sort=False)
+        }
+
+    def record_label(self, rec: Any) -> str:
+        """:meth:`arm_label` of one (cell, arm) record (a mapping with ``arm``, ``sweep``, ``cell_id``)."""
+        return self.arm_label(str(rec["arm"]), [(str(rec["sweep"]), str(rec["cell_id"]))])
 
     @property
     def label(self) -> str:
@@ -155,6 +192,13 @@ class Sweep:
             models, sweeps = ", ".join(self.models) or "?", self.label
         devices = ", ".join(self.devices) or "unknown device"
         return f"model: {models} | device: {devices} | sweep: {sweeps}"
+
+
+def config_arm_label(arm: str, config: Mapping[str, Any]) -> str:
+    """The label of the configuration ``arm`` ran in a cell whose resolved config is ``config``:
+    ``methods.configuration_label`` of the arm's own section there (none recorded: the plain label)."""
+    section = config.get(get_method(arm).own_section) if is_registered(arm) else None
+    return configuration_label(arm, section if isinstance(section, Mapping) else None)
 
 
 def as_paths(paths: SweepPaths) -> list[Path]:

@@ -226,7 +226,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "W": fmt_int(rec["window"]) if shape else "",
                 "G": fmt_int(rec["guesses"]) if shape else "",
                 VERIFICATION_HEADER: rec.get("verification") if shape else "",
-                "Method": arm_label(rec["arm"]),
+                "Method": sweep.record_label(rec),
                 SPEEDUP_HEADER[stats.BASIS_WALL_TIME]: speedup_cell(rec),
                 PER_SAMPLE_HEADER: fmt(rec["speedup_per_sample_mean"]),
                 "Compression": fmt(rec["compression_ratio"]),
@@ -298,7 +298,7 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
                     "Temp.": fmt(rec["temperature"]),
                     "top-p": fmt(rec["top_p"]),
                     "top-k": fmt_int(rec["top_k"]),
-                    "Method": arm_label(rec["arm"]),
+                    "Method": sweep.record_label(rec),
                     "ROUGE-1": fmt(rec["rouge1"], 2, 100.0),
                     "ROUGE-2": fmt(rec["rouge2"], 2, 100.0),
                     "ROUGE-L": fmt(rec["rougeL"], 2, 100.0),
@@ -545,8 +545,16 @@ def without_flat_only_verification(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every (cell, arm) of the summary as display strings (the report's "all cells" table)."""
+def summary_display_table(
+    summary: pd.DataFrame, label_of: Callable[[dict[str, Any]], str] | None = None
+) -> pd.DataFrame:
+    """Every (cell, arm) of the summary as display strings (the report's "all cells" table).
+
+    Args:
+        label_of: a record -> its Method text (``Sweep.record_label``: the configuration that ran);
+            None: the method's plain label.
+    """
+    label_of = label_of or (lambda rec: arm_label(rec["arm"]))
     rows = [
         {
             "Sweep": rec["sweep"],
@@ -560,7 +568,7 @@ def summary_display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Prompt ref.": "yes" if rec["prompt_as_reference"] else "no",
             VERIFICATION_HEADER: rec.get("verification"),
             "Sampling": sampling_label(rec),
-            "Method": arm_label(rec["arm"]),
+            "Method": label_of(rec),
             "Speedup (95% CI)": speedup_cell(rec),
             "Speedup of": rec["speedup_basis"],
             "Compression": fmt(rec["compression_ratio"]),

@@ -46,6 +46,7 @@ import wandb
 from lade_bench import stats
 from lade_bench.report import aggregate, wandb_run_record
 from lade_bench.report.figures import FigureSkipped, draw_accept_histogram, draw_speedup_bars, save_figure
+from lade_bench.report.sweep import config_arm_label
 from lade_bench.report.tables import sampling_label
 from lade_bench.results import MANIFEST_JSON
 
@@ -282,7 +283,7 @@ class WandbSink:
                 if self.settings.log_table:
                     run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
                 if self.settings.log_figures:
-                    figures = self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep)
+                    figures = self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep, cell_config)
             status = {"status": "failed" if failure else "done", "n_rows": len(rows)}
             if failure:
                 status["error"] = failure
@@ -312,14 +313,19 @@ class WandbSink:
         cell_dir: Path,
         manifest: Mapping[str, Any] | None,
         sweep: str,
+        cell_config: Mapping[str, Any],
     ) -> list[Path]:
         """Draw, save (PNG and PDF into ``<cell_dir>/figures``) and log the cell's figures; return the files."""
         attributes = stats.cell_attributes(rows)
+        # The legends name the configuration each arm ran, as the report's figures of this cell do.
+        labels = {str(arm): config_arm_label(str(arm), cell_config) for arm in rows["arm"].unique()}
         device = (manifest or {}).get("device", "unknown device")
         context = f"model: {attributes['model']} | device: {device} | sweep: {sweep} | cell: {run_name(attributes)}"
         drawings = {
-            "speedup_bars": lambda: draw_speedup_bars(cell_summary, "Speedup over AR (95% CI)", context),
-            "accept_length_histogram": lambda: draw_accept_histogram(rows, "Tokens accepted per forward pass", context),
+            "speedup_bars": lambda: draw_speedup_bars(cell_summary, "Speedup over AR (95% CI)", context, labels=labels),
+            "accept_length_histogram": lambda: draw_accept_histogram(
+                rows, "Tokens accepted per forward pass", context, labels
+            ),
         }
         images = {}
         saved: list[Path] = []
