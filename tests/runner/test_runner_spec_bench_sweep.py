@@ -61,7 +61,9 @@ def test_the_sweep_plans_two_cells_over_every_group_with_spec_bench_s_warm_state
     assert settings == {EVERY_METHOD: (5, 7, 7, False), ("ar", "lookahead"): (5, 15, 15, True)}
     # One state per stateful arm over the whole benchmark, in the id; the lookahead cell carries none.
     every = next(p for p in plans if p.arms == EVERY_METHOD)
-    assert every.semantic["method_state"] == {"mode": "warm", "scope": "benchmark"}
+    # Its warm-up runs on that state, so the warm-up enters the id with it.
+    state = {"mode": "warm", "scope": "benchmark", "warmup": 3, "warmup_new_tokens": 1024}
+    assert every.semantic["method_state"] == state
     assert "method_state" not in next(p for p in plans if p.arms != EVERY_METHOD).semantic
     # A group of its own is the per-cell scope's, said in one line with the fix.
     with pytest.raises(CellConfigError, match=r"not dataset.categories=\['qa'\]: drop dataset.categories"):

@@ -107,6 +107,11 @@ def _state_dependent(rows: pd.DataFrame) -> list[tuple]:
             "method_state.mode=cold gives each sample a fresh one: set method_state.mode=warm, or "
             "method_state.scope=cell",
         ),
+        (
+            ["method_state.scope=benchmark", "dataset.shuffle_seed=3"],
+            "method_state.scope=benchmark carries one state across spec_bench in file order, which "
+            "dataset.shuffle_seed=3 reorders: set dataset.shuffle_seed=null, or method_state.scope=cell",
+        ),
     ],
 )
 def test_a_scope_that_cannot_run_is_refused_in_one_line_before_anything_loads(
@@ -170,6 +175,11 @@ def test_the_scope_enters_the_id_of_a_stateful_cell_only_and_committed_rows_read
     benchmark = plan("arms=[ar,token_recycling]", "method_state.scope=benchmark")
     assert stateful.cell_id != benchmark.cell_id and benchmark.semantic["method_state"]["scope"] == "benchmark"
     assert plan("arms=[ar,lookahead]").cell_id == plan("arms=[ar,lookahead]", "method_state.scope=benchmark").cell_id
+    # The warm-up runs on a benchmark cell's state, so it changes its rows and its id; a per-cell warm-up runs on
+    # fresh states and changes neither.
+    for warmup in ("warmup=2", "warmup_new_tokens=5"):
+        assert plan("arms=[ar,token_recycling]", "method_state.scope=benchmark", warmup).cell_id != benchmark.cell_id
+        assert plan("arms=[ar,token_recycling]", warmup).cell_id == stateful.cell_id
     # Rows written before the column existed (the committed Spec-Bench cells, one group each) read as per cell.
     committed = load_rows(REPO / "paper_figures" / "spec_bench" / "rows" / "spec_bench")
     assert len(committed) and set(committed["state_scope"]) == {"cell"}

@@ -92,7 +92,7 @@ def warmth_span(low: Any, high: Any) -> str:
     return f"{int(low)}-{int(high)}"
 
 
-def scope_problem(scope: Any, mode: Any, categories: Any, dataset: str) -> str | None:
+def scope_problem(scope: Any, mode: Any, categories: Any, dataset: str, shuffle_seed: Any = None) -> str | None:
     """Why ``method_state.scope`` cannot run as configured (None: it can); asked before anything loads.
 
     Args:
@@ -101,6 +101,7 @@ def scope_problem(scope: Any, mode: Any, categories: Any, dataset: str) -> str |
         categories: ``dataset.categories`` (None: every group), as the registry's category selection
             reads it, or None for a dataset without categories.
         dataset: the dataset's name, for the message.
+        shuffle_seed: ``dataset.shuffle_seed`` (None: file order).
     """
     if scope not in STATE_SCOPES:
         return f"method_state.scope={scope!r} is not allowed: use one of {', '.join(STATE_SCOPES)}"
@@ -116,6 +117,12 @@ def scope_problem(scope: Any, mode: Any, categories: Any, dataset: str) -> str |
             f"method_state.scope=benchmark carries one state across every group of {dataset} in file order, so "
             f"its cell takes them all, not dataset.categories={list(categories)}: drop dataset.categories "
             "(dataset.per_category_limit caps each group), or set method_state.scope=cell"
+        )
+    if shuffle_seed is not None:
+        # The state's history is the benchmark's file order (Spec-Bench's eval.py); a draw reorders it.
+        return (
+            f"method_state.scope=benchmark carries one state across {dataset} in file order, which "
+            f"dataset.shuffle_seed={shuffle_seed!r} reorders: set dataset.shuffle_seed=null, or method_state.scope=cell"
         )
     return None
 

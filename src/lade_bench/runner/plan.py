@@ -348,6 +348,11 @@ def semantic_config(
         },
     }
     semantic.update(arm_sections(cfg, arms))
+    state = semantic.get(STATE_SECTION)
+    if isinstance(state, dict) and state.get("scope") == "benchmark":
+        # Under the benchmark scope the warm-up runs on the carried state, so it changes every row after it;
+        # under cell scope it runs on fresh states and changes no row (warm-up stays out of the id).
+        semantic[STATE_SECTION] = {**state, "warmup": cfg.warmup, "warmup_new_tokens": cfg.warmup_new_tokens}
     return leave_out_defaults(semantic, compat)
 
 
@@ -601,7 +606,7 @@ def _validate_state_scope(cfg: DictConfig, arms: tuple[str, ...], spec: DatasetS
         every = {category for members in spec.categories.values() for category in members}
         selected = None if category_selection(spec, list(categories), None) == every else list(categories)
     mode = _enum_value(section.mode) if section is not None else None
-    problem = scope_problem(scope, mode, selected, spec.name)
+    problem = scope_problem(scope, mode, selected, spec.name, cfg.dataset.shuffle_seed)
     if problem:
         raise CellConfigError(problem)
 
