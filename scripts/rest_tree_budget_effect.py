@@ -1,0 +1,217 @@
+"""REST's tree budget on the committed Spec-Bench REST cells: the authors' ``cut_to_choices`` beside ours.
+
+For every row of the committed REST cells (``paper_figures/spec_bench/rows/spec_bench``: both embedded
+models, 10 questions per Spec-Bench group, MT-Bench with both turns, 128 new tokens, greedy, the reference
+datastore of the model's tokenizer) this replays the generation with the real drafter
+(``decoding.drafters.rest.RestDrafter``) at each ``rest.tree_budget``, on the row's own prompt (rendered
+as the runner renders it, the turn's history being the arm's own earlier outputs) and the datastore the
+cell names. Greedy verification accepts the longest tree path whose every token is the target's argmax,
+and REST's greedy output is AR's token for token (the exactness grid; every committed row equals AR), so
+a step accepts the longest tree path the row's own output continues with, plus the target's token:
+the step widths and accepted lengths of a generation follow from its output without running the model.
+The replay is checked before anything is written: at ``most_frequent_nodes`` (the rule the committed
+cells ran) every step's width and accepted length must equal the committed row's, and, given ``--run``
+(a results folder of a real run at ``cut_to_choices`` on the same questions), every finished row there
+must equal the replay at ``cut_to_choices`` too; any difference stops the script.
+
+Per configuration it reports n rows, accepted tokens per decode step and tokens fed per decode step
+(pooled: sums over every decode step of every row, the prefill excluded), and the speedup over the
+cell's own AR **predicted** by ``stats.profile_replay`` from the committed CPU device profile of the model
+(a model of the forward cost, not a timing: the machine is shared, so nothing here is timed). It writes
+the per-row numbers and the summary as JSON (``--out``, atomically), naming the commit it ran at.
+
+Usage: ``python scripts/rest_tree_budget_effect.py --out docs/engine_bench/rest_tree_budget.json
+[--run /work/effects/B/cut/spec_bench]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import OmegaConf
+
+from lade_bench.datasets.prompts import render_prompt
+from lade_bench.datasets.registry import load_dataset_samples
+from lade_bench.decoding.drafters.rest import TREE_BUDGETS, RestDrafter, RestSettings, RestState
+from lade_bench.methods.registry import configuration_label
+from lade_bench.models.loading import load_tokenizer
+from lade_bench.rest_datastore.reader import load_datastore
+from lade_bench.results.atomic import atomic_write_text
+from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
+from lade_bench.stats.profile_replay import replayed_speedup
+
+ROOT = Path(__file__).resolve().parents[1]
+ARCHIVE = ROOT / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
+COMMITTED_RULE = "most_frequent_nodes"  # what every committed REST cell ran (recorded without tree_budget)
+
+
+def replay(drafter: RestDrafter, prompt: list[int], output: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``(step_tokens, accept_lengths)`` of a greedy generation of ``output`` (prefill first, as the rows).
+
+    The prefill feeds the prompt and emits ``output[0]``; each decode step feeds the tree and emits its
+    longest path the output continues with plus the target's next token (fewer at the token budget).
+    """
+    steps, accepts = [len(prompt)], [1]
+    k = 1
+    while k < len(output):
+        tree = drafter.propose(prompt + list(output[:k]))
+        paths: list[tuple[int, ...]] = [()]
+        longest = 0
+        for token, parent in zip(tree.tokens[1:], tree.parents[1:], strict=True):
+            paths.append((*paths[parent], token))
+            if tuple(output[k : k + len(paths[-1])]) == paths[-1]:
+                longest = max(longest, len(paths[-1]))
+        emitted = min(longest + 1, len(output) - k)
+        steps.append(tree.size)
+        accepts.append(emitted)
+        k += emitted
+    return steps, accepts
+
+
+def summary(rows: pd.DataFrame, profile: dict[str, Any]) -> dict[str, float]:
+    """n, tau and width pooled over every decode step (the project's ``stats.efficiency``), the share of
+    outputs equal to AR's, and the speedup over AR predicted on ``profile`` (``stats.profile_replay``)."""
+    return {
+        "n": len(rows),
+        "tau": mean_decode_step_accepted(rows),
+        "width": mean_decode_step_tokens(rows),
+        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
+        "predicted_speedup": replayed_speedup(rows["step_tokens"], rows["ar_step_tokens"], profile),
+    }
+
+
+def real_rows(run: Path | None) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """The finished REST rows of a real run's cells, by (model, sample id, turn)."""
+    found: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for path in sorted(run.glob("*/rows.jsonl")) if run is not None else []:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            if row["arm"] == "rest" and row["error"] is None:
+                found[(row["model"], row["sample_id"], int(row["turn"]))] = row
+    return found
+
+
+def main() -> None:
+    """Replay every committed REST row at both budgets, check, summarise and write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--run", type=Path, default=None, help="a real run's results folder at cut_to_choices")
+    args = parser.parse_args()
+    rows = pd.read_parquet(ARCHIVE / "rows.parquet")
+    cells = {c["cell_id"]: c for c in json.loads((ARCHIVE / "cells.json").read_text())}
+    real = real_rows(args.run)
+    real_checked = 0
+    configurations: list[dict[str, Any]] = []
+    for model in sorted(rows[rows.arm == "rest"].model.unique()):
+        (profile_path,) = (ARCHIVE / "device_profiles").glob(f"*--{model}--*.json")
+        profile = json.loads(profile_path.read_text())
+        generations: list[dict[str, Any]] = []
+        for cell_id, group in rows[(rows.arm == "rest") & (rows.model == model)].groupby("cell_id"):
+            cfg = OmegaConf.create(cells[cell_id]["config_text"])
+            data = cfg.dataset
+            samples = {
+                s.sample_id: s
+                for s in load_dataset_samples(
+                    data.name,
+                    path=data.path,
+                    limit=data.limit,
+                    split=data.split,
+                    seed=data.shuffle_seed,
+                    offset=data.offset,
+                    categories=list(data.categories),
+                    per_category_limit=data.per_category_limit,
+                )
+            }
+            tokenizer = load_tokenizer(cfg.model, cache_dir=cfg.model_cache_dir)
+            state = RestState(load_datastore(cfg.rest.datastore))
+            section = {
+                k: cfg.rest[k] for k in ("datastore", "max_token_span", "num_draft", "max_matches", "draft_length")
+            }
+            drafters = {b: RestDrafter(state, RestSettings(**section, tree_budget=b)) for b in TREE_BUDGETS}
+            ar = rows[(rows.cell_id == cell_id) & (rows.arm == "ar")].set_index(["sample_id", "turn"])
+            history: dict[str, list[tuple[str, str]]] = {}
+            for _, row in group.sort_values(["sample_id", "turn"]).iterrows():
+                sample, turn = samples[row.sample_id], int(row.turn)
+                prompt = render_prompt(
+                    tokenizer,
+                    sample,
+                    turn,
+                    history.setdefault(row.sample_id, []),
+                    chat=cfg.model.chat,
+                    system_prompt=cfg.model.system_prompt,
+                )
+                output = [int(t) for t in row.output_ids]
+                record: dict[str, Any] = {
+                    "sample_id": row.sample_id,
+                    "turn": turn,
+                    "matches_ar": bool(row.matches_ar),
+                    "ar_step_tokens": [int(t) for t in ar.loc[(row.sample_id, row.turn), "step_tokens"]],
+                }
+                for budget, drafter in drafters.items():
+                    steps, accepts = replay(drafter, prompt, output)
+                    record[budget] = {"step_tokens": steps, "accept_lengths": accepts}
+                committed = {
+                    "step_tokens": [int(t) for t in row.step_tokens],
+                    "accept_lengths": [int(t) for t in row.accept_lengths],
+                }
+                if record[COMMITTED_RULE] != committed:
+                    raise SystemExit(f"{model} {row.sample_id} turn {turn}: the replay differs from the committed row")
+                fresh = real.get((model, row.sample_id, turn))
+                if fresh is not None:
+                    ran = {"step_tokens": fresh["step_tokens"], "accept_lengths": fresh["accept_lengths"]}
+                    if record["cut_to_choices"] != ran or fresh["output_ids"] != output or not fresh["matches_ar"]:
+                        raise SystemExit(f"{model} {row.sample_id} turn {turn}: the replay differs from the real run")
+                    real_checked += 1
+                generations.append(record)
+                history[row.sample_id].append((sample.turns[turn], row.output_text))
+        for budget in TREE_BUDGETS:
+            per_row = [
+                {
+                    "sample_id": g["sample_id"],
+                    "turn": g["turn"],
+                    "matches_ar": g["matches_ar"],
+                    "ar_step_tokens": g["ar_step_tokens"],
+                    **g[budget],
+                }
+                for g in generations
+            ]
+            numbers = summary(pd.DataFrame(per_row), profile)
+            configurations.append(
+                {
+                    "model": model,
+                    "tree_budget": budget,
+                    "label": configuration_label("rest", {**section, "tree_budget": budget}),
+                    "profile": str(profile_path.relative_to(ROOT)),
+                    "summary": numbers,
+                    "rows": per_row,
+                }
+            )
+            print(model, budget, json.dumps(numbers))
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    result = {
+        "what": "REST's tree_budget on the committed Spec-Bench REST cells: each row replayed with the real drafter "
+        "at both budgets; widths and accepted lengths, and the speedup over AR predicted from the committed CPU "
+        "profile (not a timing)",
+        "commit": commit.stdout.strip(),
+        "command": "python scripts/rest_tree_budget_effect.py --out docs/engine_bench/rest_tree_budget.json"
+        + (f" --run {args.run}" if args.run is not None else ""),
+        "archive": str(ARCHIVE.relative_to(ROOT)),
+        "replay_checked": {
+            "committed_rows_most_frequent_nodes": sum(
+                c["summary"]["n"] for c in configurations if c["tree_budget"] == COMMITTED_RULE
+            ),
+            "real_run_rows_cut_to_choices": real_checked,
+        },
+        "configurations": configurations,
+    }
+    atomic_write_text(args.out, json.dumps(result, separators=(",", ":")) + "\n")
+
+
+if __name__ == "__main__":
+    main()
