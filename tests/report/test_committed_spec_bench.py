@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUPS
@@ -225,12 +226,16 @@ def test_every_method_row_names_the_configuration_its_cells_recorded(rebuilt):
     assert "| SAM-Decoding (Token Recycling tree) |" in board
     for draw in (speedup_bars, accept_length_histogram):
         figure = draw(sweep)
-        texts = {
-            t.get_text().split(":")[0].split("\n")[0]
-            for legend in figure.legends + [ax.get_legend() for ax in figure.axes if ax.get_legend()]
-            for t in legend.get_texts()
-        }
+        legends = figure.legends + [ax.get_legend() for ax in figure.axes if ax.get_legend()]
+        texts = {t.get_text().split(":")[0].split("\n")[0] for legend in legends for t in legend.get_texts()}
         assert "SAM-Decoding (Token Recycling tree)" in texts, (draw.__name__, texts)
+        # The longer labels still fit: every legend entry inside the figure as saved.
+        FigureCanvasAgg(figure)
+        figure.draw_without_rendering()
+        renderer, bounds = figure.canvas.get_renderer(), figure.bbox
+        for text in (t for legend in legends for t in legend.get_texts()):
+            box = text.get_window_extent(renderer)
+            assert bounds.x0 <= box.x0 and box.x1 <= bounds.x1, (draw.__name__, text.get_text())
 
 
 def _sizing_rows(rebuilt) -> list[str]:

@@ -438,7 +438,12 @@ def draw_speedup_bars(
     handles = [
         Patch(color=method_color(arm), label=_legend_label(summary, arm, (labels or {}).get(arm))) for arm in arms
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(arms), fontsize=8, frameon=False)
+    # One row where the entries fit across the figure; else as many columns as fit (a configuration's
+    # label is long), each as wide as the widest entry's line plus its patch.
+    widths = [max(len(line) for line in str(h.get_label()).splitlines()) + 5 for h in handles]
+    across = _chars_across(float(fig.get_figwidth()), 8)
+    ncols = len(arms) if sum(widths) <= across else max(1, min(len(arms), across // max(widths)))
+    fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
     return _titled(fig, title, context, "n = samples per group, every arm on the same samples (paired)")
 
 
@@ -599,6 +604,8 @@ def draw_accept_histogram(
                 f"n={arm_rows['sample_id'].nunique()} samples "
                 f"({len(arm_rows)} rows, {int(counts.sum())} passes)"
             )
+            # A configuration's label makes an entry wider than the panel: wrapped to its width.
+            label = _wrap(label, _chars_across(panel_w, 6.5))
             # Passes longer than the cap (a few long assisted rounds) pooled into one bar past it.
             shown = np.minimum(lengths, cap + 1)
             folded = pd.Series(counts).groupby(shown).sum()
