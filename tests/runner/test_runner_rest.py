@@ -78,6 +78,10 @@ def test_a_cell_matches_ar_and_its_datastore_is_named_by_content_in_the_cell_id(
         (["rest.datastore=/nonexistent/ds"], "no REST datastore at /nonexistent/ds; build one with"),
         (["rest.num_draft=0"], "rest.num_draft=0 is not allowed: use an integer >= 1"),
         (
+            ["rest.tree_budget=widest"],
+            "rest.tree_budget='widest' is not allowed: use cut_to_choices .* or most_frequent_nodes",
+        ),
+        (
             ["attn_implementation=flash_attention_2", "rest.datastore=/nonexistent/ds"],
             r"'flash_attention_2' cannot take the custom attention mask the \['rest'\] arm\(s\) need",
         ),
