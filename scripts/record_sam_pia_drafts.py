@@ -71,6 +71,8 @@ SAM_ROWS = 3  # logits rows: a successor list is one of three, so the fallback's
 SAM_CONFIGURATIONS = (
     {"name": "defaults", "settings": {"n_predicts": 40, "len_threshold": 5, "len_bias": 5}, "static": False},
     {"name": "static_corpus", "settings": {"n_predicts": 12, "len_threshold": 4, "len_bias": 2}, "static": True},
+    # No penalty: the two matches tie often (a tie goes to the dynamic one in their lookup).
+    {"name": "static_no_bias", "settings": {"n_predicts": 12, "len_threshold": 4, "len_bias": 0}, "static": True},
 )
 # PIA's inputs: the library defaults, and small bounds with a 1,100-token vocabulary that make the squeeze act.
 PIA_CONFIGURATIONS = (
