@@ -16,8 +16,11 @@ authors' ``Writer`` builds a datastore and a greedy generation that emits a held
 replayed: at each step the context is the text so far, the suffix spans are tried longest first as
 their ``generate_candidates_and_draft_buffer`` (``rest/model/utils.py``) tries them (``max_token_span``
 16 down to 2, ``Reader.search(span, choices=num_draft)``, the first non-empty answer wins), the tree is
-the prefixes of the paths it returns, and the step accepts the longest tree path the text continues
-with (a greedy target emitting that text accepts exactly that), then advances by it and the bonus token.
+the prefixes of the paths it returns (when no span retrieves anything, their fixed guess: the tree
+``[cur, 100]`` of ``random_index = 100`` in the same function, which is Python and so is transcribed
+here, as of their commit 50a5fc1; the step records ``"guess": true``), and the step accepts the longest
+tree path the text continues with (a greedy target emitting that text accepts exactly that), then
+advances by it and the bonus token.
 
 Ties: ``Reader.search`` ranks nodes through a ``BinaryHeap`` filled in the order of a Rust ``HashMap``
 and ``cut_to_choices`` sorts a ``HashSet``; both are seeded at random per map, so a query with tied
@@ -67,6 +70,9 @@ NUM_DRAFT = 64
 MAX_TOKEN_SPAN = 16
 MAX_MATCHES = 5000
 DRAFT_LENGTH = 10
+# rest/model/utils.py generate_candidates_and_draft_buffer (50a5fc1; Spec-Bench fd2c1cd the same): when
+# no span retrieves anything, `random_index = 100` is drafted after cur. Transcribed into DRIVER below.
+NO_MATCH_GUESS = 100
 # The authors' side, run by the Python 3.9 interpreter with their wheel on its path: reads the documents,
 # the query and the settings as JSON on stdin, builds their datastore with their Writer, replays the
 # query's generation with their Reader and prints the steps as JSON.
@@ -87,7 +93,8 @@ reader = draftretriever.Reader(index_file_path=job["index"])
 
 def tree_of(context):
     # generate_candidates_and_draft_buffer: spans max_token_span .. 2, the first that retrieves anything;
-    # the tree is every prefix of the returned paths (padded with -2), here as its nodes' token paths.
+    # the tree is every prefix of the returned paths (padded with -2), here as its nodes' token paths;
+    # with whether it is the no-match guess.
     for span in range(s["max_token_span"], 1, -1):
         paths = reader.search(context[-span:], k=s["max_matches"], choices=s["num_draft"], long=s["draft_length"])[0]
         if paths:
@@ -95,8 +102,10 @@ def tree_of(context):
             for path in paths:
                 kept = [t for t in path if t != -2]
                 nodes.update(tuple(kept[: d + 1]) for d in range(len(kept)))
-            return tuple(sorted(nodes))
-    return ()
+            return tuple(sorted(nodes)), False
+    # Their miss (utils.py, transcribed): "Just randomlt guess one token", random_index = 100, the
+    # buffers of a 2-token step [cur, guess] (mask [[1,0],[1,1]], retrieve_indices [[0,1]]).
+    return ((s["no_match_guess"],),), True
 
 
 def leaves(tree):
@@ -118,8 +127,8 @@ while position < len(text) and len(steps) < job["steps"]:
         tree = tree_of(text[:position])
         seen[tree] = seen.get(tree, 0) + 1
     trees = [
-        {"leaves": leaves(t), "nodes": len(t), "accepted": accepted(t, text, position), "seen": n}
-        for t, n in seen.items()
+        {"leaves": leaves(t), "nodes": len(t), "accepted": accepted(t, text, position), "seen": n, "guess": g}
+        for (t, g), n in seen.items()
     ]
     steps.append({"position": position, "trees": trees})
     position += trees[0]["accepted"] + 1  # the first run's tree, then the bonus token
@@ -174,6 +183,7 @@ def record(repo: Path, python: str, runs: int, work: Path) -> dict[str, Any]:
         "max_token_span": MAX_TOKEN_SPAN,
         "max_matches": MAX_MATCHES,
         "draft_length": DRAFT_LENGTH,
+        "no_match_guess": NO_MATCH_GUESS,
     }
     job = {
         "index": str(work / "datastore.idx"),
@@ -198,8 +208,9 @@ def record(repo: Path, python: str, runs: int, work: Path) -> dict[str, Any]:
             "wheel": WHEEL,
             "wheel_sha256": wheel_sha256,
             "run_with": version,
-            "source": "DraftRetriever/src/lib.rs (Reader.search, cut_to_choices); the span loop: "
-            "rest/model/utils.py generate_candidates_and_draft_buffer; Spec-Bench fd2c1cd ships the same wheel",
+            "source": "DraftRetriever/src/lib.rs (Reader.search, cut_to_choices); the span loop and the "
+            "no-match guess (random_index = 100, transcribed: it is Python): rest/model/utils.py "
+            "generate_candidates_and_draft_buffer; Spec-Bench fd2c1cd ships the same wheel and utils.py",
             "paper": "He, Zhong, Lee, Zhang, Liang, REST: Retrieval-Based Speculative Decoding, NAACL 2024, "
             "arXiv 2311.08252",
         },
@@ -227,8 +238,11 @@ def main() -> None:
     atomic_write_text(args.out, json.dumps(fixture, separators=(",", ":")) + "\n")
     steps = fixture["steps"]
     tied = sum(len(s["trees"]) > 1 for s in steps)
-    drafted = sum(bool(s["trees"][0]["leaves"]) for s in steps)
-    print(f"{args.out}: {len(steps)} steps, {drafted} with a draft, {tied} answered differently across runs")
+    guessed = sum(bool(s["trees"][0]["guess"]) for s in steps)
+    print(
+        f"{args.out}: {len(steps)} steps, {len(steps) - guessed} with a retrieved draft, {guessed} with the "
+        f"no-match guess, {tied} answered differently across runs"
+    )
 
 
 if __name__ == "__main__":

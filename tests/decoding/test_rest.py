@@ -66,10 +66,12 @@ def test_the_longest_suffix_found_retrieves_the_continuations_of_its_occurrences
     assert _draft(store, [0, 2, 3, 4], max_token_span=2, draft_length=1) == ((5, 7), (0, 0))
     # The datastore's end cuts a continuation (no -1 reaches the draft).
     assert continuations(tokens, sa, *suffix_range(tokens, sa, [7, 9]), 2, 10, 3).tolist() == [[-1, -1, -1]]
-    assert _draft(store, [5, 7, 9]) == ((), ())
-    # Nothing found, not even the last two tokens: a tree of cur alone.
+    assert _draft(store, [5, 7, 9], no_match_guess=None) == ((), ())
+    assert _draft(store, [5, 7, 9]) == ((100,), (0,))  # nothing retrieved: the authors' guess
+    # Nothing found, not even the last two tokens: the authors' guess after cur (null: cur alone).
     assert longest_match(tokens, sa, [50, 51], max_span=16)[0] == 0
-    assert _draft(store, [50, 51]) == ((), ())
+    assert _draft(store, [50, 51]) == ((100,), (0,))
+    assert _draft(store, [50, 51], no_match_guess=None) == ((), ())
 
 
 def test_the_trie_keeps_the_most_frequent_prefixes_within_the_draft_budget():
@@ -115,15 +117,32 @@ def test_num_draft_budgets_the_summed_path_lengths_by_default_and_nodes_at_most_
     assert nodes.size == 1 + 64
 
 
-def test_the_configuration_label_names_our_rule_and_reads_old_cells_as_most_frequent_nodes():
+def test_the_configuration_label_names_our_rules_and_reads_old_cells_as_most_frequent_nodes_without_a_guess():
     from lade_bench.methods.registry import configuration_label
 
-    assert configuration_label("rest", {"num_draft": 64, "tree_budget": "cut_to_choices"}) == "REST"
-    assert configuration_label("rest", {"num_draft": 32, "tree_budget": "most_frequent_nodes"}) == (
+    authors = {"num_draft": 64, "tree_budget": "cut_to_choices", "no_match_guess": 100}
+    assert configuration_label("rest", authors) == "REST"
+    assert configuration_label("rest", {**authors, "num_draft": 32, "tree_budget": "most_frequent_nodes"}) == (
         "REST (32 most frequent nodes)"
     )
-    # Every REST cell committed before tree_budget existed ran the 64 most frequent nodes.
-    assert configuration_label("rest", {"num_draft": 64, "max_token_span": 16}) == "REST (64 most frequent nodes)"
+    assert configuration_label("rest", {**authors, "no_match_guess": None}) == "REST (no guess on a miss)"
+    assert configuration_label("rest", {**authors, "no_match_guess": 7}) == "REST (guess 7 on a miss)"
+    # Every REST cell committed before tree_budget and no_match_guess existed ran the 64 most frequent
+    # nodes and drafted nothing on a miss.
+    assert configuration_label("rest", {"num_draft": 64, "max_token_span": 16}) == (
+        "REST (64 most frequent nodes, no guess on a miss)"
+    )
+
+
+def test_a_miss_drafts_the_authors_guess_after_cur_by_default_and_nothing_at_null(tmp_path):
+    """rest/model/utils.py (FasterDecoding/REST 50a5fc1): no span retrieved -> ``random_index = 100``
+    drafted after cur, a 2-token step; ``no_match_guess: null`` is ours before (cur alone)."""
+    store = _store(tmp_path, [[3, 4, 5, 6, 7]])
+    assert _draft(store, [9, 8]) == ((100,), (0,))
+    assert _draft(store, [9, 8], no_match_guess=None) == ((), ())
+    assert _draft(store, [9, 8], no_match_guess=17) == ((17,), (0,))
+    # A retrieved suffix drafts its continuations, never the guess.
+    assert _draft(store, [1, 3, 4]) == ((5, 6, 7), (0, 1, 2))
 
 
 def test_the_draft_tree_never_exceeds_num_draft_nodes_or_draft_length_depth(tmp_path):
@@ -172,15 +191,38 @@ def test_generation_matches_ar_drafts_from_the_datastore_and_reports_retrieval_t
     assert result.tokens == reference and result.method == "rest"
     assert result.steps < len(reference) / 2 and decode_step_means(result)["mean_accepted"] > 2
     assert 0 < result.stats[RETRIEVAL_STAT] < result.wall_time_s
-    # Without a datastore holding the output, every step emits one token, still AR's.
-    empty = rest_generate(model, prompt, 8, state=RestState(_store(tmp_path / "other", [[40, 41, 42, 43]])))
-    assert empty.tokens == reference[:8] and empty.steps == 8
+    # Without a datastore holding the output, every step feeds cur and the authors' guess (100) and
+    # emits one token (the target never picks 100 here), still AR's; with no guess, cur alone.
+    other = RestState(_store(tmp_path / "other", [[40, 41, 42, 43]]))
+    assert 100 not in reference[:8]
+    guessed = rest_generate(model, prompt, 8, state=other)
+    assert guessed.tokens == reference[:8] and guessed.steps == 8 and guessed.step_tokens[1:] == [2] * 7
+    alone = rest_generate(model, prompt, 8, RestSettings(datastore=None, no_match_guess=None), state=other)
+    assert alone.tokens == reference[:8] and alone.steps == 8 and alone.step_tokens[1:] == [1] * 7
+
+
+def test_a_guess_the_target_would_emit_is_accepted_and_output_stays_ar(model, tmp_path):
+    """The guess is a draft like any other: when the target's next token is the guess, it is accepted."""
+    prompt = [5, 6, 7, 8, 9, 10] * 4
+    reference = autoregressive_generate(model, prompt, 8).tokens
+    other = RestState(_store(tmp_path, [[40, 41, 42, 43]]))
+    guess = RestSettings(datastore=None, no_match_guess=reference[1])  # the token after the prefill's
+    result = rest_generate(model, prompt, 8, guess, state=other)
+    assert result.tokens == reference and result.accept_lengths[1] == 2
 
 
 def test_a_datastore_with_ids_beyond_the_model_vocabulary_is_refused(model, tmp_path):
     store = _store(tmp_path, [[1, 2, 300]], vocab=49_152)
     with pytest.raises(DecodingConfigError, match="holds token id 300, beyond this model's vocabulary of 128"):
         rest_generate(model, [1, 2], 4, state=RestState(store))
+
+
+def test_a_guess_beyond_the_model_vocabulary_is_refused(model, tmp_path):
+    state = RestState(_store(tmp_path, [[1, 2, 3]]))
+    with pytest.raises(
+        DecodingConfigError, match=r"rest.no_match_guess=128 is not allowed for this model: use a token id below .* 128"
+    ):
+        rest_generate(model, [1, 2], 4, RestSettings(datastore=None, no_match_guess=128), state=state)
 
 
 @pytest.mark.parametrize(
@@ -192,6 +234,9 @@ def test_a_datastore_with_ids_beyond_the_model_vocabulary_is_refused(model, tmp_
         ("draft_length", 1.5, "rest.draft_length=1.5 is not allowed"),
         ("datastore", "", "rest.datastore='' is not allowed: use a datastore folder"),
         ("tree_budget", "widest", "rest.tree_budget='widest' is not allowed: use cut_to_choices .* or most_frequent"),
+        ("no_match_guess", -1, r"rest.no_match_guess=-1 is not allowed: use a token id >= 0 .* or null"),
+        ("no_match_guess", "100", r"rest.no_match_guess='100' is not allowed: use a token id >= 0"),
+        ("no_match_guess", True, r"rest.no_match_guess=True is not allowed"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_setting(key, value, message):
@@ -215,9 +260,11 @@ def test_sampling_matches_the_exact_distribution(setting, tmp_path):  # noqa: F8
     model, prompt, sequences, exact = setting
     documents = [prompt[-2:] + list(s) for s, p in zip(sequences, exact, strict=True) for _ in range(1 + int(p * 500))]
     store = RestState(_store(tmp_path, documents, vocab=VOCAB))
+    # A miss drafts a guess inside the 8-token vocabulary (the authors' 100 is past it).
+    guess = RestSettings(datastore=None, no_match_guess=VOCAB - 1)
     draws, multi_token_steps = [], 0
     for seed in range(800):
-        result = rest_generate(model, prompt, LENGTH, state=store, sampling=SAMPLING, seed=seed)
+        result = rest_generate(model, prompt, LENGTH, guess, state=store, sampling=SAMPLING, seed=seed)
         draws.append(tuple(result.tokens))
         multi_token_steps += sum(n > 1 for n in result.accept_lengths)
     assert multi_token_steps > 100  # drafts were accepted, not only rejected

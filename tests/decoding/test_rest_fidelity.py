@@ -6,8 +6,11 @@ fd2c1cd; ``Reader.search`` and ``cut_to_choices`` in ``DraftRetriever/src/lib.rs
 arXiv 2311.08252), which names their commit and the wheel's sha256: their ``Writer`` built a datastore
 from six standard-library modules' SmolLM2 token ids, and a greedy generation emitting a seventh
 module's text (``ntpath.py``) was replayed with their ``Reader.search`` at the defaults (``num_draft``
-64, spans 16 down to 2, 5,000 matches, 10 tokens), each step searched 24 times. Here our datastore is
-built from the same ids and the same steps are replayed with our drafter.
+64, spans 16 down to 2, 5,000 matches, 10 tokens), each step searched 24 times; a step where no span
+retrieves anything drafts their fixed guess, token 100 after cur (``random_index = 100`` in
+``rest/model/utils.py`` ``generate_candidates_and_draft_buffer``: Python, so the script transcribes it,
+citing the commit; the step is marked ``guess``). Here our datastore is built from the same ids and the
+same steps are replayed with our drafter at its defaults.
 
 Ties: their heap and cut take tied nodes in the order of randomly seeded Rust hash maps, so on some
 steps their own runs disagree (the fixture records each tree seen). Where every run agreed, ours must
@@ -81,9 +84,9 @@ def replay(tmp_path_factory):
 def test_where_the_authors_runs_agree_our_tree_and_acceptance_are_theirs(replay):
     authors, text, ours = replay
     agreed = [(i, s) for i, s in enumerate(authors["steps"]) if len(s["trees"]) == 1]
-    drafted = [i for i, s in agreed if s["trees"][0]["leaves"]]
-    # Most steps have one answer, and many draft (the rest find no suffix: a tree of cur alone).
-    assert len(agreed) >= 0.7 * len(authors["steps"]) and len(drafted) >= 50
+    retrieved = [i for i, s in agreed if not s["trees"][0]["guess"]]
+    # Most steps have one answer, and many retrieve a draft (the rest find no suffix: the guess).
+    assert len(agreed) >= 0.7 * len(authors["steps"]) and len(retrieved) >= 50
     for i, step in agreed:
         (tree,) = step["trees"]
         assert ours[i] == _nodes(tree["leaves"]), f"step {i} (position {step['position']})"
@@ -109,3 +112,14 @@ def test_where_the_authors_runs_disagree_our_totals_are_their_average(replay):
     our_accepted = sum(_accepted(tree, text, s["position"]) for tree, s in zip(ours, steps, strict=True))
     assert abs(our_nodes / their_nodes - 1) < 0.05
     assert abs(our_accepted / their_accepted - 1) < 0.05
+
+
+def test_where_nothing_is_retrieved_we_draft_the_authors_guess_after_cur(replay):
+    """Their miss (utils.py at the fixture's commit): the tree [cur, 100], accepted as the text says."""
+    authors, text, ours = replay
+    guessed = [i for i, s in enumerate(authors["steps"]) if s["trees"][0]["guess"]]
+    assert len(guessed) >= 20 and authors["settings"]["no_match_guess"] == 100
+    for i in guessed:
+        (tree,) = authors["steps"][i]["trees"]  # a miss has one answer: no tie decides it
+        assert tree["leaves"] == [[100]] and ours[i] == {(100,)}, f"step {i}"
+        assert _accepted(ours[i], text, authors["steps"][i]["position"]) == tree["accepted"]

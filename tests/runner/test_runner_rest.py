@@ -81,6 +81,7 @@ def test_a_cell_matches_ar_and_its_datastore_is_named_by_content_in_the_cell_id(
             ["rest.tree_budget=widest"],
             "rest.tree_budget='widest' is not allowed: use cut_to_choices .* or most_frequent_nodes",
         ),
+        (["rest.no_match_guess=-1"], r"rest.no_match_guess=-1 is not allowed: use a token id >= 0 .* or null"),
         (
             ["attn_implementation=flash_attention_2", "rest.datastore=/nonexistent/ds"],
             r"'flash_attention_2' cannot take the custom attention mask the \['rest'\] arm\(s\) need",

@@ -30,8 +30,13 @@ draft-tree seam (``lade_bench.decoding.drafters.draft_tree``), over the datastor
   (``tests/decoding/test_rest_fidelity.py`` against ``draftretriever`` 0.1.1).
 * **Verification** of the tree in one forward (``draft_tree_generate``): greedy output is exactly
   AR's; with sampling each token is drawn from the target given the accepted prefix, so output is
-  distributed as AR sampling. No match: a tree of cur alone (one token per step, as AR); the
-  authors feed a fixed guess instead.
+  distributed as AR sampling.
+* **No match** (``no_match_guess``). When no suffix retrieves anything, the authors'
+  ``generate_candidates_and_draft_buffer`` (``rest/model/utils.py`` at 50a5fc1, the same in
+  Spec-Bench's ``model/rest`` at fd2c1cd) feeds a fixed guess, token id 100 (``random_index = 100``):
+  a two-token step ``[cur, 100]``. That is the default; it is a draft like any other (verified as
+  above, so greedy output stays AR's and sampling keeps its distribution) and costs a 2-token
+  forward. ``null`` is ours before issue 65: a step of cur alone (one token, as AR).
 
 Retrieval time (suffix search and trie) is measured per generation and returned as
 ``stats["retrieval_s"]``, inside the wall time. The datastore is static: loaded once per cell into a
@@ -70,6 +75,9 @@ CUT_TO_CHOICES = "cut_to_choices"
 MOST_FREQUENT_NODES = "most_frequent_nodes"
 TREE_BUDGETS = (CUT_TO_CHOICES, MOST_FREQUENT_NODES)
 REST_TREE_BUDGET = CUT_TO_CHOICES
+# rest/model/utils.py generate_candidates_and_draft_buffer: `random_index = 100` is fed after cur when no
+# span retrieves anything (ours before issue 65 fed cur alone: no_match_guess=null).
+REST_NO_MATCH_GUESS = 100
 # The authors require a datastore path; ours defaults to the reference datastore (the word REFERENCE:
 # Python's standard library, built by scripts/setup.sh), so a cell, bench and gpu_check run REST unnamed.
 REST_DATASTORE = REFERENCE
@@ -95,6 +103,9 @@ class RestSettings:
             until the kept paths' distinct-token counts sum to at most ``num_draft``) or
             ``most_frequent_nodes`` (ours before issue 65: the ``num_draft`` most frequent nodes, all
             drafted; wider steps at about the same acceptance, docs/rest.md).
+        no_match_guess: the token id drafted after cur when no suffix retrieves anything (the authors'
+            fixed guess, 100: a two-token step); None: no draft, a step of cur alone (ours before
+            issue 65). Checked against the model's vocabulary when the model is known.
         leak_outputs: the model's own outputs on the cell's questions, for the plan's leak check only
             (``rest_datastore.leak``: a datastore holding a 16-token span of one is refused): a results
             folder (a finished cell's rows) or a JSONL file, or a list of them; None: none given. Not
@@ -107,6 +118,7 @@ class RestSettings:
     max_matches: int = REST_MAX_MATCHES
     draft_length: int = REST_DRAFT_LENGTH
     tree_budget: str = REST_TREE_BUDGET
+    no_match_guess: int | None = REST_NO_MATCH_GUESS
     leak_outputs: Any = None
 
     def __post_init__(self) -> None:
@@ -118,6 +130,12 @@ class RestSettings:
             raise DecodingConfigError(
                 f"rest.tree_budget={self.tree_budget!r} is not allowed: use {CUT_TO_CHOICES} (the authors' rule: "
                 f"num_draft bounds the kept paths' summed lengths) or {MOST_FREQUENT_NODES} (num_draft nodes)"
+            )
+        guess = self.no_match_guess
+        if guess is not None and (isinstance(guess, bool) or not isinstance(guess, int) or guess < 0):
+            raise DecodingConfigError(
+                f"rest.no_match_guess={guess!r} is not allowed: use a token id >= 0 (the authors' guess is "
+                f"{REST_NO_MATCH_GUESS}) or null (no draft when nothing is retrieved)"
             )
         if self.datastore is not None and not (isinstance(self.datastore, str) and self.datastore.strip()):
             raise DecodingConfigError(
@@ -158,9 +176,15 @@ class RestState:
         return self.datastore.size()
 
     def check(self, settings: RestSettings, model: Any) -> None:
-        """Raise DecodingConfigError when the datastore holds ids the model's vocabulary lacks (any settings:
-        the state is the datastore the caller loaded)."""
+        """Raise DecodingConfigError when the datastore holds ids the model's vocabulary lacks, or
+        ``settings.no_match_guess`` is not one of its ids (the state is the datastore the caller loaded)."""
         vocab = int(model.get_input_embeddings().num_embeddings)
+        guess = settings.no_match_guess
+        if guess is not None and guess >= vocab:
+            raise DecodingConfigError(
+                f"rest.no_match_guess={guess} is not allowed for this model: use a token id below its vocabulary "
+                f"of {vocab}, or null (no draft when nothing is retrieved)"
+            )
         if self.max_token >= vocab:
             raise DecodingConfigError(
                 f"rest.datastore={str(self.datastore.path)!r} holds token id {self.max_token}, beyond this model's "
@@ -339,7 +363,7 @@ class RestDrafter:
 
     def propose(self, context: Sequence[int]) -> DraftTree:
         """The frequency-pruned trie of the continuations of the context's longest retrieved suffix, cut to
-        ``tree_budget``'s budget."""
+        ``tree_budget``'s budget; when nothing is retrieved, ``no_match_guess`` alone (or cur alone)."""
         from lade_bench.decoding.drafters.draft_tree import DraftTree
 
         started = time.perf_counter()
@@ -354,6 +378,9 @@ class RestDrafter:
             tokens, parents = frequent_trie(rows, settings.num_draft)
             if settings.tree_budget == CUT_TO_CHOICES:
                 tokens, parents = cut_to_choices(tokens, parents, settings.num_draft)
+        if not tokens and settings.no_match_guess is not None:
+            # The authors' miss: one guessed token after cur (mask [[1,0],[1,1]], retrieve_indices [[0,1]]).
+            tokens, parents = [settings.no_match_guess], [-1]
         self.retrieval_s += time.perf_counter() - started
         return DraftTree((int(context[-1]), *tokens), (-1, *(p + 1 for p in parents)))
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from lade_bench.decoding.drafters.rest import (
     MOST_FREQUENT_NODES,
+    REST_NO_MATCH_GUESS,
     REST_NUM_DRAFT,
     REST_TREE_BUDGET,
     RestSettings,
@@ -59,14 +60,23 @@ def hashed_rest(section: str, value: dict[str, Any]) -> dict[str, Any]:
 
 def describe_rest(section: Mapping[str, Any]) -> str:
     """The label of the REST configuration a cell recorded (``Method.describe``): ``REST`` at the authors'
-    tree budget (``cut_to_choices``), ``REST (64 most frequent nodes)`` (its recorded ``num_draft``) at ours.
+    tree budget (``cut_to_choices``) and no-match guess (100); each of ours named in parentheses:
+    ``64 most frequent nodes`` (its recorded ``num_draft``), ``no guess on a miss`` (``no_match_guess``
+    null) or ``guess 7 on a miss`` (another token id).
 
-    A section recorded before ``tree_budget`` existed (every REST cell committed before issue 65) lacks
-    the key and ran ``most_frequent_nodes``, the only rule there was.
+    A section recorded before a key existed ran the only rule there was: without ``tree_budget``,
+    ``most_frequent_nodes``; without ``no_match_guess``, no guess. Every REST cell committed before
+    issue 65 lacks both: ``REST (64 most frequent nodes, no guess on a miss)``.
     """
-    if section.get("tree_budget", MOST_FREQUENT_NODES) == REST_TREE_BUDGET:
-        return "REST"
-    return f"REST ({section.get('num_draft', REST_NUM_DRAFT)} most frequent nodes)"
+    words = []
+    if section.get("tree_budget", MOST_FREQUENT_NODES) != REST_TREE_BUDGET:
+        words.append(f"{section.get('num_draft', REST_NUM_DRAFT)} most frequent nodes")
+    guess = section.get("no_match_guess")
+    if guess is None:
+        words.append("no guess on a miss")
+    elif guess != REST_NO_MATCH_GUESS:
+        words.append(f"guess {guess} on a miss")
+    return f"REST ({', '.join(words)})" if words else "REST"
 
 
 DRAFTER = declare_drafter(
@@ -84,7 +94,7 @@ DRAFTER = declare_drafter(
     refusals=(refuse_rest,),
     resolve=resolve_rest,  # `datastore: reference` -> the reference datastore of the cell's tokenizer
     hashed=hashed_rest,
-    describe=describe_rest,  # "REST" at the authors' cut_to_choices, "REST (64 most frequent nodes)" at ours
+    describe=describe_rest,  # "REST" at the authors' rules; ours named, e.g. "REST (no guess on a miss)"
     needs_resource=True,  # its default, the reference datastore, is built for the model before the run
     after="pia",
 )
