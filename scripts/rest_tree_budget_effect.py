@@ -1,18 +1,22 @@
-"""REST's tree budget on the committed Spec-Bench REST cells: the authors' ``cut_to_choices`` beside ours.
+"""REST's tree budget and no-match guess on the committed Spec-Bench REST cells: the authors' rules beside ours.
 
 For every row of the committed REST cells (``paper_figures/spec_bench/rows/spec_bench``: both embedded
 models, 10 questions per Spec-Bench group, MT-Bench with both turns, 128 new tokens, greedy, the reference
 datastore of the model's tokenizer) this replays the generation with the real drafter
-(``decoding.drafters.rest.RestDrafter``) at each ``rest.tree_budget``, on the row's own prompt (rendered
+(``decoding.drafters.rest.RestDrafter``) in each configuration of :data:`CONFIGURATIONS` (``rest.tree_budget``
+and ``rest.no_match_guess``: ours as committed, the authors' budget alone, and the authors' default, their
+budget with their guess of token 100 on a miss), on the row's own prompt (rendered
 as the runner renders it, the turn's history being the arm's own earlier outputs) and the datastore the
 cell names. Greedy verification accepts the longest tree path whose every token is the target's argmax,
 and REST's greedy output is AR's token for token (the exactness grid; every committed row equals AR), so
-a step accepts the longest tree path the row's own output continues with, plus the target's token:
-the step widths and accepted lengths of a generation follow from its output without running the model.
-The replay is checked before anything is written: at ``most_frequent_nodes`` (the rule the committed
-cells ran) every step's width and accepted length must equal the committed row's, and, given ``--run``
-(a results folder of a real run at ``cut_to_choices`` on the same questions), every finished row there
-must equal the replay at ``cut_to_choices`` too; any difference stops the script.
+a step accepts the longest tree path the row's own output continues with, plus the target's token
+(the guess too is such a path: accepted when the output continues with it): the step widths and
+accepted lengths of a generation follow from its output without running the model.
+The replay is checked before anything is written: in the configuration the committed cells ran
+(``most_frequent_nodes``, no guess) every step's width and accepted length must equal the committed
+row's, and each ``--run NAME=FOLDER`` (a results folder of a real run on the same questions in the
+configuration NAME) must equal the replay in that configuration on every finished row; any difference
+stops the script.
 
 Per configuration it reports n rows, accepted tokens per decode step and tokens fed per decode step
 (pooled: sums over every decode step of every row, the prefill excluded), and the speedup over the
@@ -21,7 +25,7 @@ cell's own AR **predicted** by ``stats.profile_replay`` from the committed CPU d
 the per-row numbers and the summary as JSON (``--out``, atomically), naming the commit it ran at.
 
 Usage: ``python scripts/rest_tree_budget_effect.py --out docs/engine_bench/rest_tree_budget.json
-[--run /work/effects/B/cut/spec_bench]``
+[--run no_guess=/work/effects/B/cut/spec_bench] [--run authors=/work/effects/B2/guess/spec_bench]``
 """
 
 from __future__ import annotations
@@ -38,7 +42,14 @@ from omegaconf import OmegaConf
 
 from lade_bench.datasets.prompts import render_prompt
 from lade_bench.datasets.registry import load_dataset_samples
-from lade_bench.decoding.drafters.rest import TREE_BUDGETS, RestDrafter, RestSettings, RestState
+from lade_bench.decoding.drafters.rest import (
+    CUT_TO_CHOICES,
+    MOST_FREQUENT_NODES,
+    REST_NO_MATCH_GUESS,
+    RestDrafter,
+    RestSettings,
+    RestState,
+)
 from lade_bench.methods.registry import configuration_label
 from lade_bench.models.loading import load_tokenizer
 from lade_bench.rest_datastore.reader import load_datastore
@@ -48,7 +59,14 @@ from lade_bench.stats.profile_replay import replayed_speedup
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
-COMMITTED_RULE = "most_frequent_nodes"  # what every committed REST cell ran (recorded without tree_budget)
+# The configurations replayed, by name: (tree_budget, no_match_guess). Every committed REST cell ran
+# `committed` (recorded without either key); `authors` is the default since issue 65.
+CONFIGURATIONS: dict[str, dict[str, Any]] = {
+    "committed": {"tree_budget": MOST_FREQUENT_NODES, "no_match_guess": None},
+    "no_guess": {"tree_budget": CUT_TO_CHOICES, "no_match_guess": None},
+    "authors": {"tree_budget": CUT_TO_CHOICES, "no_match_guess": REST_NO_MATCH_GUESS},
+}
+COMMITTED = "committed"
 
 
 def replay(drafter: RestDrafter, prompt: list[int], output: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -86,10 +104,10 @@ def summary(rows: pd.DataFrame, profile: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def real_rows(run: Path | None) -> dict[tuple[str, str, int], dict[str, Any]]:
+def real_rows(run: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     """The finished REST rows of a real run's cells, by (model, sample id, turn)."""
     found: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for path in sorted(run.glob("*/rows.jsonl")) if run is not None else []:
+    for path in sorted(run.glob("*/rows.jsonl")):
         for line in path.read_text().splitlines():
             row = json.loads(line)
             if row["arm"] == "rest" and row["error"] is None:
@@ -101,12 +119,24 @@ def main() -> None:
     """Replay every committed REST row at both budgets, check, summarise and write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--run", type=Path, default=None, help="a real run's results folder at cut_to_choices")
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER",
+        help=f"a real run's results folder in the configuration NAME (one of {', '.join(CONFIGURATIONS)})",
+    )
     args = parser.parse_args()
+    runs: dict[str, Path] = {}
+    for given in args.run:
+        name, _, folder = given.partition("=")
+        if name not in CONFIGURATIONS or not folder:
+            parser.error(f"--run {given!r}: use NAME=FOLDER with NAME one of {', '.join(CONFIGURATIONS)}")
+        runs[name] = Path(folder)
     rows = pd.read_parquet(ARCHIVE / "rows.parquet")
     cells = {c["cell_id"]: c for c in json.loads((ARCHIVE / "cells.json").read_text())}
-    real = real_rows(args.run)
-    real_checked = 0
+    real = {name: real_rows(folder) for name, folder in runs.items()}
+    real_checked = dict.fromkeys(runs, 0)
     configurations: list[dict[str, Any]] = []
     for model in sorted(rows[rows.arm == "rest"].model.unique()):
         (profile_path,) = (ARCHIVE / "device_profiles").glob(f"*--{model}--*.json")
@@ -133,7 +163,7 @@ def main() -> None:
             section = {
                 k: cfg.rest[k] for k in ("datastore", "max_token_span", "num_draft", "max_matches", "draft_length")
             }
-            drafters = {b: RestDrafter(state, RestSettings(**section, tree_budget=b)) for b in TREE_BUDGETS}
+            drafters = {name: RestDrafter(state, RestSettings(**section, **c)) for name, c in CONFIGURATIONS.items()}
             ar = rows[(rows.cell_id == cell_id) & (rows.arm == "ar")].set_index(["sample_id", "turn"])
             history: dict[str, list[tuple[str, str]]] = {}
             for _, row in group.sort_values(["sample_id", "turn"]).iterrows():
@@ -153,31 +183,35 @@ def main() -> None:
                     "matches_ar": bool(row.matches_ar),
                     "ar_step_tokens": [int(t) for t in ar.loc[(row.sample_id, row.turn), "step_tokens"]],
                 }
-                for budget, drafter in drafters.items():
+                for name, drafter in drafters.items():
                     steps, accepts = replay(drafter, prompt, output)
-                    record[budget] = {"step_tokens": steps, "accept_lengths": accepts}
+                    record[name] = {"step_tokens": steps, "accept_lengths": accepts}
                 committed = {
                     "step_tokens": [int(t) for t in row.step_tokens],
                     "accept_lengths": [int(t) for t in row.accept_lengths],
                 }
-                if record[COMMITTED_RULE] != committed:
+                if record[COMMITTED] != committed:
                     raise SystemExit(f"{model} {row.sample_id} turn {turn}: the replay differs from the committed row")
-                fresh = real.get((model, row.sample_id, turn))
-                if fresh is not None:
+                for name, found in real.items():
+                    fresh = found.get((model, row.sample_id, turn))
+                    if fresh is None:
+                        continue
                     ran = {"step_tokens": fresh["step_tokens"], "accept_lengths": fresh["accept_lengths"]}
-                    if record["cut_to_choices"] != ran or fresh["output_ids"] != output or not fresh["matches_ar"]:
-                        raise SystemExit(f"{model} {row.sample_id} turn {turn}: the replay differs from the real run")
-                    real_checked += 1
+                    if record[name] != ran or fresh["output_ids"] != output or not fresh["matches_ar"]:
+                        raise SystemExit(
+                            f"{model} {row.sample_id} turn {turn}: the replay differs from the real run at {name}"
+                        )
+                    real_checked[name] += 1
                 generations.append(record)
                 history[row.sample_id].append((sample.turns[turn], row.output_text))
-        for budget in TREE_BUDGETS:
+        for name, chosen in CONFIGURATIONS.items():
             per_row = [
                 {
                     "sample_id": g["sample_id"],
                     "turn": g["turn"],
                     "matches_ar": g["matches_ar"],
                     "ar_step_tokens": g["ar_step_tokens"],
-                    **g[budget],
+                    **g[name],
                 }
                 for g in generations
             ]
@@ -185,28 +219,27 @@ def main() -> None:
             configurations.append(
                 {
                     "model": model,
-                    "tree_budget": budget,
-                    "label": configuration_label("rest", {**section, "tree_budget": budget}),
+                    "configuration": name,
+                    **chosen,
+                    "label": configuration_label("rest", {**section, **chosen}),
                     "profile": str(profile_path.relative_to(ROOT)),
                     "summary": numbers,
                     "rows": per_row,
                 }
             )
-            print(model, budget, json.dumps(numbers))
+            print(model, name, json.dumps(numbers))
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
     result = {
-        "what": "REST's tree_budget on the committed Spec-Bench REST cells: each row replayed with the real drafter "
-        "at both budgets; widths and accepted lengths, and the speedup over AR predicted from the committed CPU "
-        "profile (not a timing)",
+        "what": "REST's tree_budget and no_match_guess on the committed Spec-Bench REST cells: each row replayed "
+        "with the real drafter in each configuration; widths and accepted lengths, and the speedup over AR "
+        "predicted from the committed CPU profile (not a timing)",
         "commit": commit.stdout.strip(),
         "command": "python scripts/rest_tree_budget_effect.py --out docs/engine_bench/rest_tree_budget.json"
-        + (f" --run {args.run}" if args.run is not None else ""),
+        + "".join(f" --run {given}" for given in args.run),
         "archive": str(ARCHIVE.relative_to(ROOT)),
         "replay_checked": {
-            "committed_rows_most_frequent_nodes": sum(
-                c["summary"]["n"] for c in configurations if c["tree_budget"] == COMMITTED_RULE
-            ),
-            "real_run_rows_cut_to_choices": real_checked,
+            "committed_rows": sum(c["summary"]["n"] for c in configurations if c["configuration"] == COMMITTED),
+            "real_run_rows": real_checked,
         },
         "configurations": configurations,
     }
