@@ -1,0 +1,92 @@
+"""docs/token_recycling.md's measured effect of the authors' loop is the committed per-sample JSON's.
+
+``docs/engine_bench/token_recycling_loop_effect.json`` (written by ``scripts/token_recycling_effect.py``
+from real runner cells, its commands and commit inside) holds every sample's Token Recycling row beside
+its AR row's step widths, per configuration and state mode. Here each configuration's numbers are
+recomputed from those rows (the project's pooled tau and width, ``stats.profile_replay`` on the committed
+device profile) and the docs' table must quote them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
+from lade_bench.stats.profile_replay import replayed_speedup
+
+ROOT = Path(__file__).resolve().parents[2]
+EFFECT = ROOT / "docs" / "engine_bench" / "token_recycling_loop_effect.json"
+DOC = ROOT / "docs" / "token_recycling.md"
+# A table row: | `label` | warm | n | tau | width | outputs = AR | predicted speedup |
+ROW = re.compile(
+    r"^\| `(Token Recycling[^`]*)` \| (warm|cold) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| (\d+)% \| ([\d.]+)x \|$", re.M
+)
+
+
+@pytest.fixture(scope="module")
+def effect() -> dict:
+    """The committed per-sample numbers."""
+    return json.loads(EFFECT.read_text())
+
+
+def _recomputed(configuration: dict, profile: dict) -> dict[str, float]:
+    rows = pd.DataFrame(configuration["rows"])
+    return {
+        "n": len(rows),
+        "tau": mean_decode_step_accepted(rows),
+        "width": mean_decode_step_tokens(rows),
+        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
+        "predicted_speedup": replayed_speedup(rows["step_tokens"], rows["ar_step_tokens"], profile),
+    }
+
+
+def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
+    profile = json.loads((ROOT / effect["profile"]).read_text())
+    labels = set()
+    for configuration in effect["configurations"]:
+        assert configuration["summary"] == pytest.approx(_recomputed(configuration, profile))
+        assert configuration["summary"]["matches_ar"] == 1.0
+        labels.add((configuration["label"], configuration["method_state"]))
+    assert {label for label, _ in labels} == {
+        "Token Recycling",
+        "Token Recycling (+ prefill refresh, whole-prompt prefill)",
+    }
+
+
+def test_the_docs_table_quotes_the_committed_numbers(effect):
+    quoted = {(m[1], m[2]): m.groups()[2:] for m in ROW.finditer(DOC.read_text())}
+    expected = {}
+    for c in effect["configurations"]:
+        s = c["summary"]
+        expected[c["label"], c["method_state"]] = (
+            str(s["n"]),
+            f"{s['tau']:.2f}",
+            f"{s['width']:.1f}",
+            f"{s['matches_ar'] * 100:.0f}",
+            f"{s['predicted_speedup']:.2f}",
+        )
+    assert quoted == expected
+
+
+def test_the_docs_prose_sizes_the_difference_from_the_committed_numbers(effect):
+    """The prose's "accepts N% more per step" and "a predicted Rx ... the authors' loop's speed", per mode."""
+    summaries = {(c["label"], c["method_state"]): c["summary"] for c in effect["configurations"]}
+    ours = "Token Recycling (+ prefill refresh, whole-prompt prefill)"
+    text = re.sub(r"\s+", " ", DOC.read_text())
+    more = {
+        mode: summaries[ours, mode]["tau"] / summaries["Token Recycling", mode]["tau"] - 1 for mode in ("warm", "cold")
+    }
+    speed = {
+        mode: summaries[ours, mode]["predicted_speedup"] / summaries["Token Recycling", mode]["predicted_speedup"]
+        for mode in ("warm", "cold")
+    }
+    assert (
+        f"accepts {more['warm'] * 100:.0f}% more per step warm and {more['cold'] * 100:.0f}% more cold, which the "
+        f"profile turns into a predicted {speed['warm']:.2f}x warm and {speed['cold']:.2f}x cold the authors' "
+        "loop's speed"
+    ) in text
