@@ -9,8 +9,9 @@ tokens fed per decode step (width, pooled), outputs equal to AR, and the speedup
 ``stats.profile_replay`` on the committed CPU device profile of the model (the recorded step widths costed
 on that profile: a model of the step cost, not a timing; nothing here was timed, the host was shared).
 
-Usage: ``python scripts/token_recycling_effect.py PROFILE CELL_DIR...`` (each CELL_DIR a cell folder
-holding rows.jsonl, manifest.json and config.yaml).
+Usage: ``python scripts/token_recycling_effect.py --profile PROFILE [--profile ...] CELL_DIR...`` (each
+CELL_DIR a cell folder holding rows.jsonl, manifest.json and config.yaml; each cell's rows are costed on
+the profile of its model).
 """
 
 from __future__ import annotations
@@ -84,17 +85,26 @@ def configuration(cell_dir: Path, profile: Mapping[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Parse the profile and cell folders, write the JSON atomically, print each summary."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("profile", type=Path, help="the committed device profile JSON of the cells' model")
+    parser.add_argument(
+        "--profile", type=Path, action="append", required=True, help="a committed device profile JSON (one per model)"
+    )
     parser.add_argument("cells", type=Path, nargs="+", help="cell folders (rows.jsonl, manifest.json, config.yaml)")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--note", default="", help="how the runs were made, kept in the JSON (e.g. a dirty tree's why)")
     args = parser.parse_args()
-    profile = json.loads(args.profile.read_text())
-    configurations = [configuration(cell, profile) for cell in args.cells]
+    profiles = {}
+    for path in args.profile:
+        profiles[json.loads(path.read_text())["model"]] = path
+    configurations = []
+    for cell in args.cells:
+        model = yaml.safe_load((cell / "config.yaml").read_text())["model"]["name"]
+        if model not in profiles:
+            raise SystemExit(f"{cell}: no --profile for model {model!r} (given: {sorted(profiles)})")
+        configurations.append(configuration(cell, json.loads(profiles[model].read_text())))
     document = {
         "what": "Token Recycling's default (the authors' loop) against our earlier loop, per sample; "
         "predicted_speedup is stats.profile_replay on the committed device profile, a prediction, not a timing",
-        "profile": str(args.profile),
+        "profiles": {model: str(path) for model, path in profiles.items()},
         "note": args.note,
         "configurations": configurations,
     }

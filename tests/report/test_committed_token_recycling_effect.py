@@ -22,10 +22,13 @@ from lade_bench.stats.profile_replay import replayed_speedup
 ROOT = Path(__file__).resolve().parents[2]
 EFFECT = ROOT / "docs" / "engine_bench" / "token_recycling_loop_effect.json"
 DOC = ROOT / "docs" / "token_recycling.md"
-# A table row: | `label` | warm | n | tau | width | outputs = AR | predicted speedup |
+# A table row: | model | `label` | warm | n | tau | width | outputs = AR | predicted speedup |
 ROW = re.compile(
-    r"^\| `(Token Recycling[^`]*)` \| (warm|cold) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| (\d+)% \| ([\d.]+)x \|$", re.M
+    r"^\| ([\w.-]+) \| `(Token Recycling[^`]*)` \| (warm|cold) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| "
+    r"(\d+)% \| ([\d.]+)x \|$",
+    re.M,
 )
+OURS = "Token Recycling (+ prefill refresh, whole-prompt prefill)"
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +49,9 @@ def _recomputed(configuration: dict, profile: dict) -> dict[str, float]:
 
 
 def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
-    profile = json.loads((ROOT / effect["profile"]).read_text())
     labels = set()
     for configuration in effect["configurations"]:
+        profile = json.loads((ROOT / effect["profiles"][configuration["model"]]).read_text())
         assert configuration["summary"] == pytest.approx(_recomputed(configuration, profile))
         assert configuration["summary"]["matches_ar"] == 1.0
         labels.add((configuration["label"], configuration["method_state"]))
@@ -59,11 +62,11 @@ def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
 
 
 def test_the_docs_table_quotes_the_committed_numbers(effect):
-    quoted = {(m[1], m[2]): m.groups()[2:] for m in ROW.finditer(DOC.read_text())}
+    quoted = {m.groups()[:3]: m.groups()[3:] for m in ROW.finditer(DOC.read_text())}
     expected = {}
     for c in effect["configurations"]:
         s = c["summary"]
-        expected[c["label"], c["method_state"]] = (
+        expected[c["model"], c["label"], c["method_state"]] = (
             str(s["n"]),
             f"{s['tau']:.2f}",
             f"{s['width']:.1f}",
@@ -74,19 +77,20 @@ def test_the_docs_table_quotes_the_committed_numbers(effect):
 
 
 def test_the_docs_prose_sizes_the_difference_from_the_committed_numbers(effect):
-    """The prose's "accepts N% more per step" and "a predicted Rx ... the authors' loop's speed", per mode."""
-    summaries = {(c["label"], c["method_state"]): c["summary"] for c in effect["configurations"]}
-    ours = "Token Recycling (+ prefill refresh, whole-prompt prefill)"
+    """Per model, the prose's "accepts N% more per step warm and M% more cold, which the profile turns into
+    a predicted Rx warm and Sx cold the authors' loop's speed" (our earlier loop over the authors')."""
+    summaries = {(c["model"], c["label"], c["method_state"]): c["summary"] for c in effect["configurations"]}
     text = re.sub(r"\s+", " ", DOC.read_text())
-    more = {
-        mode: summaries[ours, mode]["tau"] / summaries["Token Recycling", mode]["tau"] - 1 for mode in ("warm", "cold")
-    }
-    speed = {
-        mode: summaries[ours, mode]["predicted_speedup"] / summaries["Token Recycling", mode]["predicted_speedup"]
-        for mode in ("warm", "cold")
-    }
-    assert (
-        f"accepts {more['warm'] * 100:.0f}% more per step warm and {more['cold'] * 100:.0f}% more cold, which the "
-        f"profile turns into a predicted {speed['warm']:.2f}x warm and {speed['cold']:.2f}x cold the authors' "
-        "loop's speed"
-    ) in text
+    for model in {c["model"] for c in effect["configurations"]}:
+        ratio = {
+            (key, mode): summaries[model, OURS, mode][key] / summaries[model, "Token Recycling", mode][key]
+            for key in ("tau", "predicted_speedup")
+            for mode in ("warm", "cold")
+        }
+        sentence = (
+            f"accepts {(ratio['tau', 'warm'] - 1) * 100:.0f}% more per step warm and "
+            f"{(ratio['tau', 'cold'] - 1) * 100:.0f}% more cold, which the profile turns into a predicted "
+            f"{ratio['predicted_speedup', 'warm']:.2f}x warm and {ratio['predicted_speedup', 'cold']:.2f}x cold the "
+            "authors' loop's speed"
+        )
+        assert sentence in text, (model, sentence)
