@@ -13,7 +13,8 @@ questions, method over baseline; ``equal.py`` compares the ``turns`` texts with 
 Our rows map onto it one to one: a row is one (sample, turn, arm, repeat); ``choices[i]`` is repeat
 ``i``; ``decoding_steps`` is the row's forward passes, the prefill included, and ``accept_lengths`` its
 tokens per forward, the prefill's first token included, which is Spec-Bench's own count (its
-baseline reports ``step = new_tokens`` and ``accept_lengths = [1] * new_tokens``).
+baseline reports ``step = new_tokens`` and ``accept_lengths = [1] * new_tokens``); a forward that emitted
+nothing (Token Recycling's authors' prefill of ``prompt[:-1]``) is in neither, as their own loop counts it.
 
 One file per (model, arm, kind of cell): cells of one sweep that ran the same arms at the same
 settings (the lookahead shape counted only where lookahead is among them) are one kind, e.g. the
@@ -175,10 +176,13 @@ def _question_records(rows: pd.DataFrame, model_id: str) -> list[dict[str, Any]]
                 {
                     "index": int(repeat),
                     "turns": [str(t) for t in turns["output_text"]],
-                    "decoding_steps": [int(s) for s in turns["decode_steps"]],
+                    "decoding_steps": [
+                        int(s) - _silent_forwards(lengths)
+                        for s, lengths in zip(turns["decode_steps"], turns["accept_lengths"], strict=True)
+                    ],
                     "new_tokens": [int(n) for n in turns["new_tokens"]],
                     "wall_time": [float(t) for t in turns["wall_time_s"]],
-                    "accept_lengths": [int(a) for lengths in turns["accept_lengths"] for a in lengths],
+                    "accept_lengths": [int(a) for lengths in turns["accept_lengths"] for a in lengths if a > 0],
                 }
             )
         if choices:
@@ -190,6 +194,13 @@ def _question_records(rows: pd.DataFrame, model_id: str) -> list[dict[str, Any]]
                 "choices": choices,
             }
     return [records[q] for q in sorted(records)]
+
+
+def _silent_forwards(accept_lengths: Any) -> int:
+    """Forwards of a row that emitted nothing: Token Recycling's authors' prefill of ``prompt[:-1]``
+    (``draft_tree``'s ``hold_last_prompt_token``). Their loop (Spec-Bench's ``inference_recycling.py``)
+    counts neither a step nor an accepted length for it, so the export leaves it out of both."""
+    return sum(1 for a in accept_lengths if a == 0)
 
 
 def write_answer_files(sweep: str | os.PathLike[str], out: str | os.PathLike[str]) -> list[Path]:
