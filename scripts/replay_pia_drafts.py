@@ -44,8 +44,7 @@ from lade_bench.decoding.drafters.pia import PiaSettings, new_pia_state, start_p
 from lade_bench.methods.registry import configuration_label
 from lade_bench.models.loading import load_model, stop_token_ids
 from lade_bench.results.atomic import atomic_write_text
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary
 
 
 def replay_request(state: Any, settings: PiaSettings, prompt: list[int], output: list[int], stop_ids: list[int]):
@@ -187,15 +186,8 @@ def main() -> None:
 
 
 def summary(rows: pd.DataFrame, profile: dict[str, Any]) -> dict[str, float]:
-    """n, pooled tau and width over the decode steps, outputs = AR, and the speedup over AR predicted
-    from the committed device profile (a model of the forward cost, not a timing)."""
-    return {
-        "n": len(rows),
-        "tau": mean_decode_step_accepted(rows),
-        "width": mean_decode_step_tokens(rows),
-        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
-        "predicted_speedup": replayed_speedup(rows["step_tokens"], rows["ar_step_tokens"], profile),
-    }
+    """The configuration's numbers (``stats.profile_replay.configuration_summary``) against its AR rows."""
+    return configuration_summary(rows, rows["ar_step_tokens"], profile)
 
 
 def check_real_run(run: Path, per_row: dict[tuple[str, bool], list[dict[str, Any]]]) -> int:

@@ -54,8 +54,7 @@ from lade_bench.methods.registry import configuration_label
 from lade_bench.models.loading import load_tokenizer
 from lade_bench.rest_datastore.reader import load_datastore
 from lade_bench.results.atomic import atomic_write_text
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHIVE = ROOT / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
@@ -93,15 +92,8 @@ def replay(drafter: RestDrafter, prompt: list[int], output: Sequence[int]) -> tu
 
 
 def summary(rows: pd.DataFrame, profile: dict[str, Any]) -> dict[str, float]:
-    """n, tau and width pooled over every decode step (the project's ``stats.efficiency``), the share of
-    outputs equal to AR's, and the speedup over AR predicted on ``profile`` (``stats.profile_replay``)."""
-    return {
-        "n": len(rows),
-        "tau": mean_decode_step_accepted(rows),
-        "width": mean_decode_step_tokens(rows),
-        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
-        "predicted_speedup": replayed_speedup(rows["step_tokens"], rows["ar_step_tokens"], profile),
-    }
+    """The configuration's numbers (``stats.profile_replay.configuration_summary``) against its AR rows."""
+    return configuration_summary(rows, rows["ar_step_tokens"], profile)
 
 
 def real_rows(run: Path) -> dict[tuple[str, str, int], dict[str, Any]]:

@@ -28,8 +28,7 @@ from lade_bench.profiling.device_profile import load_profiles
 from lade_bench.results.archive import read_archive_cells
 from lade_bench.results.atomic import atomic_write_text
 from lade_bench.results.reader import find_cell_dirs, load_rows
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary, replayed_speedup
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
@@ -71,13 +70,20 @@ def _per_sample(row: pd.Series) -> dict[str, Any]:
 
 
 def _summary(rows: pd.DataFrame, ar: pd.DataFrame, profile: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "n": len(rows),
-        "accepted_per_step": mean_decode_step_accepted(rows),
-        "input_tokens_per_step": mean_decode_step_tokens(rows),
-        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
-        "predicted_speedup_over_ar": replayed_speedup(rows["step_tokens"], ar["step_tokens"], profile),
-    }
+    return _as_recorded(configuration_summary(rows, ar["step_tokens"], profile))
+
+
+def _as_recorded(summary: dict[str, float]) -> dict[str, Any]:
+    """``configuration_summary`` under the names this JSON was first recorded with."""
+    return {RECORDED_NAMES.get(key, key): value for key, value in summary.items()}
+
+
+# The committed JSON's names for configuration_summary's keys.
+RECORDED_NAMES = {
+    "tau": "accepted_per_step",
+    "width": "input_tokens_per_step",
+    "predicted_speedup": "predicted_speedup_over_ar",
+}
 
 
 def _compact_lists(text: str) -> str:

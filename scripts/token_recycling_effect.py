@@ -27,8 +27,7 @@ import yaml
 
 from lade_bench.methods.registry import configuration_label
 from lade_bench.results.atomic import atomic_write_text
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "engine_bench" / "token_recycling_loop_effect.json"
 ROW_KEYS = ("sample_id", "turn", "new_tokens", "accept_lengths", "step_tokens", "matches_ar", "state_requests_seen")
@@ -43,13 +42,7 @@ def summary(rows: list[Mapping[str, Any]], profile: Mapping[str, Any]) -> dict[s
     Recycling's on ``profile`` (``stats.profile_replay.replayed_speedup``), a prediction, not a timing.
     """
     frame = pd.DataFrame(list(rows))
-    return {
-        "n": len(frame),
-        "tau": mean_decode_step_accepted(frame),
-        "width": mean_decode_step_tokens(frame),
-        "matches_ar": float(frame["matches_ar"].astype(bool).mean()),
-        "predicted_speedup": replayed_speedup(frame["step_tokens"], frame["ar_step_tokens"], profile),
-    }
+    return configuration_summary(frame, frame["ar_step_tokens"], profile)
 
 
 def configuration(cell_dir: Path, profile: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,13 +15,18 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary, replayed_speedup
 
 ROOT = Path(__file__).resolve().parents[1]
 EFFECT = ROOT / "docs" / "engine_bench" / "suffix_decoding_plugin_vs_vllm.json"
 DOC = ROOT / "docs" / "suffix_decoding.md"
 NAMES = {"plugin": "the plugin's defaults", "vllm": "vLLM's values"}
+# The committed JSON's names for configuration_summary's keys (scripts/suffix_decoding_effect.py writes them so).
+RECORDED_NAMES = {
+    "tau": "accepted_per_step",
+    "width": "input_tokens_per_step",
+    "predicted_speedup": "predicted_speedup_over_ar",
+}
 
 
 def _recomputed(samples: list[dict[str, Any]], profile: dict[str, Any]) -> dict[str, Any]:
@@ -30,13 +35,8 @@ def _recomputed(samples: list[dict[str, Any]], profile: dict[str, Any]) -> dict[
     out: dict[str, Any] = {}
     for config in NAMES:
         rows = pd.DataFrame([s[config] for s in samples])
-        out[config] = {
-            "n": len(rows),
-            "accepted_per_step": mean_decode_step_accepted(rows),
-            "input_tokens_per_step": mean_decode_step_tokens(rows),
-            "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
-            "predicted_speedup_over_ar": replayed_speedup(list(rows["step_tokens"]), ar, profile),
-        }
+        summary = configuration_summary(rows, ar, profile)
+        out[config] = {RECORDED_NAMES.get(key, key): value for key, value in summary.items()}
     plugin = [s["plugin"]["step_tokens"] for s in samples]
     out["predicted_plugin_over_vllm"] = replayed_speedup(plugin, [s["vllm"]["step_tokens"] for s in samples], profile)
     return out

@@ -17,8 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 EFFECT = ROOT / "docs" / "engine_bench" / "pia_earlier_prompts.json"
@@ -38,13 +37,7 @@ def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
     for configuration in effect["configurations"]:
         rows = pd.DataFrame(configuration["rows"])
         profile = json.loads((ROOT / configuration["profile"]).read_text())
-        recomputed = {
-            "n": len(rows),
-            "tau": mean_decode_step_accepted(rows),
-            "width": mean_decode_step_tokens(rows),
-            "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
-            "predicted_speedup": replayed_speedup(rows["step_tokens"], rows["ar_step_tokens"], profile),
-        }
+        recomputed = configuration_summary(rows, rows["ar_step_tokens"], profile)
         assert configuration["summary"] == pytest.approx(recomputed)
         assert configuration["summary"]["matches_ar"] == 1.0
         labels.add(configuration["label"])

@@ -16,8 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
-from lade_bench.stats.profile_replay import replayed_speedup
+from lade_bench.stats.profile_replay import configuration_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 EFFECT = ROOT / "docs" / "engine_bench" / "token_recycling_loop_effect.json"
@@ -39,13 +38,7 @@ def effect() -> dict:
 
 def _recomputed(configuration: dict, profile: dict) -> dict[str, float]:
     rows = pd.DataFrame(configuration["rows"])
-    return {
-        "n": len(rows),
-        "tau": mean_decode_step_accepted(rows),
-        "width": mean_decode_step_tokens(rows),
-        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
-        "predicted_speedup": replayed_speedup(rows["step_tokens"], rows["ar_step_tokens"], profile),
-    }
+    return configuration_summary(rows, rows["ar_step_tokens"], profile)
 
 
 def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):

@@ -23,3 +23,23 @@ def test_unpaired_sides_and_widths_outside_the_profile_are_refused():
         replayed_speedup([[1, 1]], [], PROFILE)
     with pytest.raises(ValueError, match="not 16"):
         replayed_forward_time([1, 16], PROFILE)
+
+
+def test_a_configuration_summary_pools_its_decode_steps_and_pairs_its_ar_rows():
+    import pandas as pd
+
+    from lade_bench.stats.profile_replay import configuration_summary
+
+    rows = pd.DataFrame(
+        {
+            "step_tokens": [[8, 4, 2], [4, 2]],
+            "accept_lengths": [[1, 3, 1], [1, 2]],
+            "new_tokens": [5, 3],
+            "decode_steps": [3, 2],
+            "matches_ar": [True, False],
+        }
+    )
+    summary = configuration_summary(rows, [[8, 1, 1, 1, 1], [4, 1, 1]], PROFILE)
+    assert summary["n"] == 2 and summary["matches_ar"] == 0.5
+    assert summary["predicted_speedup"] == pytest.approx(0.060 / 0.040)
+    assert summary["width"] == pytest.approx((4 + 2 + 2) / 3)

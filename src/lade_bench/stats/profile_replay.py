@@ -12,7 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
 from lade_bench.profiling.device_profile import forward_time_at
+from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
 
 
 def replayed_forward_time(step_tokens: Sequence[int], profile: Mapping[str, Any], prefill: bool = False) -> float:
@@ -47,3 +50,22 @@ def replayed_speedup(
     arm_time = sum(replayed_forward_time(steps, profile) for steps in arm)
     reference_time = sum(replayed_forward_time(steps, profile) for steps in reference)
     return reference_time / arm_time
+
+
+def configuration_summary(
+    rows: pd.DataFrame, ar_step_tokens: Iterable[Sequence[int]], profile: Mapping[str, Any]
+) -> dict[str, float]:
+    """One configuration's numbers from its rows, each paired with its AR row's step widths.
+
+    ``n``: rows; ``tau``: tokens emitted per decode step, pooled (``stats.efficiency``); ``width``: tokens fed per
+    decode step, pooled; ``matches_ar``: share of rows whose output equals AR's; ``predicted_speedup``: AR's
+    replayed decode time over the configuration's on ``profile`` (:func:`replayed_speedup`), a prediction from
+    the device profile, not a timing. The one summary the rivals' measured effects (docs/engine_bench) use.
+    """
+    return {
+        "n": len(rows),
+        "tau": mean_decode_step_accepted(rows),
+        "width": mean_decode_step_tokens(rows),
+        "matches_ar": float(rows["matches_ar"].astype(bool).mean()),
+        "predicted_speedup": replayed_speedup(rows["step_tokens"], ar_step_tokens, profile),
+    }
