@@ -14,10 +14,9 @@ import json
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from lade_bench.stats.profile_replay import configuration_summary
+from .effect_json import check_configuration_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
 EFFECT = ROOT / "docs" / "engine_bench" / "pia_earlier_prompts.json"
@@ -33,14 +32,8 @@ def effect() -> dict:
 
 
 def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
-    labels = set()
-    for configuration in effect["configurations"]:
-        rows = pd.DataFrame(configuration["rows"])
-        profile = json.loads((ROOT / configuration["profile"]).read_text())
-        recomputed = configuration_summary(rows, rows["ar_step_tokens"], profile)
-        assert configuration["summary"] == pytest.approx(recomputed)
-        assert configuration["summary"]["matches_ar"] == 1.0
-        labels.add(configuration["label"])
+    configurations = check_configuration_summaries(effect, lambda c: ROOT / c["profile"])
+    labels = {c["label"] for c in configurations}
     assert labels == {"PIA (Ant trie lookahead)", "PIA (Ant trie lookahead, earlier prompts not drafted)"}
     checked = effect["replay_checked"]
     assert checked["committed_rows"] == 140 and checked["real_run_rows_at_draft_earlier_prompts_true"] > 0

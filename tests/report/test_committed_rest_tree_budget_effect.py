@@ -16,10 +16,9 @@ import json
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from lade_bench.stats.profile_replay import configuration_summary
+from .effect_json import check_configuration_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
 EFFECT = ROOT / "docs" / "engine_bench" / "rest_tree_budget.json"
@@ -35,14 +34,8 @@ def effect() -> dict:
 
 
 def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
-    labels = set()
-    for configuration in effect["configurations"]:
-        rows = pd.DataFrame(configuration["rows"])
-        profile = json.loads((ROOT / configuration["profile"]).read_text())
-        recomputed = configuration_summary(rows, rows["ar_step_tokens"], profile)
-        assert configuration["summary"] == pytest.approx(recomputed)
-        assert configuration["summary"]["matches_ar"] == 1.0
-        labels.add(configuration["label"])
+    configurations = check_configuration_summaries(effect, lambda c: ROOT / c["profile"])
+    labels = {c["label"] for c in configurations}
     assert labels == {"REST", "REST (no guess on a miss)", "REST (64 most frequent nodes, no guess on a miss)"}
     # The replay was checked against every committed row, and against real rows in the other two.
     assert effect["replay_checked"]["committed_rows"] == 140

@@ -13,10 +13,9 @@ import json
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
-from lade_bench.stats.profile_replay import configuration_summary
+from .effect_json import check_configuration_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
 EFFECT = ROOT / "docs" / "engine_bench" / "token_recycling_loop_effect.json"
@@ -36,19 +35,9 @@ def effect() -> dict:
     return json.loads(EFFECT.read_text())
 
 
-def _recomputed(configuration: dict, profile: dict) -> dict[str, float]:
-    rows = pd.DataFrame(configuration["rows"])
-    return configuration_summary(rows, rows["ar_step_tokens"], profile)
-
-
 def test_each_configuration_summary_is_its_rows_and_every_output_is_ar(effect):
-    labels = set()
-    for configuration in effect["configurations"]:
-        profile = json.loads((ROOT / effect["profiles"][configuration["model"]]).read_text())
-        assert configuration["summary"] == pytest.approx(_recomputed(configuration, profile))
-        assert configuration["summary"]["matches_ar"] == 1.0
-        labels.add((configuration["label"], configuration["method_state"]))
-    assert {label for label, _ in labels} == {
+    configurations = check_configuration_summaries(effect, lambda c: ROOT / effect["profiles"][c["model"]])
+    assert {c["label"] for c in configurations} == {
         "Token Recycling",
         "Token Recycling (+ prefill refresh, whole-prompt prefill)",
     }
