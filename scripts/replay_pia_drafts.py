@@ -38,12 +38,12 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from lade_bench.datasets import load_dataset_samples
 from lade_bench.datasets.prompts import render_prompt
 from lade_bench.decoding.drafters.pia import PiaSettings, new_pia_state, start_pia_request
 from lade_bench.methods.registry import configuration_label
 from lade_bench.models.loading import load_model, stop_token_ids
 from lade_bench.results.atomic import atomic_write_text
+from lade_bench.runner.samples import samples_of
 from lade_bench.stats.profile_replay import configuration_summary
 
 
@@ -72,19 +72,7 @@ def replay_request(state: Any, settings: PiaSettings, prompt: list[int], output:
 def replay_cell(config: dict[str, Any], rows: pd.DataFrame, draft_earlier_prompts: bool, tokenizer, stop_ids):
     """Every PIA row of one cell replayed on one trie in the recorded order: per row its numbers."""
     data = config["dataset"]
-    samples = {
-        s.sample_id: s
-        for s in load_dataset_samples(
-            data["name"],
-            path=data["path"],
-            limit=data["limit"],
-            split=data["split"],
-            seed=data["shuffle_seed"],
-            offset=data["offset"],
-            categories=data.get("categories"),
-            per_category_limit=data.get("per_category_limit"),
-        )
-    }
+    samples = {s.sample_id: s for s in samples_of(data["name"], data)}
     settings = replace(PiaSettings(**config["pia"]), draft_earlier_prompts=draft_earlier_prompts)
     state = new_pia_state(settings)
     answers: dict[str, list[tuple[str, str]]] = {}

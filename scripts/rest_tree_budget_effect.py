@@ -41,7 +41,6 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from lade_bench.datasets.prompts import render_prompt
-from lade_bench.datasets.registry import load_dataset_samples
 from lade_bench.decoding.drafters.rest import (
     CUT_TO_CHOICES,
     MOST_FREQUENT_NODES,
@@ -54,6 +53,7 @@ from lade_bench.methods.registry import configuration_label
 from lade_bench.models.loading import load_tokenizer
 from lade_bench.rest_datastore.reader import load_datastore
 from lade_bench.results.atomic import atomic_write_text
+from lade_bench.runner.samples import samples_of
 from lade_bench.stats.profile_replay import configuration_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,19 +137,7 @@ def main() -> None:
         for cell_id, group in rows[(rows.arm == "rest") & (rows.model == model)].groupby("cell_id"):
             cfg = OmegaConf.create(cells[cell_id]["config_text"])
             data = cfg.dataset
-            samples = {
-                s.sample_id: s
-                for s in load_dataset_samples(
-                    data.name,
-                    path=data.path,
-                    limit=data.limit,
-                    split=data.split,
-                    seed=data.shuffle_seed,
-                    offset=data.offset,
-                    categories=list(data.categories),
-                    per_category_limit=data.per_category_limit,
-                )
-            }
+            samples = {s.sample_id: s for s in samples_of(data.name, data)}
             tokenizer = load_tokenizer(cfg.model, cache_dir=cfg.model_cache_dir)
             state = RestState(load_datastore(cfg.rest.datastore))
             section = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -37,16 +38,26 @@ def load_samples(plan: CellPlan) -> list[Sample]:
         DatasetUnavailableError: the default source cannot be read here (the message names
             ``dataset.path=`` as the way out).
     """
-    data = plan.dataset
+    return samples_of(plan.dataset_spec.name, plan.dataset)
+
+
+def samples_of(name: str, data: Any) -> list[Sample]:
+    """The samples a ``dataset`` config section selects (a composed section, or one read back from a
+    cell's recorded config, plain dict or DictConfig) from dataset ``name``; :func:`load_samples`'s reading.
+
+    Raises:
+        as :func:`load_samples`.
+    """
+    categories = data.get("categories")
     return load_dataset_samples(
-        plan.dataset_spec.name,
-        path=data.path,
-        limit=data.limit,
-        split=data.split,
-        seed=data.shuffle_seed,
-        offset=data.offset,
+        name,
+        path=data.get("path"),
+        limit=data.get("limit"),
+        split=data.get("split"),
+        seed=data.get("shuffle_seed"),
+        offset=data.get("offset", 0),
         # get: a config recorded before these keys existed lacks them (a resumed old cell).
-        categories=list(data.get("categories")) if data.get("categories") is not None else None,
+        categories=list(categories) if categories is not None else None,
         per_category_limit=data.get("per_category_limit"),
     )
 
