@@ -23,7 +23,9 @@ from lade_bench.profiling.device_profile import (
     load_profiles,
     matching_profile,
     measure_forward_curve,
+    measure_forward_surface,
     profile_key,
+    profile_measures_kv,
     publish_profile,
     record_device_profile,
     repair_profile,
@@ -51,6 +53,18 @@ def test_measure_forward_curve(model):
     assert len(profile["forward_time_s"]) == 3 and all(t > 0 for t in profile["forward_time_s"])
     assert profile["model"] == "tiny" and profile["device"].startswith("cpu")
     assert profile["dtype"] == "float64" and profile["context_tokens"] == 16
+
+
+def test_measure_forward_surface_measures_each_fitting_kv_length(model):
+    positions = model.config.max_position_embeddings
+    wanted = [4, 32, positions]  # the last cannot hold a 4-token step beside it and is left out
+    profile = measure_forward_surface(model, [1, 4], wanted, context_tokens=16, warmup=0, repeats=1)
+    assert profile["kv_lengths"] == [4, 16, 32] and profile_measures_kv(profile)
+    assert [len(row) for row in profile["forward_time_grid_s"]] == [2, 2, 2]
+    assert profile["forward_time_grid_s"][1] == profile["forward_time_s"] and profile["context_tokens"] == 16
+    assert forward_time_at(profile, 2, 24) > 0
+    with pytest.raises(ValueError, match="4..32 tokens, not 40"):
+        forward_time_at(profile, 2, 40)
 
 
 def test_measure_rejects_bad_arguments(model):

@@ -519,28 +519,110 @@ def record_device_profile(
 
 
 def sweep_profile(
-    model: torch.nn.Module, lookahead_shapes: Iterable[tuple[int, int, int]] = (), **measure_kwargs: Any
+    model: torch.nn.Module,
+    lookahead_shapes: Iterable[tuple[int, int, int]] = (),
+    kv_lengths: Sequence[int] | None = None,
+    **measure_kwargs: Any,
 ) -> dict[str, Any]:
-    """Measure the curve over powers of two up to 256 tokens plus every shape's step width."""
+    """Measure the curve over powers of two up to 256 tokens plus every shape's step width.
+
+    ``kv_lengths``: also measure the curve on each of these cached-context lengths
+    (:func:`measure_forward_surface`); None or empty: the one context ``context_tokens`` only.
+    """
     shapes = list(lookahead_shapes)
     largest = max([256, *((w + g) * (n - 1) for n, w, g in shapes)])
-    return measure_forward_curve(model, default_token_counts(shapes, largest=largest), **measure_kwargs)
+    counts = default_token_counts(shapes, largest=largest)
+    if kv_lengths:
+        return measure_forward_surface(model, counts, kv_lengths, **measure_kwargs)
+    return measure_forward_curve(model, counts, **measure_kwargs)
 
 
-def forward_time_at(profile: Mapping[str, Any], tokens: float) -> float:
-    """Forward time (s) at ``tokens`` new tokens: measured, or linear between measured neighbours.
+def fitting_kv_lengths(model: torch.nn.Module, kv_lengths: Sequence[int], largest_step: int) -> list[int]:
+    """The cached-context lengths of ``kv_lengths`` on which a ``largest_step``-token forward fits the
+    model's positions (a profile grid asks for long contexts; a small test model has few positions)."""
+    config: Any = model.config
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    wanted = sorted({int(kv) for kv in kv_lengths})
+    if positions is None:
+        return wanted
+    return [kv for kv in wanted if kv + largest_step <= int(positions)]
+
+
+def measure_forward_surface(
+    model: torch.nn.Module,
+    token_counts: Sequence[int],
+    kv_lengths: Sequence[int],
+    *,
+    context_tokens: int = 128,
+    **measure_kwargs: Any,
+) -> dict[str, Any]:
+    """Forward time over (tokens per step) x (cached-context length): :func:`measure_forward_curve` per length.
+
+    A step's cost grows with the cache it attends to as well as with its width, and a generation's cache
+    grows by every accepted token, so the step-cost model (``stats.step_cost``) reads both. The result is
+    a profile whose ``token_counts`` / ``forward_time_s`` / ``context_tokens`` are the curve at
+    ``context_tokens`` (what readers of one-context profiles use), plus ``kv_lengths`` (ascending) and
+    ``forward_time_grid_s`` (one row of medians per KV length, over ``token_counts``). KV lengths that do
+    not fit the model's positions beside the widest step are left out (:func:`fitting_kv_lengths`).
 
     Raises:
-        ValueError: ``tokens`` lies outside the measured range (no extrapolation).
+        ValueError: no KV length fits the model, or what :func:`measure_forward_curve` refuses.
+    """
+    counts = sorted({int(k) for k in token_counts})
+    grid_lengths = sorted(set(fitting_kv_lengths(model, kv_lengths, counts[-1])) | {int(context_tokens)})
+    if any(kv < 1 for kv in grid_lengths):
+        raise ValueError(f"kv_lengths must be >= 1, got {list(kv_lengths)!r}")
+    curves = {kv: measure_forward_curve(model, counts, context_tokens=kv, **measure_kwargs) for kv in grid_lengths}
+    profile = dict(curves[int(context_tokens)])
+    profile["kv_lengths"] = grid_lengths
+    profile["forward_time_grid_s"] = [curves[kv]["forward_time_s"] for kv in grid_lengths]
+    return profile
+
+
+def profile_measures_kv(profile: Mapping[str, Any]) -> bool:
+    """Whether ``profile`` measured the forward time over cached-context lengths (a grid), not at one context."""
+    return len(profile.get("kv_lengths") or ()) >= 2 and "forward_time_grid_s" in profile
+
+
+def kv_range(profile: Mapping[str, Any]) -> tuple[int, int]:
+    """The cached-context lengths a profile measured: its grid's ends, or its one ``context_tokens`` twice."""
+    if profile_measures_kv(profile):
+        lengths = profile["kv_lengths"]
+        return int(lengths[0]), int(lengths[-1])
+    context = int(profile.get("context_tokens", 0))
+    return context, context
+
+
+def forward_time_at(profile: Mapping[str, Any], tokens: float, kv_length: float | None = None) -> float:
+    """Forward time (s) at ``tokens`` new tokens: measured, or linear between measured neighbours.
+
+    ``kv_length``: the cached-context length the step attends to. On a profile that measured a grid
+    (:func:`profile_measures_kv`) the time is interpolated linearly in both tokens and KV length; on a
+    one-context profile, or with None, it is the curve at the profile's ``context_tokens``.
+
+    Raises:
+        ValueError: ``tokens`` (or, on a grid, ``kv_length``) lies outside the measured range (no
+            extrapolation).
     """
     ks = np.asarray(profile["token_counts"], dtype=np.float64)
-    ts = np.asarray(profile["forward_time_s"], dtype=np.float64)
     if not ks[0] <= tokens <= ks[-1]:
         raise ValueError(
             f"the device profile covers {int(ks[0])}..{int(ks[-1])} tokens per forward pass, not {tokens}; "
             "measure it with token_counts that include every (W + G) * (N - 1) of the sweep"
         )
-    value = float(np.interp(tokens, ks, ts))
+    if kv_length is None or not profile_measures_kv(profile):
+        value = float(np.interp(tokens, ks, np.asarray(profile["forward_time_s"], dtype=np.float64)))
+    else:
+        lengths = np.asarray(profile["kv_lengths"], dtype=np.float64)
+        if not lengths[0] <= kv_length <= lengths[-1]:
+            raise ValueError(
+                f"the device profile covers cached contexts of {int(lengths[0])}..{int(lengths[-1])} tokens, "
+                f"not {kv_length}; measure it with device_profile.kv_lengths that span the sweep's prompts "
+                "plus max_new_tokens"
+            )
+        grid = np.asarray(profile["forward_time_grid_s"], dtype=np.float64)
+        per_length = np.array([np.interp(tokens, ks, row) for row in grid])
+        value = float(np.interp(kv_length, lengths, per_length))
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"device profile has a non-positive time at {tokens} tokens: {value}")
     return value

@@ -492,6 +492,7 @@ def _profile_device_once(plan: CellPlan, cell_model: CellModel, me: RunIdentity)
         profile = sweep_profile(
             cell_model.model,
             [shape],
+            kv_lengths=settings.kv_lengths,
             context_tokens=settings.context_tokens,
             warmup=settings.warmup,
             repeats=settings.repeats,

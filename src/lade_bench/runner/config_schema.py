@@ -212,6 +212,7 @@ class DeviceProfileConfig:
 
     enabled: bool = MISSING
     context_tokens: int = MISSING
+    kv_lengths: list[int] = MISSING
     warmup: int = MISSING
     repeats: int = MISSING
 

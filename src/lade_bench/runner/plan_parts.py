@@ -70,3 +70,4 @@ class ProfileSettings:
     context_tokens: int
     warmup: int
     repeats: int
+    kv_lengths: tuple[int, ...] = ()
