@@ -18,6 +18,7 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -81,6 +82,44 @@ def test_the_committed_figures_are_the_ones_the_rows_give(rebuilt):
     new = sorted(p.name for p in (rebuilt.out_dir / FIGURES_DIR).iterdir())
     assert new == sorted(p.name for p in (FOLDER / FIGURES_DIR).iterdir())
     assert f"{FIGURE}.png" in new
+
+
+def test_the_roofline_table_is_the_step_cost_model_on_the_committed_rows(rebuilt):
+    """roofline.csv recomputed from the committed rows and profiles is the committed one, and a record's
+    predicted speedup is stats.step_cost.predicted_speedup of its cell's paired rows on the cell's own
+    committed profile (Gemma SuffixDecoding on math; issue 67)."""
+    from lade_bench.report.roofline import NAME
+    from lade_bench.stats.step_cost import predicted_speedup
+
+    committed = FOLDER / TABLES_DIR / f"{NAME}.csv"
+    assert (rebuilt.out_dir / TABLES_DIR / f"{NAME}.csv").read_text() == committed.read_text()
+    table = pd.read_csv(committed, keep_default_na=False, dtype={"setting": str})
+    record = table[
+        (table["model"] == "gemma3-270m") & (table["arm"] == "suffix_decoding") & (table["group"] == "math_reasoning")
+    ].iloc[0]
+    rows = rebuilt.sweep.rows
+    rows = rows[(rows["model"] == "gemma3-270m") & (rows["sample_id"].map(group_of_sample) == "math_reasoning")]
+    (cell_id,) = set(rows.loc[rows["arm"] == "suffix_decoding", "cell_id"])
+    paired = stats.common_rows(rows[rows["cell_id"] == cell_id]).sort_values(["sample_id", "turn"])
+    profile = rebuilt.sweep.cell_profiles[("spec_bench", cell_id)].profile
+    expected = predicted_speedup(paired[paired["arm"] == "suffix_decoding"], paired[paired["arm"] == "ar"], profile)
+    assert record["predicted_speedup"] == pytest.approx(expected, rel=1e-12)
+    assert record["predicted_speedup"] == pytest.approx(record["accepted_per_step"] / record["relative_step_cost"])
+
+
+def test_the_roofline_figure_is_drawn_from_the_committed_table(rebuilt, tmp_path):
+    """The committed roofline.png is what draw_roofline gives from the committed roofline.csv, byte for
+    byte, and the report built from the rows lists it."""
+    import pandas as pd
+
+    from lade_bench.report.figures import save_figure
+    from lade_bench.report.roofline import NAME, draw_roofline
+
+    records = pd.read_csv(FOLDER / TABLES_DIR / f"{NAME}.csv", keep_default_na=False, dtype={"setting": str})
+    context = rebuilt.sweep.context_line(rebuilt.sweep.rows)
+    png, _ = save_figure(draw_roofline(records, context), tmp_path, NAME)
+    assert png.read_bytes() == (FOLDER / FIGURES_DIR / f"{NAME}.png").read_bytes()
+    assert NAME in {figure.name for figure in rebuilt.figures}
 
 
 def test_the_sweep_is_the_whole_plan(rebuilt):

@@ -22,6 +22,8 @@ import pandas as pd
 from lade_bench import stats
 from lade_bench.report.figures import FigureOutput, build_figures, build_tune_figure
 from lade_bench.report.html_report import render_html, write_html
+from lade_bench.report.roofline import NAME as NAME_ROOFLINE
+from lade_bench.report.roofline import build_roofline
 from lade_bench.report.spec_bench_board import build_board, read_external_answers
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
@@ -117,6 +119,12 @@ def build_report(
         result.tables.update(board.tables)
         html_tables.update(board.shown)
         result.board = board.records
+    # The roofline of its methods (report.roofline), from the same Spec-Bench rows and the cells' device profiles.
+    roofline = build_roofline(sweep, tables_dir, figures_dir)
+    if roofline is not None:
+        result.figures.append(roofline.figure)
+        result.tables[NAME_ROOFLINE] = roofline.tables
+        html_tables[NAME_ROOFLINE] = roofline.shown
     atomic_write_text(tables_dir / SUMMARY_CSV, sweep.summary.to_csv(index=False))
     if html:
         page = render_html(
