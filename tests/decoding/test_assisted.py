@@ -158,3 +158,16 @@ def test_gemma_with_a_smollm2_draft_survives_a_cache_longer_than_the_next_round(
     reference = autoregressive_generate(target, prompt, new_tokens, eos_token_id=eos)
     assert result.tokens == reference.tokens
     _check_counts(result)
+
+
+def test_generate_arms_record_the_time_inside_the_target_forwards(pair):
+    """AR and assisted run through ``generate``: a forward hook pair times the target's forwards, so the
+    step-cost model can add the time outside them (generate's bookkeeping, the draft's forwards) to their
+    predicted time. The draft's forwards lie outside the target's, so both fit in the wall time."""
+    target, draft = pair["other"]
+    prompt = _prompts()[1]
+    ar = autoregressive_generate(target, prompt, 30)
+    assisted = assisted_generate(target, prompt, draft, 30)
+    assert 0 < ar.forward_time_s <= ar.wall_time_s
+    assert 0 < assisted.forward_time_s
+    assert assisted.forward_time_s + assisted.stats["draft_time_s"] <= assisted.wall_time_s

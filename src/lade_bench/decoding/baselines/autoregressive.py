@@ -22,7 +22,7 @@ from lade_bench.decoding.core.params import (
     validate_max_new_tokens,
 )
 from lade_bench.decoding.core.static_step import full_static_cache
-from lade_bench.decoding.core.timing import cache_argument_name, device_synchronizer, model_device
+from lade_bench.decoding.core.timing import Stopwatch, cache_argument_name, device_synchronizer, model_device
 
 
 @torch.no_grad()
@@ -118,8 +118,8 @@ def _generate(
         generate_kwargs: further ``generate`` arguments (``assistant_model``, the tokenizers).
         meter: a context manager entered around the call beside the target's counter (the draft's
             forward meter); its ``stats()`` go into ``DecodeResult.stats``.
-        count_forwards: count forwards with a forward hook; False: one forward per new token (plain
-            AR only, where that is what generate does).
+        count_forwards: count and time forwards with a forward hook pair; False: one forward per new
+            token (plain AR only, where that is what generate does), and no forward time (NaN).
     """
     sampling = sampling or SamplingParams()
     validate_max_new_tokens(max_new_tokens)
@@ -141,7 +141,7 @@ def _generate(
         **(extra or {}),
     )
     prompt_tensor = torch.tensor([prompt], device=device)
-    counter = _ForwardCounter(model, len(prompt)) if count_forwards else contextlib.nullcontext()
+    counter = _ForwardCounter(model, len(prompt), device) if count_forwards else contextlib.nullcontext()
     sync = device_synchronizer(device)
     torch.manual_seed(seed)
     with counter, _checkpoint_generation_config_hidden(model), meter or contextlib.nullcontext():
@@ -156,12 +156,14 @@ def _generate(
         sync()
         wall = time.perf_counter() - started
     tokens = output[0, len(prompt) :].tolist()
+    forward_time = float("nan")
     if isinstance(counter, _ForwardCounter):
         steps, accepted, inputs = (
             counter.calls,
             counter.accept_lengths(len(prompt) + len(tokens)),
             counter.input_lengths,
         )
+        forward_time = counter.forward_time_s
     else:
         steps, accepted, inputs = len(tokens), [1] * len(tokens), [len(prompt)] + [1] * (len(tokens) - 1)
     return DecodeResult(
@@ -169,6 +171,7 @@ def _generate(
         steps=steps,
         accept_lengths=accepted,
         wall_time_s=wall,
+        forward_time_s=forward_time,
         method=method if not sampling.do_sample else f"{method}_sampling",
         step_tokens=inputs,
         stats=meter.stats() if meter is not None else {},
@@ -194,36 +197,58 @@ def _checkpoint_generation_config_hidden(model: torch.nn.Module) -> Iterator[Non
 
 
 class _ForwardCounter:
-    """Counts model forward passes, the cache length each one started from and its input tokens.
+    """Counts model forward passes, the cache length each one started from and its input tokens, and
+    times them: the seconds inside the model's forwards, as the engine's loops record them
+    (``DecodeResult.forward_time_s``), so that the step-cost model (``stats.step_cost``) can add the
+    time ``generate`` spends outside them (its logits processing, stopping checks, a draft model's
+    forwards) to AR's and the Hugging Face arms' predicted time.
 
     The cache always lags the sequence by one token (the newest token is fed at the next step), so
     the sequence length after forward k is the cache length seen by forward k+1, plus one.
+
+    Cost per forward: the pre-hook it already ran plus one post-hook, two ``perf_counter`` reads and,
+    on a GPU (``Stopwatch``), two device synchronisations; on a CPU nothing waits (no synchronisation).
     """
 
-    def __init__(self, model: torch.nn.Module, prompt_length: int) -> None:
+    def __init__(self, model: torch.nn.Module, prompt_length: int, device: torch.device) -> None:
         self._model = model
         self._prompt_length = prompt_length
         self._cache_key = cache_argument_name(model)
         self._cache_lengths: list[int] = []
         self.input_lengths: list[int] = []
-        self._handle: Any = None  # the forward pre-hook's handle, while inside the ``with`` block
+        self._clock = Stopwatch(device)
+        self._handles: list[Any] = []  # the hooks' handles, while inside the ``with`` block
 
     @property
     def calls(self) -> int:
         return len(self._cache_lengths)
 
+    @property
+    def forward_time_s(self) -> float:
+        """Seconds spent inside the model's forwards so far (device-synchronised)."""
+        return self._clock.total
+
     def __enter__(self) -> _ForwardCounter:
-        self._handle = self._model.register_forward_pre_hook(self._record, with_kwargs=True)
+        self._handles = [
+            self._model.register_forward_pre_hook(self._record, with_kwargs=True),
+            self._model.register_forward_hook(self._stop),
+        ]
         return self
 
     def __exit__(self, *exc) -> None:
-        self._handle.remove()
+        for handle in self._handles:
+            handle.remove()
 
     def _record(self, module, args, kwargs) -> None:
         cache = kwargs.get(self._cache_key, kwargs.get("past_key_values"))
         self._cache_lengths.append(cache.get_seq_length() if cache is not None else 0)
         input_ids = kwargs.get("input_ids", args[0] if args else None)
         self.input_lengths.append(int(input_ids.shape[-1]))
+        # Last in the pre-hook, so that the counting above is outside the timed region.
+        self._clock.start()
+
+    def _stop(self, module, args, output) -> None:
+        self._clock.stop()
 
     def accept_lengths(self, final_length: int) -> list[int]:
         """Tokens emitted by each forward pass (prefill first); they sum to the new tokens."""

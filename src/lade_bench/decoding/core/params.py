@@ -139,8 +139,9 @@ class DecodeResult:
         steps: forward passes, prefill included.
         accept_lengths: tokens emitted per forward pass, in order; ``len == steps``.
         wall_time_s: wall-clock time of the whole generation (prefill + decode), device-synchronised.
-        forward_time_s: part of ``wall_time_s`` spent inside model forward calls (lookahead and
-            Jacobi only; ``nan`` for methods run through ``model.generate``).
+        forward_time_s: part of ``wall_time_s`` spent inside model forward calls (every method; the
+            ``model.generate`` arms time the target's forwards with a forward hook pair; ``nan`` for
+            compiled AR, whose forwards run where no hook reaches, and in rows recorded before).
         method: name of the method that produced it.
         stats: method-specific counters (e.g. pool hit rate).
         step_tokens: input tokens of each forward pass, aligned with ``accept_lengths`` (prefill
