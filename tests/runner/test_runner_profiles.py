@@ -1,22 +1,36 @@
 """Device profiles per (device kind, model, dtype, attention): two models in one sweep get two, each cell its own.
 
 One sweep of one cell per model, the tiny Llama and the tiny Qwen2 (float64, one question, a few tokens),
-run in-process one after the other as the basic launcher runs a multirun's cells, each profile measured by
-the runner; then the report and the tuner are asked for the profile of each.
+run in-process one after the other as the basic launcher runs a multirun's cells on one torch thread, each
+profile measured by the runner (over its KV-length grid); then the report, the tuner and
+``python -m lade_bench.predict`` are asked for the profile of each.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
+import sys
 
+import pandas as pd
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from lade_bench.profiling.device_profile import ProfileKey, device_kind, device_processor, load_profiles
-from lade_bench.report import aggregate
+from lade_bench import stats
+from lade_bench.profiling.device_profile import (
+    ProfileKey,
+    device_kind,
+    device_processor,
+    load_profiles,
+    profile_measures_kv,
+)
+from lade_bench.report.step_cost_check import check_sweep
 from lade_bench.report.sweep import load_sweep
+from lade_bench.results import load_rows
 from lade_bench.runner import run_cell
+from lade_bench.stats.step_cost import predicted_speedup, prediction_basis
 from lade_bench.tune.config import SearchSpace, TuneConfigError
 from lade_bench.tune.profile import obtain_profile
 
@@ -36,12 +50,18 @@ def two_model_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("profiles") / "runs"
     shared = [*[a for a in TINY if not a.startswith("model=")], *PROFILED, f"output_root={out}"]
     sweep_dirs = set()
-    for model in MODELS.values():
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=[*shared, f"model={model}"])
-        outcome = run_cell(cfg)
-        assert outcome.summary is not None
-        sweep_dirs.add(outcome.cell_dir.parent)
+    # One thread, whatever the worker has: the rows and the profile are then 1-thread runs (predict's test).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for model in MODELS.values():
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                cfg = compose("config", overrides=[*shared, f"model={model}"])
+            outcome = run_cell(cfg)
+            assert outcome.summary is not None
+            sweep_dirs.add(outcome.cell_dir.parent)
+    finally:
+        torch.set_num_threads(threads)
     assert sweep_dirs == {out / "single"}  # both cells in one sweep, the one a multirun without +sweep fills
     return out / "single"
 
@@ -67,14 +87,15 @@ def test_the_report_predicts_each_cell_from_its_own_models_profile(two_model_swe
     models = {str(r["cell_id"]): str(r["model"]) for r in sweep.rows[["cell_id", "model"]].to_dict("records")}
     for (_, cell_id), found in sweep.cell_profiles.items():
         assert found.key is not None and found.key.model == models[cell_id]
-    predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
-    assert len(predicted) == 2
-    for rec in predicted.to_dict("records"):
-        assert rec["model"] in rec["profile"]  # the label names the cell's own model
+    check = check_sweep(sweep)
+    assert set(check["model"]) == set(MODELS) and (check["not_predicted"] == "").all()
+    for rec in check.to_dict("records"):
+        assert rec["model"] in rec["profile"]  # the profile file names the cell's own model
     # A cell whose model has no profile gets no prediction (not the other model's curve).
     qwen = next(s for s in sweep.profiles if s.key and s.key.model == "tiny-qwen2")
     only_qwen = {k: v for k, v in sweep.cell_profiles.items() if v is qwen}
-    assert list(aggregate.predicted_speedups(sweep.summary, only_qwen)["model"]) == ["tiny-qwen2"]
+    unmatched = check_sweep(dataclasses.replace(sweep, cell_profiles=only_qwen))
+    assert set(unmatched.loc[unmatched["not_predicted"] == "", "model"]) == {"tiny-qwen2"}
 
 
 def test_the_tuner_reuses_the_profile_of_its_own_model_from_the_sweep(two_model_sweep, tmp_path):
@@ -84,3 +105,40 @@ def test_the_tuner_reuses_the_profile_of_its_own_model_from_the_sweep(two_model_
         assert profile["model"] == model and origin.startswith("reused ")
     with pytest.raises(TuneConfigError, match="holds no device profile of tiny-gpt2"):
         obtain_profile(None, _key("tiny-gpt2"), tmp_path / "gpt2", space, two_model_sweep, settings=None)
+
+
+def test_one_thread_runs_are_predicted_from_their_one_thread_profile_over_its_kv_grid(two_model_sweep, tmp_path):
+    """``python -m lade_bench.predict`` on the sweep, each model from the 1-thread profile the runner measured
+    for it: every predicted speedup is ``stats.step_cost``'s on the paired rows, read over the profile's KV
+    grid (not at its one context), and AR's rows carry the forward time the model adds their outside time from."""
+    stored = {s.key.model: s for s in load_profiles(two_model_sweep) if s.key}
+    out = tmp_path / "predicted"
+    command = [sys.executable, "-m", "lade_bench.predict", str(two_model_sweep), "--out", str(out), "--n-boot", "50"]
+    done = subprocess.run(
+        [*command, "--profile", *(str(s.path) for s in stored.values())], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"wrote {(out / 'leaderboard.csv').resolve()}" in done.stdout
+    table = pd.read_csv(out / "leaderboard.csv", dtype={"cell_id": str})
+    rows = load_rows(two_model_sweep)
+    for manifest in two_model_sweep.glob("*/manifest.json"):
+        assert json.loads(manifest.read_text())["device_profile_key"]["device_kind"].endswith("(1 threads)")
+    for model, found in stored.items():
+        profile = found.profile
+        assert profile["threads"] == 1 and profile_measures_kv(profile) and len(profile["kv_lengths"]) >= 3
+        one_context = {k: v for k, v in profile.items() if k not in ("kv_lengths", "forward_time_grid_s")}
+        paired = stats.common_rows(rows[rows["model"] == model])
+        ar = paired[paired["arm"] == "ar"].sort_values(list(stats.PAIR_KEY))
+        assert ar["forward_time_s"].notna().all() and (ar["forward_time_s"] <= ar["wall_time_s"]).all()
+        assert prediction_basis(paired.to_dict("records"), profile)["rows_without_outside_time"] == 0
+        arms = sorted(set(paired["arm"]) - {"ar"})
+        assert arms
+        for arm in arms:
+            mine = paired[paired["arm"] == arm].sort_values(list(stats.PAIR_KEY))
+            (rec,) = table[(table["model"] == model) & (table["arm"] == arm)].to_dict("records")
+            expected = predicted_speedup(mine, ar, profile)
+            assert rec["predicted_speedup"] == pytest.approx(expected, rel=1e-9)
+            assert expected != predicted_speedup(mine, ar, one_context)  # the grid was read, not one context
+            assert rec["kv_measured"] and rec["rows_without_outside_time"] == 0
+            heading = f"predicted for {profile['device_kind']} from {found.path} ({model}, float64, 1 threads, "
+            assert rec["heading"].startswith(heading) and rec["heading"].endswith("), not measured")

@@ -459,11 +459,18 @@ def matching_profile(
 
 def legacy_profile_matches(profile: Mapping[str, Any], key: ProfileKey, model_names: Iterable[str]) -> bool:
     """True when a legacy profile recorded ``key``'s device kind, dtype and one of ``model_names``."""
-    model = str(profile.get("model") or "")
-    names = set(model_names)
-    same_model = model in names or Path(model).name in names
+    same_model = profile_model_matches(profile, model_names)
     same_kind = same_device_kind(str(profile.get("device_kind") or ""), key.device_kind)
     return same_model and same_kind and str(profile.get("dtype") or "") == key.dtype
+
+
+def profile_model_matches(profile: Mapping[str, Any], model_names: Iterable[str]) -> bool:
+    """Whether the model a profile recorded is one of ``model_names``, as a whole or by its last path
+    component: a profile measured outside the runner (the GPU check, the legacy layout) records the
+    checkpoint's ``name_or_path``, e.g. ``/root/.cache/lade_bench/smollm2-135m-instruct``."""
+    model = str(profile.get("model") or "")
+    names = set(model_names)
+    return bool(model) and (model in names or Path(model).name in names)
 
 
 def same_device_kind(a: str, b: str) -> bool:

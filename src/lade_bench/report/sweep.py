@@ -227,6 +227,33 @@ def load_sweep(
     Raises:
         FileNotFoundError: a folder does not exist.
     """
+    read = read_sweep_folders(paths)
+    intervals = stats.IntervalSettings(n_boot, confidence, seed, min_ci_units)
+    return sweep_from_rows(
+        read.rows, roots=read.roots, cells=read.cells, profiles=read.profiles, index=read.index, intervals=intervals
+    )
+
+
+@dataclass
+class SweepFolders:
+    """What :func:`read_sweep_folders` reads: the :class:`Sweep` attributes that come from disk, nothing computed."""
+
+    roots: list[Path]
+    rows: pd.DataFrame
+    cells: list[CellFiles]
+    profiles: list[StoredProfile]
+    index: pd.DataFrame
+
+
+def read_sweep_folders(paths: SweepPaths) -> SweepFolders:
+    """The rows, cell side files, device profiles and indexes of sweep folders (or archives), unsummarised.
+
+    :func:`load_sweep` summarises what this reads; a caller that must check the rows before any
+    bootstrap (``python -m lade_bench.predict``'s refusals) reads them here first.
+
+    Raises:
+        FileNotFoundError: a folder does not exist.
+    """
     roots = as_paths(paths)
     frames, cells, indexes = [], [], []
     profiles: list[StoredProfile] = []
@@ -251,8 +278,7 @@ def load_sweep(
             indexes.append(index.assign(sweep_root=str(root)))
     rows = pd.concat(frames, ignore_index=True) if frames else load_rows(roots[0])
     index = pd.concat(indexes, ignore_index=True) if indexes else pd.DataFrame()
-    intervals = stats.IntervalSettings(n_boot, confidence, seed, min_ci_units)
-    return sweep_from_rows(rows, roots=roots, cells=cells, profiles=profiles, index=index, intervals=intervals)
+    return SweepFolders(roots, rows, cells, profiles, index)
 
 
 def sweep_from_rows(
