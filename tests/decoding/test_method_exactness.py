@@ -225,3 +225,32 @@ def test_the_grid_is_not_empty_and_leaves_out_the_reference():
     """The grid compares against AR, so AR is not in it; the built-in multi-token methods are."""
     assert REFERENCE not in {m.name for m in METHODS}
     assert len(METHODS) >= 3
+
+
+def _budget_candidates() -> list[tuple[Method, int, dict[str, Any]]]:
+    """(method, index, candidate) for every candidate of every declared budget (``Method.budget``)."""
+    from lade_bench.methods.budget import candidate_grid
+
+    return [
+        (method, index, candidate)
+        for method in METHODS
+        if method.budget is not None
+        for index, candidate in enumerate(candidate_grid(method.budget.values))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("method", "index", "candidate"), _budget_candidates(), ids=lambda v: v.name if isinstance(v, Method) else str(v)
+)
+def test_every_budget_candidate_equals_ar_greedy(tiny_models, references, resources, method, index, candidate):
+    """Each setting the tuner may pick (``python -m lade_bench.tune tune.methods=[...]``) is accepted by the
+    method's checks and keeps its greedy output AR's, on one architecture (the grid above covers the others)."""
+    from lade_bench.methods.budget import plain
+
+    settings = dict(settings_of(method.name, "defaults", resources.get(method.name, ())))
+    section = {**dict(settings[method.own_section].items()), **{k: plain(v) for k, v in candidate.items()}}
+    settings[method.own_section] = section
+    assert method.refuse is None or method.refuse(settings, plan_cell(_compose([])).facts) is None
+    result = _run(method, tiny_models["llama"], _prompt("llama"), NEW_TOKENS, settings)
+    assert result.tokens == references("llama", NEW_TOKENS)
+    _assert_counts(result, NEW_TOKENS, PROMPT_LEN)

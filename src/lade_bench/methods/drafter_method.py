@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lade_bench.decoding.core.params import DecodingConfigError
+from lade_bench.methods.budget import Budget
 from lade_bench.methods.registry import CellFacts, GenerationRequest, Method, Settings
 from lade_bench.methods.state import use_state
 
@@ -157,6 +158,7 @@ def declare_drafter(
     needs_resource: bool = False,
     describe: Callable[[Mapping[str, Any]], str] | None = None,
     after: str | None = None,
+    budget: Budget | None = None,
 ) -> DrafterDeclaration:
     """Declare a drafter: its whole registry entry, built from its engine (``Method`` says what each field does).
 
@@ -182,10 +184,13 @@ def declare_drafter(
         needs_resource: ``Method.needs_resource`` (its defaults need a resource built beforehand).
         describe: ``Method.describe`` (its section as recorded -> the label of the configuration that ran).
         after: the method it follows in tables and figures (None: after every built-in, by name).
+        budget: ``Method.budget``: the settings' fields that size its drafts and the values the tuner
+            searches (each must be a field of ``settings``).
 
     Raises:
-        ValueError: ``settings`` is not a frozen dataclass, ``static_state`` without ``new_state``, or the
-            engine's arguments disagree with ``new_state`` / ``compiles`` (each named with the fix).
+        ValueError: ``settings`` is not a frozen dataclass, a budget setting that is not one of its fields,
+            ``static_state`` without ``new_state``, or the engine's arguments disagree with ``new_state`` /
+            ``compiles`` (each named with the fix).
     """
     if not (isinstance(settings, type) and dataclasses.is_dataclass(settings)):
         raise ValueError(f"drafter {name!r}: settings={settings!r} is not a dataclass (the engine's settings)")
@@ -194,6 +199,9 @@ def declare_drafter(
             f"drafter {name!r}: settings={settings.__name__} is not frozen; declare it @dataclass(frozen=True), "
             "so a checked value cannot change after its check"
         )
+    fields = [f.name for f in dataclasses.fields(settings)]
+    if budget is not None and any(setting not in fields for setting in budget.values):
+        raise ValueError(f"drafter {name!r}: budget settings {list(budget.values)} must be fields of {fields}")
     if static_state and new_state is None:
         raise ValueError(f"drafter {name!r}: static_state=True needs new_state (settings -> the state, loaded once)")
     keywords = set(inspect.signature(engine).parameters)
@@ -223,6 +231,7 @@ def declare_drafter(
         "hashed": hashed,
         "needs_resource": needs_resource,
         "describe": describe,
+        "budget": budget,
     }
     return DrafterDeclaration(name, settings, engine, reach, new_state, tuple(refusals), after, entry)
 

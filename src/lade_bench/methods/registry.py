@@ -202,6 +202,9 @@ class Method:
             (REST's reference datastore), refused until it is: a cell of every method
             (:func:`every_method_arms`, ``+sweep=spec_bench``'s every-method cell) leaves it out, and it
             runs in a cell of its own.
+        budget: the settings of its own section that size its drafts and the candidate values of each
+            (``methods.budget.Budget``), searched by ``python -m lade_bench.tune tune.methods=[...]``;
+            None: nothing to tune that way (lookahead has its own tuner).
     """
 
     name: str
@@ -231,6 +234,7 @@ class Method:
     config_section: str | None = None
     describe: Callable[[Mapping[str, Any]], str] | None = None
     needs_resource: bool = False
+    budget: Any = None  # a methods.budget.Budget (not imported here: the registry stays import-light)
 
     def __post_init__(self) -> None:
         if self.config is not None:

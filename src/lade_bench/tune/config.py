@@ -14,18 +14,22 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from lade_bench.conf import PresetError, lookahead_preset, user_conf_dir
 from lade_bench.decoding import DecodingConfigError, LookaheadParams
 from lade_bench.decoding.core.params import VERIFICATION_LAYOUTS
-from lade_bench.methods import methods_where
+from lade_bench.methods import get_method, methods_where, unknown_method_message
+from lade_bench.methods.budget import BudgetError, budget_values
 from lade_bench.runner.config_schema import LadeBenchConfig, register_configs, run_schema
 
 # The values of tune.winner (see tune.validate.declare_winner); here, as tune.validate imports this module.
 SEARCH_RANK_1 = "search_rank_1"
+# The method the Optuna search tunes (tune.methods' default); every other method is tuned by its budget.
+LOOKAHEAD = "lookahead"
 SPLIT_HELDOUT = "split_heldout"
 WINNER_RULES = (SEARCH_RANK_1, SPLIT_HELDOUT)
 
@@ -83,6 +87,12 @@ class TuneConfig:
             no search runs, its top-k go to the held-out validation (``lade_bench.tune.search_record``);
             null: search.
         space: the search space.
+        methods: the methods tuned: ``[lookahead]`` (its N, W, G, this module's search), or methods that
+            declare a budget (``Method.budget``), each searched with the step-cost model
+            (``lade_bench.tune.methods_tune``).
+        budgets: method -> setting -> values replacing that setting's declared candidates.
+        interleave_groups: order the samples one per category group in turn before the search and
+            held-out samples are taken (Spec-Bench's six groups), so each split covers every group.
     """
 
     name: str | None = MISSING
@@ -104,6 +114,9 @@ class TuneConfig:
     profile_from: str | None = MISSING
     search_from: str | None = MISSING
     space: SearchSpaceConfig = field(default_factory=SearchSpaceConfig)
+    methods: list[str] = MISSING
+    budgets: dict[str, Any] = MISSING
+    interleave_groups: bool = MISSING
 
 
 @dataclass
@@ -183,6 +196,14 @@ class TuneSettings:
     profile_from: Path | None
     search_from: Path | None
     space: SearchSpace
+    methods: tuple[str, ...] = (LOOKAHEAD,)
+    budgets: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
+    interleave_groups: bool = False
+
+    @property
+    def tunes_budgets(self) -> bool:
+        """True when the tune searches methods' declared budgets (not lookahead's N, W, G)."""
+        return self.methods != (LOOKAHEAD,)
 
 
 PRESET_SUBDIR = ("lookahead", "tuned")
@@ -239,6 +260,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
             f"tune.search_from={tune.search_from!r} does not exist (an earlier tune's tune_record.json, or its "
             "tune folder; null to search)"
         )
+    methods, budgets = _methods(tune)
     return TuneSettings(
         name=tune.name,
         output_root=Path(tune.output_root).expanduser(),
@@ -259,7 +281,50 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         profile_from=profile_from,
         search_from=search_from,
         space=space,
+        methods=methods,
+        budgets=budgets,
+        interleave_groups=bool(tune.interleave_groups),
     )
+
+
+def _methods(tune: DictConfig) -> tuple[tuple[str, ...], dict[str, dict[str, tuple[Any, ...]]]]:
+    """The checked ``tune.methods`` and ``tune.budgets``: lookahead alone, or methods that declare a budget,
+    each override a setting of its budget (``methods.budget.budget_values``)."""
+    listed = [str(m) for m in tune.methods]
+    tunable = methods_where(lambda m: m.budget is not None)
+    allowed = [LOOKAHEAD, *tunable]
+    if not listed:
+        raise TuneConfigError(f"tune.methods is empty: list {LOOKAHEAD} or any of {list(tunable)}")
+    if len(set(listed)) != len(listed):
+        raise TuneConfigError(f"tune.methods={listed} lists a method twice")
+    for name in listed:
+        if name not in allowed:
+            raise TuneConfigError(f"tune.methods: {unknown_method_message(name, allowed)} (those that can be tuned)")
+    if LOOKAHEAD in listed and len(listed) > 1:
+        raise TuneConfigError(
+            f"tune.methods={listed}: {LOOKAHEAD} is tuned on its own (its N, W, G search); run it as "
+            f"tune.methods=[{LOOKAHEAD}] and the others in another tune"
+        )
+    given = dict(tune.budgets or {})
+    budgets: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for name, overrides in given.items():
+        if name not in listed or name == LOOKAHEAD:
+            raise TuneConfigError(
+                f"tune.budgets.{name}: {name!r} is not among the tuned methods {listed}; give budgets of those only"
+            )
+        plain_overrides = OmegaConf.to_container(overrides) if isinstance(overrides, DictConfig) else overrides
+        if not isinstance(plain_overrides, dict):
+            raise TuneConfigError(f"tune.budgets.{name}={overrides!r} must map budget settings to lists of values")
+        try:
+            budgets[name] = budget_values(
+                name, get_method(name).budget, {str(k): v for k, v in plain_overrides.items()}
+            )
+        except BudgetError as err:
+            raise TuneConfigError(str(err)) from err
+    for name in listed:
+        if name != LOOKAHEAD and name not in budgets:
+            budgets[name] = budget_values(name, get_method(name).budget)
+    return tuple(listed), budgets
 
 
 def _reference_presets(names: list[str]) -> dict[str, LookaheadParams]:

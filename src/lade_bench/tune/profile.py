@@ -25,11 +25,15 @@ import torch
 from lade_bench.decoding import LookaheadParams
 from lade_bench.profiling.device_profile import (
     ProfileKey,
+    default_token_counts,
+    fitting_kv_lengths,
     key_profile_path,
     legacy_profile_matches,
     load_profiles,
     matching_profile,
+    measure_forward_surface,
     profile_key,
+    profile_measures_kv,
     publish_profile,
     save_profile,
     sweep_profile,
@@ -122,6 +126,63 @@ def obtain_profile(
     )
     path = publish_profile(tune_dir, profile)
     return profile, f"measured, saved to {path}"
+
+
+def obtain_surface(
+    model: torch.nn.Module,
+    key: ProfileKey,
+    tune_dir: Path,
+    largest_step: int,
+    profile_from: Path | None,
+    settings: Any,
+    aliases: Iterable[str] = (),
+) -> tuple[dict[str, Any], str]:
+    """The two-dimensional profile (forward time over tokens per step and cached-context length) a
+    step-cost search reads, and where it came from: ``profile_from``, the tune folder's own, or measured
+    once on the loaded model over ``settings.kv_lengths`` (``device_profile``) and saved in the tune folder.
+
+    Raises:
+        TuneConfigError: ``profile_from`` cannot serve this tune: another key, too narrow, or measured at
+            one context only (the step-cost model reads every step at its own KV length).
+    """
+    aliases = tuple(aliases)
+
+    def problem_of(profile: dict[str, Any]) -> str | None:
+        problem = profile_problem(profile, key, largest_step, aliases)
+        if problem is None and not profile_measures_kv(profile):
+            return "it was measured at one context only; the step-cost search needs device_profile.kv_lengths"
+        return problem
+
+    if profile_from is not None:
+        path, profile = _profile_from(profile_from, key, aliases)
+        problem = problem_of(profile)
+        if problem:
+            raise TuneConfigError(f"tune.profile_from={str(profile_from)!r} cannot be used: {problem}")
+        publish_profile(tune_dir, profile)  # a copy, so the tune folder is complete on its own
+        return profile, f"reused {path}"
+    counts = default_token_counts(largest=max(256, largest_step))
+    own = key_profile_path(tune_dir, key)
+    if own.is_file():
+        profile = json.loads(own.read_text(encoding="utf-8"))
+        problem = problem_of(profile)
+        wanted = set(fitting_kv_lengths(model, list(settings.kv_lengths), counts[-1]))
+        if problem is None and not wanted <= set(profile.get("kv_lengths") or ()):
+            problem = f"it measured KV lengths {profile.get('kv_lengths')}, not every one of {sorted(wanted)}"
+        if problem is None:
+            return profile, f"reused {own}"
+        log.info("not reusing %s: %s; measuring again", own, problem)
+    profile = measure_forward_surface(
+        model,
+        counts,
+        list(settings.kv_lengths),
+        context_tokens=settings.context_tokens,
+        warmup=settings.warmup,
+        repeats=settings.repeats,
+        model_name=key.model,
+        attn_implementation=key.attn_implementation,
+    )
+    path = publish_profile(tune_dir, profile)
+    return profile, f"measured over {len(counts)} widths x KV lengths {profile['kv_lengths']}, saved to {path}"
 
 
 def _profile_from(profile_from: Path, key: ProfileKey, aliases: Sequence[str]) -> tuple[Path, dict[str, Any]]:

@@ -145,9 +145,18 @@ def prepare(cfg: DictConfig) -> _Prepared:
     return _Prepared(settings, base_plan, tune_dir, preset, arms, source)
 
 
-def run_tune(cfg: DictConfig, console: Console | None = None) -> TuneOutcome:
-    """Run (or resume) the tune ``cfg`` describes; see the package docstring for what it writes."""
+def run_tune(cfg: DictConfig, console: Console | None = None) -> Any:
+    """Run (or resume) the tune ``cfg`` describes; see the package docstring for what it writes.
+
+    Returns a :class:`TuneOutcome` (lookahead), or ``methods_tune.MethodsOutcome`` when ``tune.methods``
+    names methods with a declared budget.
+    """
     console = console or Console(stderr=True)
+    settings = tune_settings(cfg)
+    if settings.tunes_budgets:  # every other method: its declared budget, searched with the step-cost model
+        from lade_bench.tune.methods_tune import run_methods_tune
+
+        return run_methods_tune(cfg, settings, console)
     prep = prepare(cfg)
     settings, plan = prep.settings, prep.base_plan
     samples = load_samples(plan)  # a missing dataset file fails here, before the model loads

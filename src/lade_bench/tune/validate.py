@@ -129,6 +129,25 @@ def validate_config(
     ``rank`` instead.
     """
     plan = plan_cell(cell_config(cfg, params, arms, sweep_root))
+    rows = run_tune_cell(plan, cell_model, samples, me, advance)
+    return heldout_result(params, rank, probe_speedup, plan.cell_dir, rows, reference)
+
+
+def run_tune_cell(
+    plan: CellPlan,
+    cell_model: CellModel,
+    samples: Sequence[Sample],
+    me: RunIdentity,
+    advance: Callable[[str], None] = lambda _: None,
+    purpose: str = "lade_bench.tune held-out validation",
+    samples_key: str = "heldout_ids",
+) -> pd.DataFrame:
+    """Run (or resume) one cell of a tune as the runner runs a cell (rows on disk, config, manifest with its
+    timing conditions) and return its rows; a cell with every row already on disk is only read.
+
+    ``purpose`` and ``samples_key`` say in the manifest what the cell is for and which of the tune's
+    samples it ran (the held-out ones, or a search's).
+    """
     writer = CellWriter(plan.cell_dir)
     # A resumed tune whose cell has every row leaves its manifest alone: a new one would claim this
     # run (its commit, machine, load) for rows an earlier run timed.
@@ -136,12 +155,12 @@ def validate_config(
         writer.write_text(CONFIG_YAML, OmegaConf.to_yaml(plan.cfg, resolve=True))
         # Timing conditions as the runner records them: the held-out numbers are timed too.
         conditions = start_conditions(plan.cell_dir / ROWS_JSONL)
-        manifest = {**_manifest(plan, samples, me), "timing_conditions": conditions}
+        manifest = {**_manifest(plan, samples, me, purpose, samples_key), "timing_conditions": conditions}
         writer.write_json(MANIFEST_JSON, manifest)
         run_samples(plan, cell_model, samples, writer, advance, provenance=me.row_columns())
         writer.write_json(MANIFEST_JSON, {**manifest, "timing_conditions": finish_conditions(conditions)})
     writer.finalize()
-    return heldout_result(params, rank, probe_speedup, plan.cell_dir, load_rows(plan.cell_dir), reference)
+    return load_rows(plan.cell_dir)
 
 
 def heldout_result(
@@ -277,7 +296,9 @@ def _versus(rows: pd.DataFrame, arm: str, baseline: str, *, sampled: bool) -> di
     }
 
 
-def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dict[str, Any]:
+def _manifest(
+    plan: CellPlan, samples: Sequence[Sample], me: RunIdentity, purpose: str, samples_key: str
+) -> dict[str, Any]:
     seeds = {"global": plan.counts.seed, "per_sample": "SeedSequence([seed, heldout_index, turn])", "bootstrap": 0}
     return build_manifest(
         seeds=seeds,
@@ -285,8 +306,8 @@ def _manifest(plan: CellPlan, samples: Sequence[Sample], me: RunIdentity) -> dic
         extra={
             "cell_id": plan.cell_id,
             "run": me.as_record(),
-            "purpose": "lade_bench.tune held-out validation",
-            "samples": {"heldout_ids": [s.sample_id for s in samples]},
+            "purpose": purpose,
+            "samples": {samples_key: [s.sample_id for s in samples]},
             "dtype": plan.semantic["dtype"],
             # As a run's manifest: eager or compiled, and the torch.compile mode resolved for the device.
             "compiled": plan.compiled,

@@ -9,10 +9,21 @@ says when a cell ran our earlier draft rule instead of the authors' (``describe_
 from collections.abc import Mapping
 from typing import Any
 
-from lade_bench.decoding.drafters.pia import PiaSettings, new_pia_state, pia_generate, pia_reach
+from lade_bench.decoding.drafters.pia import (
+    PIA_BRANCH_LENGTH,
+    PIA_DECODING_LENGTH,
+    PiaSettings,
+    new_pia_state,
+    pia_generate,
+    pia_reach,
+)
+from lade_bench.methods.budget import Budget
 from lade_bench.methods.drafter_method import declare_drafter
 
 LABEL = "PIA (Ant trie lookahead)"
+# The decoding length (draft nodes per step, cur included: the authors' 64, down to 8) and the branch
+# length (deepest draft node: the authors' 12, and 4).
+BUDGET = Budget({"decoding_length": (8, 16, 32, PIA_DECODING_LENGTH), "branch_length": (4, PIA_BRANCH_LENGTH)})
 
 
 def describe_pia(section: Mapping[str, Any]) -> str:
@@ -37,4 +48,5 @@ DRAFTER = declare_drafter(
     new_state=new_pia_state,
     describe=describe_pia,  # our earlier draft rule named where a cell ran it
     after="sam_decoding",
+    budget=BUDGET,
 )

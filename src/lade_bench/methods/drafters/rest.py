@@ -19,10 +19,14 @@ from lade_bench.decoding.drafters.rest import (
     rest_generate,
     rest_reach,
 )
+from lade_bench.methods.budget import Budget
 from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import declare_drafter
 from lade_bench.methods.registry import CellFacts
 from lade_bench.rest_datastore.reader import SETTING
+
+# The draft budget per step (the authors' 64, down to 4), read as rest.tree_budget says.
+BUDGET = Budget({"num_draft": (4, 8, 16, 32, REST_NUM_DRAFT)})
 
 
 def refuse_rest(settings: RestSettings, cell: CellFacts) -> str | None:
@@ -97,4 +101,5 @@ DRAFTER = declare_drafter(
     describe=describe_rest,  # "REST" at the authors' rules; ours named, e.g. "REST (no guess on a miss)"
     needs_resource=True,  # its default, the reference datastore, is built for the model before the run
     after="pia",
+    budget=BUDGET,
 )

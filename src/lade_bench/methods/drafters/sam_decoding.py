@@ -15,15 +15,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from lade_bench.decoding.drafters.sam_decoding import (
+    SAM_N_PREDICTS,
+    SAM_TREE,
+    SAM_TREE_TEMPLATES,
     STATIC_SETTING,
     SamSettings,
     new_sam_state,
     sam_decoding_generate,
     sam_decoding_reach,
 )
+from lade_bench.methods.budget import Budget, subtree
 from lade_bench.methods.datastore_setting import datastore_refusal, hashed_datastore, resolved_datastore
 from lade_bench.methods.drafter_method import declare_drafter
 from lade_bench.methods.registry import CellFacts
+
+# The chain length (the authors' 40 tokens per chain step, 16 and 8) and the fallback tree (the authors'
+# 60-node template, and its 21 nodes with every rank below 2, at most 4 deep).
+BUDGET = Budget(
+    {
+        "n_predicts": (8, 16, SAM_N_PREDICTS),
+        "tree": (SAM_TREE, subtree(SAM_TREE_TEMPLATES[SAM_TREE], 2, 4)),
+    }
+)
 
 
 def refuse_static_corpus(settings: SamSettings, cell: CellFacts) -> str | None:
@@ -80,4 +93,5 @@ DRAFTER = declare_drafter(
     hashed=hashed_sam_decoding,  # the static corpus by its content hash; without one, ids as before
     describe=describe_sam_decoding,  # which fallback and whether a static corpus: tables name the configuration
     after="suffix_decoding",
+    budget=BUDGET,
 )

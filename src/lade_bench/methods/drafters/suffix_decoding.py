@@ -11,6 +11,8 @@ from typing import Any
 
 from lade_bench.decoding.core.params import MASK_CAPABLE_ATTENTION
 from lade_bench.decoding.drafters.suffix_decoding import (
+    SUFFIX_MAX_SPEC_FACTOR,
+    SUFFIX_MAX_TREE_DEPTH,
     VLLM_SUFFIX_MAX_CACHED_REQUESTS,
     VLLM_SUFFIX_MAX_SPEC_TOKENS,
     VLLM_SUFFIX_MAX_TREE_DEPTH,
@@ -19,8 +21,18 @@ from lade_bench.decoding.drafters.suffix_decoding import (
     suffix_decoding_generate,
     suffix_decoding_reach,
 )
+from lade_bench.methods.budget import Budget
 from lade_bench.methods.drafter_method import declare_drafter
 from lade_bench.methods.registry import CellFacts
+
+# The tree depth (vLLM's 24 and the plugin's 64) and the draft length per matched token (the plugin's 1.0,
+# half and twice it).
+BUDGET = Budget(
+    {
+        "max_tree_depth": (VLLM_SUFFIX_MAX_TREE_DEPTH, SUFFIX_MAX_TREE_DEPTH),
+        "max_spec_factor": (SUFFIX_MAX_SPEC_FACTOR / 2, SUFFIX_MAX_SPEC_FACTOR, SUFFIX_MAX_SPEC_FACTOR * 2),
+    }
+)
 
 
 def tree_needs_a_mask(settings: SuffixSettings, cell: CellFacts) -> str | None:
@@ -78,4 +90,5 @@ DRAFTER = declare_drafter(
     # "SuffixDecoding" at the plugin's defaults, "SuffixDecoding (depth 24, 10,000 requests, width 24)" at vLLM's
     describe=describe_suffix_decoding,
     after="token_recycling",
+    budget=BUDGET,
 )

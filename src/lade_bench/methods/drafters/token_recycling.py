@@ -11,13 +11,32 @@ from typing import Any
 
 from lade_bench.decoding.drafters.token_recycling import (
     AUTHORS_LOOP,
+    TOKEN_RECYCLING_TREE,
+    TREE_TEMPLATES,
     WHOLE_PROMPT_LOOP,
     TokenRecyclingSettings,
     new_recycling_state,
     token_recycling_generate,
     token_recycling_reach,
 )
+from lade_bench.methods.budget import Budget, subtree
 from lade_bench.methods.drafter_method import declare_drafter
+
+# The tree: the authors' 80-node template and smaller ones cut from it (its nodes with every rank below r,
+# at most d deep: 32 nodes r<4 d<=3, 19 nodes r<2 d<=4, 12 nodes r<3 d<=2, a 6-token chain r<1), so a
+# device whose step cost grows past ~16 tokens can trade draft width for step cost.
+_AUTHORS_TREE = TREE_TEMPLATES[TOKEN_RECYCLING_TREE]
+BUDGET = Budget(
+    {
+        "tree": (
+            TOKEN_RECYCLING_TREE,
+            subtree(_AUTHORS_TREE, 4, 3),
+            subtree(_AUTHORS_TREE, 2, 4),
+            subtree(_AUTHORS_TREE, 3, 2),
+            subtree(_AUTHORS_TREE, 1, 6),
+        )
+    }
+)
 
 # The words naming each deviation from the authors' loop in a label.
 PREFILL_REFRESH_WORDS = "+ prefill refresh"
@@ -51,4 +70,5 @@ DRAFTER = declare_drafter(
     new_state=new_recycling_state,
     describe=describe_token_recycling,  # "Token Recycling" at the authors' loop, each deviation named
     after="ar_pp",
+    budget=BUDGET,
 )
