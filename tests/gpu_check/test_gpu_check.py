@@ -176,6 +176,7 @@ def test_cpu_run_writes_the_table_profile_and_margins(tmp_path):
     profile = json.loads((out / detail["device_profile"]).read_text())
     assert 120 in profile["token_counts"]  # paper_7b's step width: (15 + 15) x (5 - 1)
     assert (profile["repeats"], profile["warmup"]) == (1, 0)
+    assert profile["model"] == "smollm2-135m-instruct"  # the cells' name: python -m lade_bench.predict matches it
     table = (out / "table.md").read_text()
     assert "| smollm2 | float64 | lookahead paper_7b (5,15,15) | 1 |" in table
 

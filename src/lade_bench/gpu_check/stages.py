@@ -210,6 +210,9 @@ def check_model(name: str, args: argparse.Namespace, device: torch.device, out: 
             profile = sweep_profile(
                 model,
                 [(p.ngram, p.window, p.guesses) for p in presets().values()],
+                # The model's name as cells record it (not the converted checkpoint's folder), so that
+                # python -m lade_bench.predict matches this profile to a sweep's rows of the model.
+                model_name=str(group_option("model", name)["name"]),
                 **{key: value for key, value in passes.items() if value is not None},
             )
             profile_path = out / f"device_profile_{name}.json"
