@@ -4,7 +4,9 @@ Where two configurations of a method cannot be timed beside each other on a quie
 step widths (``step_tokens``: input tokens per forward pass, prefill first) are costed on one committed
 device profile (``profiling.device_profile``: forward time per input-token count at a fixed context), and
 the ratio of the sums is the predicted speedup: a model of the step cost, not a measurement, and said so
-wherever it is printed. Outside the forwards (drafting, retrieval) is not in it.
+wherever it is printed. It is the forward part of ``stats.step_cost`` read at the profile's one context
+(:func:`lade_bench.stats.step_cost.decode_forward_time`): outside the forwards (drafting, retrieval) is not in
+it, which is what the committed effect tables of two configurations of one method were computed with.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from lade_bench.profiling.device_profile import forward_time_at
 from lade_bench.stats.efficiency import mean_decode_step_accepted, mean_decode_step_tokens
+from lade_bench.stats.step_cost import decode_forward_time
 
 
 def replayed_forward_time(step_tokens: Sequence[int], profile: Mapping[str, Any], prefill: bool = False) -> float:
@@ -30,8 +32,10 @@ def replayed_forward_time(step_tokens: Sequence[int], profile: Mapping[str, Any]
     Raises:
         ValueError: a width outside the profile's measured range (``forward_time_at`` names it).
     """
-    steps = list(step_tokens) if prefill else list(step_tokens)[1:]
-    return sum(forward_time_at(profile, width) for width in steps)
+    steps = list(step_tokens)
+    if prefill:
+        return decode_forward_time([0, *steps], None, profile)  # a placeholder step 0 so the prefill is summed
+    return decode_forward_time(steps, None, profile)
 
 
 def replayed_speedup(

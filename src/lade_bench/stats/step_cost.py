@@ -72,9 +72,22 @@ def predicted_forward_time(
             f"step_tokens ({len(widths)} steps) and accept_lengths ({len(accept_lengths)}) must describe the same steps"
         )
     kv = step_kv_lengths(prompt_tokens, accept_lengths)
-    grid = profile_measures_kv(profile)
+    return decode_forward_time(widths, kv.tolist() if profile_measures_kv(profile) else None, profile)
+
+
+def decode_forward_time(
+    step_tokens: Sequence[int], kv_lengths: Sequence[int] | None, profile: Mapping[str, Any]
+) -> float:
+    """The sum of ``t(width_i, kv_i)`` over the steps after the prefill (step 0); ``kv_lengths`` None: every
+    step at the profile's one measured context (what a one-context profile can say).
+
+    Raises:
+        ValueError: a width or KV length outside the profile's measured range.
+    """
     return sum(
-        forward_time_at(profile, width, float(kv[i]) if grid else None) for i, width in enumerate(widths) if i >= 1
+        forward_time_at(profile, width, None if kv_lengths is None else float(kv_lengths[i]))
+        for i, width in enumerate(step_tokens)
+        if i >= 1
     )
 
 
