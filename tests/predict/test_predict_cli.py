@@ -9,6 +9,7 @@ Every refusal is one line, exit status 2, before anything is written.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,12 @@ def test_amd_cells_predicted_from_the_intel_profile_are_the_step_cost_model_on_t
             assert "GenuineIntel 6/167/8" in rec["profile_processor"] and not rec["kv_measured"]
             checked += 1
     assert checked >= 8
+    # The assisted arm's rows run a draft model beside the target: no one-model profile prices them.
+    assisted = table[table["arm"] == "assisted"].to_dict("records")
+    assert assisted and all(math.isnan(rec["predicted_speedup"]) for rec in assisted)
+    assert {rec["predicted_ci_note"] for rec in assisted} == {
+        "not predicted: its steps run replica + draft, and a profile times one model on one device"
+    }
     heading = (
         f"## predicted for cpu x86_64 (1 threads) from {INTEL_SMOLLM2} "
         "(smollm2-135m-instruct, float32, 1 threads, Intel Xeon 6/167/8), not measured"

@@ -8,10 +8,15 @@ in a sampling cell), the same bootstrap over samples, now over the predicted tim
 summary of the unchanged rows stands beside it, so a reader sees what the rows' own device measured
 and what the profile's device is predicted to show. Accepted tokens per step and tokens fed per step
 are the rows' own (exact methods: the same on every device).
+
+An arm that runs more than the one full model on one device (assisted generation's draft, tensor or
+pipeline parallelism: ``methods.runs_on_one_model`` is false) is not priced: a profile times one model's
+forwards on one device, so its record keeps the measured numbers and says why it has no prediction.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from lade_bench import stats
+from lade_bench.methods import get_method, is_registered, runs_on_one_model
 from lade_bench.predict.profiles import PredictError, ProfileFile
 from lade_bench.report.conditions import cell_processor, short_processor
 from lade_bench.report.sweep import Sweep, SweepFolders
@@ -94,6 +100,8 @@ def predicted_rows(rows: pd.DataFrame, profiles: Mapping[str, ProfileFile]) -> p
     out = rows.copy()
     good = stats.ok_rows(rows)
     for (sweep, cell_id, arm), part in good.groupby(["sweep", "cell_id", "arm"], sort=False):
+        if unpriced_reason(str(arm)):
+            continue
         where = f"cell {sweep}/{cell_id} ({part['model'].iloc[0]}, {part['dataset'].iloc[0]}), arm {arm}"
         if any(steps is None or len(steps) == 0 for steps in part["step_tokens"]):
             raise PredictError(f"{where}: rows without step widths (step_tokens) cannot be priced on a profile")
@@ -130,6 +138,12 @@ def predicted_leaderboard(
     ]
     merged = merged.merge(_rows_without_outside_time(rows), on=[*stats.CELL_KEY, "arm"], how="left")
     merged["rows_without_outside_time"] = merged["rows_without_outside_time"].fillna(0).astype(int)
+    for arm in merged["arm"].unique():
+        reason = unpriced_reason(str(arm))
+        if reason:
+            unpriced = merged["arm"] == arm
+            merged.loc[unpriced, list(_PREDICTED.values())[:3]] = math.nan
+            merged.loc[unpriced, "predicted_ci_note"] = reason
     tables = []
     for model, profile in sorted(profiles.items()):
         records = merged.loc[merged["model"] == model, list(RECORD_COLUMNS)].reset_index(drop=True)
@@ -137,6 +151,15 @@ def predicted_leaderboard(
         basis = prediction_basis(model_rows.to_dict("records"), profile.profile)
         tables.append(PredictedTable(profile, model, records, basis))
     return tables
+
+
+def unpriced_reason(arm: str) -> str:
+    """Why ``arm``'s rows cannot be priced on a device profile (``""``: they can): its steps run more than
+    the one full model on one device, which is all a profile times."""
+    if not is_registered(arm) or runs_on_one_model(get_method(arm)):
+        return ""
+    roles = " + ".join(get_method(arm).models)
+    return f"not predicted: its steps run {roles}, and a profile times one model on one device"
 
 
 def _rows_without_outside_time(rows: pd.DataFrame) -> pd.DataFrame:

@@ -9,6 +9,7 @@ written atomically: a failed write leaves an earlier prediction whole.
 from __future__ import annotations
 
 import io
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -86,22 +87,26 @@ def display_table(records: pd.DataFrame) -> pd.DataFrame:
                 "N, W, G": ", ".join(shape) if rec["arm"] == "lookahead" and all(shape) else "",
                 "Samples": str(rec["n_units"]),
                 "Pairs": str(rec["n_pairs"]),
-                f"Predicted speedup{basis} (95% CI)": fmt_speedup(
-                    rec["predicted_speedup"],
-                    rec["predicted_ci_low"],
-                    rec["predicted_ci_high"],
-                    rec["predicted_ci_note"],
-                ),
+                f"Predicted speedup{basis} (95% CI)": predicted_cell(rec),
                 f"Measured speedup{basis} (95% CI)": fmt_speedup(
                     rec["measured_speedup"], rec["measured_ci_low"], rec["measured_ci_high"], rec["measured_ci_note"]
                 ),
                 "Measured on": rec["measured_on"],
-                "Outside forwards": outside_cell(rec),
+                "Outside forwards": outside_cell(rec) if math.isfinite(rec["predicted_speedup"]) else "",
                 ACCEPTED_HEADER: fmt(rec["mean_accepted"]),
                 WIDTH_HEADER: fmt(rec["step_tokens_mean"]),
             }
         )
     return pd.DataFrame(shown)
+
+
+def predicted_cell(rec: dict[str, Any]) -> str:
+    """A record's predicted speedup with its interval, or why it has none (an arm no profile can price)."""
+    if not math.isfinite(rec["predicted_speedup"]) and rec["predicted_ci_note"]:
+        return str(rec["predicted_ci_note"])
+    return fmt_speedup(
+        rec["predicted_speedup"], rec["predicted_ci_low"], rec["predicted_ci_high"], rec["predicted_ci_note"]
+    )
 
 
 def outside_cell(rec: dict[str, Any]) -> str:
