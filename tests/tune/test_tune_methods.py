@@ -100,19 +100,33 @@ def test_the_command_line_refuses_a_bad_budget_in_one_line_without_loading_the_m
 
 @pytest.fixture(scope="module")
 def tune(tmp_path_factory):
-    """The tiny tune through the command line, then the same command again (everything reused)."""
+    """The tiny tune through the command line: the search alone (tune.search_only), the same command without
+    it (the held-out check), once more (everything reused), then another tune reusing the search
+    (tune.search_from)."""
     root = tmp_path_factory.mktemp("methods_tune")
+    searched = _cli(root, ["tune.search_only=true"])
+    assert searched.returncode == 0, (searched.stdout + searched.stderr)[-4000:]
+    tune_dir = root / "tunes" / "m"
+    search_only = {
+        "search": json.loads((tune_dir / "methods_search.json").read_text()),
+        "heldout_ran": (tune_dir / "heldout").exists() or (tune_dir / "methods_record.json").exists(),
+    }
     first = _cli(root, [])
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
-    tune_dir = root / "tunes" / "m"
     record = json.loads((tune_dir / "methods_record.json").read_text())
     rows_before = {p: len(load_rows(p.parent)) for p in tune_dir.glob("*/*/rows.jsonl")}
     second = _cli(root, [])
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
     rows_after = {p: len(load_rows(p.parent)) for p in tune_dir.glob("*/*/rows.jsonl")}
     again = json.loads((tune_dir / "methods_record.json").read_text())
+    reused = _cli(root, ["tune.name=m2", f"tune.search_from={tune_dir}"])
+    assert reused.returncode == 0, (reused.stdout + reused.stderr)[-4000:]
+    reused_dir = root / "tunes" / "m2"
+    search_only["reused"] = json.loads((reused_dir / "methods_record.json").read_text())
+    search_only["reused_searched"] = (reused_dir / "search").exists()
     return {"dir": tune_dir, "first": first, "record": record, "again": again, "before": rows_before} | {
-        "after": rows_after
+        "after": rows_after,
+        **search_only,
     }
 
 
@@ -171,3 +185,13 @@ def test_the_same_command_again_reuses_every_search_and_held_out_row_and_the_dec
     assert tune["before"] and tune["before"] == tune["after"]
     assert tune["again"]["winners"] == tune["record"]["winners"]
     assert tune["again"]["declared_utc"] == tune["record"]["declared_utc"]  # declared once, never again
+
+
+@pytest.mark.slow
+def test_search_only_stops_before_the_held_out_check_and_search_from_reuses_the_declared_winners(tune):
+    assert not tune["heldout_ran"]
+    assert tune["search"]["winners"] == tune["record"]["winners"]  # the held-out run resumed the declared search
+    reused = tune["reused"]
+    assert not tune["reused_searched"]  # no search cell ran in the tune that reused the search
+    assert reused["winners"] == tune["record"]["winners"] and reused["search_from"].endswith("m")
+    assert set(reused["heldout"]["methods"]) == set(TUNED)

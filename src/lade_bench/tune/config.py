@@ -93,6 +93,8 @@ class TuneConfig:
         budgets: method -> setting -> values replacing that setting's declared candidates.
         interleave_groups: order the samples one per category group in turn before the search and
             held-out samples are taken (Spec-Bench's six groups), so each split covers every group.
+        search_only: a budget tune stops once its search is declared (``methods_search.json``), before
+            the held-out check (which a later run, or ``tune.search_from``, does).
     """
 
     name: str | None = MISSING
@@ -117,6 +119,7 @@ class TuneConfig:
     methods: list[str] = MISSING
     budgets: dict[str, Any] = MISSING
     interleave_groups: bool = MISSING
+    search_only: bool = MISSING
 
 
 @dataclass
@@ -199,6 +202,7 @@ class TuneSettings:
     methods: tuple[str, ...] = (LOOKAHEAD,)
     budgets: dict[str, dict[str, tuple[Any, ...]]] = field(default_factory=dict)
     interleave_groups: bool = False
+    search_only: bool = False
 
     @property
     def tunes_budgets(self) -> bool:
@@ -284,6 +288,7 @@ def tune_settings(cfg: DictConfig) -> TuneSettings:
         methods=methods,
         budgets=budgets,
         interleave_groups=bool(tune.interleave_groups),
+        search_only=bool(tune.search_only),
     )
 
 

@@ -73,8 +73,8 @@ class MethodsOutcome:
 
     tune_dir: Path
     search_record: Path
-    record: Path
-    leaderboard: Path
+    record: Path | None  # None: tune.search_only stopped before the held-out check
+    leaderboard: Path | None
     winners: dict[str, str]
 
 
@@ -184,6 +184,15 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
         atomic_write_json(search_path, record)  # declared before any held-out sample runs
     profile = record["profile"]
     winners = {name: record["winners"][name]["settings"] for name in settings.methods}
+    if settings.search_only:
+        keys = {n: record["winners"][n]["key"] for n in settings.methods}
+        for name, key in keys.items():
+            predicted = record["winners"][name]["predicted_speedup"]
+            console.print(f"  {name}: declared {key} (predicted {predicted:.3f}x)", markup=False, highlight=False)
+        console.print(
+            f"search declared in {search_path} (tune.search_only: no held-out check ran)", markup=False, highlight=False
+        )
+        return MethodsOutcome(tune_dir, search_path, None, None, keys)
     heldout_part = _heldout(cfg, prep, winners, cell_model, heldout, profile, me)
     full = {**record, "heldout": heldout_part, "finished_utc": _now()}
     record_path = tune_dir / RECORD
