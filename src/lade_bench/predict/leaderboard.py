@@ -148,6 +148,7 @@ def predicted_leaderboard(
     for model, profile in sorted(profiles.items()):
         records = merged.loc[merged["model"] == model, list(RECORD_COLUMNS)].reset_index(drop=True)
         model_rows = stats.ok_rows(rows.loc[rows["model"] == model])
+        model_rows = model_rows[[not unpriced_reason(str(arm)) for arm in model_rows["arm"]]]  # priced rows only
         basis = prediction_basis(model_rows.to_dict("records"), profile.profile)
         tables.append(PredictedTable(profile, model, records, basis))
     return tables
