@@ -191,7 +191,7 @@ def summarise(results: dict[str, list[DecodeResult]]) -> list[ArmSummary]:
                 tokens_per_s=tokens_per_s(tokens, times),
                 speedup_vs_ar=speedup(ar_times, times),
                 compression_ratio=compression_ratio(tokens, [r.steps for r in runs]),
-                # NaN for generate-based arms, whose forward time is not measured.
+                # NaN where the forward time is not measured (compiled AR: no hook inside its compiled region).
                 outside_forward_share=(wall - forward) / wall,
                 matches_ar=match_rate([r.tokens == a.tokens for r, a in zip(runs, ar, strict=True)]),
                 tokens_per_step=mean_decode_step_tokens(runs),
