@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from lade_bench import stats
@@ -149,3 +151,28 @@ def test_refusals_are_one_line_before_anything_is_written(tmp_path, case, expect
     if case == "a step wider than the profile measured":
         assert line.startswith("error: cell spec_bench/") and ", arm " in line
     assert not out.exists()
+
+
+def test_an_output_that_ended_at_the_prefill_leaves_its_sample_out_of_the_prediction(tmp_path):
+    """A committed Spec-Bench cell (Gemma, AR and REST, 10 questions) in which one question's output is the
+    prefill's token alone: AR's row has no decode step to price, so that sample leaves the predicted speedup
+    (the step-cost model on the other nine), while the measured one keeps all ten."""
+    source = REPO / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
+    cell_id, empty_sample = "eec6f94e35db1954", "summarization-243"
+    archive = tmp_path / "one_cell"
+    archive.mkdir()
+    table = pq.read_table(source / "rows.parquet")
+    pq.write_table(table.filter(pc.equal(table["cell_id"], cell_id)), archive / "rows.parquet")
+    cells = [c for c in read_archive_cells(source) if c["cell_id"] == cell_id]
+    (archive / "cells.json").write_text(json.dumps(cells))
+    (profile,) = (source / "device_profiles").glob("*--gemma3-270m--*.json")
+    done = predict(archive, "--profile", profile, "--out", tmp_path / "out", "--n-boot", "50")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (rec,) = pd.read_csv(tmp_path / "out" / "leaderboard.csv").query("arm == 'rest'").to_dict("records")
+    rows = stats.common_rows(load_rows(archive))
+    kept = rows[rows["sample_id"] != empty_sample].sort_values(list(stats.PAIR_KEY))
+    curve = json.loads(profile.read_text())
+    expected = predicted_speedup(kept[kept["arm"] == "rest"], kept[kept["arm"] == "ar"], curve)
+    assert (rec["n_units"], rec["predicted_n_units"]) == (10, 9)
+    assert rec["predicted_speedup"] == pytest.approx(expected, rel=1e-9)
+    assert "1 rows had nothing to price" in (tmp_path / "out" / "leaderboard.md").read_text()

@@ -32,6 +32,7 @@ from lade_bench.stats.step_cost import outside_forward_time, predicted_times, pr
 
 # The summary columns a predicted record keeps, renamed; the rest of a record is the measured summary's.
 _PREDICTED = {
+    "n_units": "predicted_n_units",
     "speedup": "predicted_speedup",
     "speedup_ci_low": "predicted_ci_low",
     "speedup_ci_high": "predicted_ci_high",
@@ -43,6 +44,8 @@ _MEASURED = {
     "speedup_ci_high": "measured_ci_high",
     "speedup_ci_note": "measured_ci_note",
 }
+# The error a priced row gets when it has nothing to price (see predicted_rows).
+NOTHING_TO_PRICE = "nothing to price: no decode step after the prefill and no time outside the forwards"
 # What a leaderboard record holds (see PredictedTable.records), in this order.
 RECORD_COLUMNS: tuple[str, ...] = (
     "sweep",
@@ -79,7 +82,8 @@ class PredictedTable:
         model: the model of its cells.
         records: one per (cell, arm), ``RECORD_COLUMNS``, in the summary's reading order.
         basis: ``stats.step_cost.prediction_basis`` of the table's rows (KV measured or one context,
-            rows without a measured outside-forward time).
+            rows without a measured outside-forward time), and ``rows_nothing_to_price``: the rows
+            marked :data:`NOTHING_TO_PRICE`.
     """
 
     profile: ProfileFile
@@ -91,7 +95,10 @@ class PredictedTable:
 def predicted_rows(rows: pd.DataFrame, profiles: Mapping[str, ProfileFile]) -> pd.DataFrame:
     """``rows`` with each error-free row's ``wall_time_s`` replaced by its predicted time on its model's profile.
 
-    Errored rows are kept as they are (no summary reads them).
+    Errored rows are kept as they are (no summary reads them). A row with nothing to price (no decode
+    step, the model leaves the prefill out, and no recorded time outside the forwards: an output that
+    ended at the prefill's token) is marked errored (:data:`NOTHING_TO_PRICE`), so its (sample, turn,
+    repeat) leaves every arm's predicted comparison of its cell: a zero time cannot enter a ratio.
 
     Raises:
         PredictError: a row without step widths, or a step outside its profile's measured widths or
@@ -106,9 +113,11 @@ def predicted_rows(rows: pd.DataFrame, profiles: Mapping[str, ProfileFile]) -> p
         if any(steps is None or len(steps) == 0 for steps in part["step_tokens"]):
             raise PredictError(f"{where}: rows without step widths (step_tokens) cannot be priced on a profile")
         try:
-            out.loc[part.index, "wall_time_s"] = predicted_times(part, profiles[str(part["model"].iloc[0])].profile)
+            priced = predicted_times(part, profiles[str(part["model"].iloc[0])].profile)
         except ValueError as why:
             raise PredictError(f"{where}: {why}") from None
+        out.loc[part.index, "wall_time_s"] = priced
+        out.loc[priced.index[priced <= 0], "error"] = NOTHING_TO_PRICE
     return out
 
 
@@ -142,7 +151,7 @@ def predicted_leaderboard(
         reason = unpriced_reason(str(arm))
         if reason:
             unpriced = merged["arm"] == arm
-            merged.loc[unpriced, list(_PREDICTED.values())[:3]] = math.nan
+            merged.loc[unpriced, ["predicted_speedup", "predicted_ci_low", "predicted_ci_high"]] = math.nan
             merged.loc[unpriced, "predicted_ci_note"] = reason
     tables = []
     for model, profile in sorted(profiles.items()):
@@ -150,6 +159,7 @@ def predicted_leaderboard(
         model_rows = stats.ok_rows(rows.loc[rows["model"] == model])
         model_rows = model_rows[[not unpriced_reason(str(arm)) for arm in model_rows["arm"]]]  # priced rows only
         basis = prediction_basis(model_rows.to_dict("records"), profile.profile)
+        basis["rows_nothing_to_price"] = int(((priced["model"] == model) & (priced["error"] == NOTHING_TO_PRICE)).sum())
         tables.append(PredictedTable(profile, model, records, basis))
     return tables
 

@@ -68,7 +68,14 @@ def basis_text(table: PredictedTable) -> str:
         if without
         else f"all {basis.get('rows', 0)} rows recorded their time outside the forwards"
     )
-    return f"Model {table.model}: {table.profile.kv_text()}; {outside}."
+    nothing = int(basis.get("rows_nothing_to_price", 0))
+    left_out = (
+        f"; {nothing} rows had nothing to price (an output that ended at the prefill's token: no decode step), "
+        "so their (sample, turn) is left out of every predicted speedup of its cell"
+        if nothing
+        else ""
+    )
+    return f"Model {table.model}: {table.profile.kv_text()}; {outside}{left_out}."
 
 
 def display_table(records: pd.DataFrame) -> pd.DataFrame:
@@ -85,7 +92,7 @@ def display_table(records: pd.DataFrame) -> pd.DataFrame:
                 "Sampling": sampling_label(rec),
                 "Method": rec["method"],
                 "N, W, G": ", ".join(shape) if rec["arm"] == "lookahead" and all(shape) else "",
-                "Samples": str(rec["n_units"]),
+                "Samples": samples_cell(rec),
                 "Pairs": str(rec["n_pairs"]),
                 f"Predicted speedup{basis} (95% CI)": predicted_cell(rec),
                 f"Measured speedup{basis} (95% CI)": fmt_speedup(
@@ -98,6 +105,14 @@ def display_table(records: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(shown)
+
+
+def samples_cell(rec: dict[str, Any]) -> str:
+    """The record's samples, and the predicted estimate's where rows with nothing to price left some out."""
+    predicted = rec["predicted_n_units"]
+    if pd.isna(predicted) or int(predicted) == int(rec["n_units"]):
+        return str(rec["n_units"])
+    return f"{rec['n_units']} ({int(predicted)} predicted)"
 
 
 def predicted_cell(rec: dict[str, Any]) -> str:
