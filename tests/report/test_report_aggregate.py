@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from lade_bench import stats
-from lade_bench.profiling.device_profile import forward_time_at
 from lade_bench.report import aggregate
 from lade_bench.results import load_rows
 
@@ -103,21 +102,6 @@ def test_headline_prefers_the_cell_with_most_arms_without_measuring(sweep):
     for _, cell in main.groupby("cell_id"):
         assert set(cell["arm"]) == {"ar", "lookahead", "prompt_lookup"}
         assert not cell["do_sample"].any()
-
-
-def test_predicted_speedup_formula(sweep):
-    predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
-    lookahead = sweep.summary[sweep.summary["arm"] == "lookahead"]
-    assert len(predicted) == len(lookahead)
-    (stored,) = sweep.profiles  # one model in the sweep: one keyed profile, every cell's
-    assert not stored.legacy and not predicted["profile_legacy"].any()
-    profile = stored.profile
-    assert set(predicted["profile_file"]) == {str(stored.path)}  # the figure matches cells to a profile by file
-    for rec in predicted.to_dict("records"):
-        k = (rec["window"] + rec["guesses"]) * (rec["ngram"] - 1)
-        assert rec["tokens_per_step"] == k
-        expected = rec["compression_ratio"] * forward_time_at(profile, 1) / forward_time_at(profile, k)
-        assert rec["predicted_speedup"] == pytest.approx(expected)
 
 
 def test_flat_metrics_leave_out_missing_values(sweep):

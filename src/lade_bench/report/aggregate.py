@@ -4,9 +4,9 @@ Every number is computed by ``lade_bench.stats`` (paired units, speedup and its 
 compression, quality, the n rules, headline selection; ``docs/statistics.md`` states the rules and
 where each is implemented; arm order and labels are the method registry's, ``lade_bench.methods``).
 This module asks for the summaries against AR, states the rules in a reader's words
-(:func:`statistics_rules`), predicts
-speedups from the device profile and flattens summaries for W&B; the report's modules read every
-other statistic from ``lade_bench.stats`` directly.
+(:func:`statistics_rules`) and flattens summaries for W&B; the report's modules read every other
+statistic from ``lade_bench.stats`` directly (the step-cost model's predictions:
+``report.step_cost_check``).
 
 Array shapes: every per-sample input is a column of the rows frame (one entry per row).
 """
@@ -14,14 +14,13 @@ Array shapes: every per-sample input is a column of the rows frame (one entry pe
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from lade_bench import stats
-from lade_bench.profiling.device_profile import StoredProfile, forward_time_at
 from lade_bench.stats import (
     BOOT_SEED,
     CELL_ATTRIBUTES,
@@ -106,69 +105,6 @@ def headline_summary(
     """``stats.headline_summary`` against AR, records in registry order (``summary``: :func:`summarize`'s
     frame of the same rows and intervals, reused for cells reported on all their samples)."""
     return stats.headline_summary(rows, choice, intervals=intervals, summary=summary)
-
-
-def predicted_speedups(summary: pd.DataFrame, profiles: Mapping[tuple[str, str], StoredProfile]) -> pd.DataFrame:
-    """Speedup predicted from each lookahead cell's compression and the device profile of its key.
-
-    ``predicted = compression * t(1) / t((W + G) * (N - 1))`` with ``t(k)`` the measured time of one
-    forward pass carrying k new tokens (for trie verification, k is the measured mean of the cell's
-    decode steps instead, see :func:`lookahead_step_tokens`): a step that emits ``compression`` tokens on average costs
-    ``t(k)`` instead of the ``compression * t(1)`` that AR would spend on them. It ignores the host
-    overhead of lookahead (pool, window bookkeeping), so the gap to the measured speedup is that cost.
-    It is a ratio of time per token, as the measured speedup under sampling is.
-
-    Args:
-        summary: output of :func:`summarize`.
-        profiles: the profile matching each cell, by ``(sweep, cell_id)`` (``Sweep.cell_profiles``:
-            the cell's device kind, model, dtype and attention implementation); cells without one
-            are left out, never predicted from another model's curve.
-
-    Returns:
-        One row per lookahead (sweep, cell) with the cell attributes, ``tokens_per_step``,
-        ``compression_ratio``, ``t1_s``, ``tk_s``, ``predicted_speedup``, the measured ``speedup``,
-        ``profile`` (the profile's label, "legacy ..." for a per-device-kind one), ``profile_file``
-        (the file it was read from: several sweeps may each have measured a profile of one key) and
-        ``profile_legacy``.
-    """
-    columns = [
-        *CELL_KEY,
-        *CELL_ATTRIBUTES,
-        "tokens_per_step",
-        "compression_ratio",
-        "t1_s",
-        "tk_s",
-        "predicted_speedup",
-        "speedup",
-        "profile",
-        "profile_file",
-        "profile_legacy",
-    ]
-    lookahead = summary[summary["arm"] == "lookahead"]
-    records = []
-    for rec in lookahead.to_dict("records"):
-        k = rec["tokens_per_step"]
-        stored = profiles.get((str(rec["sweep"]), str(rec["cell_id"])))
-        if stored is None or not math.isfinite(k) or not math.isfinite(rec["compression_ratio"]):
-            continue
-        profile = stored.profile
-        t1 = forward_time_at(profile, 1)
-        tk = forward_time_at(profile, k)  # interpolated: a trie's measured mean need not be whole
-        records.append(
-            {
-                **{c: rec[c] for c in (*CELL_KEY, *CELL_ATTRIBUTES)},
-                "tokens_per_step": k,
-                "compression_ratio": rec["compression_ratio"],
-                "t1_s": t1,
-                "tk_s": tk,
-                "predicted_speedup": rec["compression_ratio"] * t1 / tk,
-                "speedup": rec["speedup"],
-                "profile": stored.label(),
-                "profile_file": str(stored.path),
-                "profile_legacy": stored.legacy,
-            }
-        )
-    return pd.DataFrame.from_records(records, columns=columns)
 
 
 def flat_metrics(summary: pd.DataFrame) -> dict[str, float]:

@@ -29,9 +29,11 @@ from matplotlib.patches import Patch
 from lade_bench import stats
 from lade_bench.methods import REFERENCE, method_color, method_label, method_state_text, registered_methods
 from lade_bench.methods.state import STATIC_STATE
-from lade_bench.profiling.device_profile import StoredProfile
+from lade_bench.profiling.device_profile import StoredProfile, profile_measures_kv
 from lade_bench.report import aggregate
 from lade_bench.report.conditions import cell_processors, short_processor
+from lade_bench.report.step_cost_check import check_sweep
+from lade_bench.report.step_cost_figure import draw_check_points
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tune_figure import draw_tune_figure, load_record
 from lade_bench.results.atomic import atomic_write
@@ -751,41 +753,44 @@ def rouge_parity(sweep: Sweep) -> Figure:
 
 def device_profile(sweep: Sweep) -> Figure:
     """Per profile key (device kind, model, dtype, attention), one row: its forward time vs tokens per
-    pass, and predicted vs measured speedup of the lookahead cells it predicts.
+    pass, and the step-cost model's predicted vs measured speedup of every arm of the cells it predicts.
 
-    Each lookahead cell is predicted from the profile of its own key measured in its own sweep
-    folder, so a row holds one model; where several sweeps each measured a profile of one key, the
-    row draws every measurement (one curve and one colour per sweep folder, which shows how well the
-    curve reproduces) rather than one row each. Cells without a profile of their own are counted in
-    the figure's title, not drawn.
+    Each cell is predicted from the profile of its own key measured in its own sweep folder
+    (``report.step_cost_check``: its arms' recorded steps priced on the profile, plus their measured
+    outside-forward time), so a row holds one model; where several sweeps each measured a profile of one
+    key, the row draws every measurement (one curve per sweep folder, which shows how well the curve
+    reproduces) rather than one row each. Arms the model cannot describe (assisted, cells without a
+    profile of their key) are counted under the axes and in the title, not drawn.
     """
     if not sweep.profiles:
         raise FigureSkipped(
             "no device profile in the sweep folder(s) (device_profiles/, or a legacy device_profile.json); "
             "the runner measures one per model when device_profile.enabled=true"
         )
-    predicted = aggregate.predicted_speedups(sweep.summary, sweep.cell_profiles)
-    n_lookahead = int((sweep.summary["arm"] == "lookahead").sum()) if len(sweep.summary) else 0
+    check = check_sweep(sweep)
+    profile_of = {key: str(stored.path) for key, stored in sweep.cell_profiles.items()}
+    keys = zip(check["sweep"].astype(str), check["cell_id"].astype(str), strict=True)
+    files = pd.Series([profile_of.get(key, "") for key in keys], index=check.index, dtype=object)
     groups: dict[str, list[StoredProfile]] = {}
     for stored in sweep.profiles:
         groups.setdefault(stored.label(), []).append(stored)
     rows = len(groups)
-    fig = Figure(figsize=(14, 1.0 + 4.6 * rows), layout="constrained")
-    # The right-hand panel carries a column of labels beside it (one per cell): give it the room.
-    axes = np.asarray(fig.subplots(rows, 2, gridspec_kw={"width_ratios": [1.0, 1.25]})).reshape(rows, 2)
+    fig = Figure(figsize=(13, 1.2 + 5.4 * rows), layout="constrained")
+    axes = np.asarray(fig.subplots(rows, 2, gridspec_kw={"width_ratios": [1.0, 1.1]})).reshape(rows, 2)
     for (ax_curve, ax_pred), (label, measured) in zip(axes, groups.items(), strict=True):
-        colours = _profile_colours(measured)
-        _profile_curves(ax_curve, measured, predicted, colours)
-        _predicted_vs_measured(ax_pred, predicted[predicted["profile_file"].isin(colours)], colours)
+        _profile_curves(ax_curve, measured)
+        draw_check_points(ax_pred, check[files.isin([str(stored.path) for stored in measured])])
         title = label if len(measured) == 1 else f"{label}; measured once in each of {len(measured)} sweep folders"
         ax_curve.set_title(textwrap.fill(title, 70), fontsize=8)
-    unmatched = n_lookahead - len(predicted)
-    note = f"predicted vs measured: n={len(predicted)} lookahead cells, each from its own sweep's profile"
+        ax_pred.set_title("step-cost model: predicted vs measured speedup, one point per (cell, method)", fontsize=8)
+    unmatched = int((files == "").sum())
+    note = f"predicted vs measured: n={int((files != '').sum())} (cell, method) pairs, each on its own sweep's profile"
     if unmatched > 0:
-        note += f"; {unmatched} cell(s) without a profile of their model: not predicted"
+        note += f"; {unmatched} without a profile of their cell's key: not predicted"
     return _titled(
-        fig, "Device profile: cost of a wider forward pass", sweep.context_line(predicted if len(predicted) else None),
-        f"{note}; measured speedups over {_lookahead_units(sweep.summary)} per cell",
+        fig, "Device profile: cost of a wider forward pass, and the speedups it predicts",
+        sweep.context_line(check if len(check) else None),
+        f"{note}; measured speedups over {_n_text(check['n_units'])} per cell",
     )  # fmt: skip
 
 
@@ -795,102 +800,34 @@ def _profile_sweep_name(stored: StoredProfile) -> str:
     return folder.parent.name if folder.name == PROFILES_DIR else folder.name
 
 
-def _profile_colours(measured: Sequence[StoredProfile]) -> dict[str, tuple[float, ...]]:
-    """One colour per measurement of a key, by file: the lookahead colour when there is only one."""
-    if len(measured) == 1:
-        return {str(measured[0].path): to_rgba(method_color("lookahead") or "C0")}
+def _profile_curves(ax: Axes, measured: Sequence[StoredProfile]) -> None:
+    """Each measurement's median forward time against new tokens per pass (at its one context, or at the
+    shortest and longest KV length of a grid)."""
     palette = colormaps["tab10"]
-    return {str(stored.path): palette(i % 10) for i, stored in enumerate(measured)}
-
-
-def _profile_curves(
-    ax: Axes, measured: Sequence[StoredProfile], predicted: pd.DataFrame, colours: dict[str, tuple[float, ...]]
-) -> None:
-    """Each measurement's median forward time against new tokens per pass, with its cells' step widths."""
-    for stored in measured:
-        profile, colour = stored.profile, colours[str(stored.path)]
+    for i, stored in enumerate(measured):
+        profile = stored.profile
+        colour = to_rgba(method_color("lookahead") or "C0") if len(measured) == 1 else palette(i % 10)
         ks = np.asarray(profile["token_counts"], dtype=float)
-        ms = 1000 * np.asarray(profile["forward_time_s"], dtype=float)
         where = f" ({_profile_sweep_name(stored)})" if len(measured) > 1 else ""
-        ax.plot(ks, ms, marker=".", ls=":" if stored.legacy else "-", color=colour,
-                label=f"median forward time{where}")  # fmt: skip
-        marks = predicted[predicted["profile_file"] == str(stored.path)]
-        if len(marks):
-            ax.plot(marks["tokens_per_step"], 1000 * marks["tk_s"], "x", color=colour, ms=6,
-                    label=f"a cell's tokens per step{where}")  # fmt: skip
+        curves = [("", np.asarray(profile["forward_time_s"], dtype=float), "-")]
+        if profile_measures_kv(profile):
+            grid, lengths = profile["forward_time_grid_s"], profile["kv_lengths"]
+            curves = [
+                (f", KV {int(lengths[j])}", np.asarray(grid[j], dtype=float), ls) for j, ls in ((0, "-"), (-1, "--"))
+            ]
+        for suffix, times, ls in curves:
+            ax.plot(ks, 1000 * times, marker=".", ls=":" if stored.legacy else ls, color=colour,
+                    label=f"median forward time{where}{suffix}")  # fmt: skip
     ax.set_xscale("log", base=2)
-    context = sorted({int(stored.profile["context_tokens"]) for stored in measured})
-    ax.set_xlabel(f"new tokens per forward pass k (KV cache of {'/'.join(map(str, context))} tokens)")
+    context = sorted({int(stored.profile.get("context_tokens", 0)) for stored in measured})
+    kv = (
+        "KV grid"
+        if any(profile_measures_kv(s.profile) for s in measured)
+        else f"KV cache of {'/'.join(map(str, context))} tokens"
+    )
+    ax.set_xlabel(f"new tokens per forward pass k ({kv})")
     ax.set_ylabel("forward time (ms, median)")
     ax.legend(fontsize=7)
-
-
-def _predicted_vs_measured(ax: Axes, predicted: pd.DataFrame, colours: dict[str, tuple[float, ...]]) -> None:
-    """The cells of one profile key: speedup predicted from their compression and their own profile, and measured."""
-    ax.set_xlabel("predicted speedup: compression × t(1) / t((W+G)(N-1))  (×)")
-    ax.set_ylabel("measured speedup over AR (×; per token when sampled)")
-    if predicted.empty:
-        ax.text(0.5, 0.5, "no lookahead cell uses this profile", ha="center", va="center", transform=ax.transAxes)
-        return
-    ax.scatter(
-        predicted["predicted_speedup"], predicted["speedup"], color=[colours[f] for f in predicted["profile_file"]]
-    )
-    several_datasets = predicted["dataset"].nunique() > 1
-    several_sweeps = predicted["sweep"].nunique() > 1
-    points = []
-    for rec in predicted.to_dict("records"):
-        label = f"N{int(rec['ngram'])}W{int(rec['window'])}G{int(rec['guesses'])}"
-        label += "" if rec["prompt_as_reference"] else " noref"
-        label += "" if rec["verification"] == "flat" else f" {rec['verification']}"
-        label += " sampled" if rec["do_sample"] else ""
-        label += f" {rec['dataset']}" if several_datasets else ""
-        label += f" ({rec['sweep']})" if several_sweeps else ""
-        points.append((float(rec["predicted_speedup"]), float(rec["speedup"]), label, colours[rec["profile_file"]]))
-    both = np.concatenate([predicted["predicted_speedup"], predicted["speedup"]]).astype(float)
-    both = both[np.isfinite(both)]
-    lo, hi = (float(both.min()), float(both.max())) if both.size else (0.5, 1.5)
-    lo, hi = min(lo, 1.0) * 0.9, max(hi, 1.0) * 1.1
-    ax.plot([lo, hi], [lo, hi], ls="--", color="grey", lw=0.8, label="measured = predicted")
-    ax.axhline(1.0, color="grey", lw=0.5)
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    _label_column(ax, points, fontsize=6)
-    ax.set_title(f"predicted vs measured, n={len(predicted)} cells (colours as on the left)", fontsize=8)
-    ax.legend(fontsize=7, loc="upper left")
-
-
-def _label_column(ax: Axes, points: Sequence[tuple[float, float, str, object]], fontsize: float) -> None:
-    """Each point's label in a column right of the axes, in the points' vertical order, joined to its
-    point by a thin line: cells cluster on a few speedups, where labels beside the points overprint.
-
-    Labels are spaced at least one text line apart (moved up or down from their point's height as
-    little as that allows) and kept within the axes' height.
-    """
-    if not points:
-        return
-    height_in = ax.get_position().height * cast(Figure, ax.figure).get_figheight()  # drawn on a Figure here
-    step = 1.25 * fontsize / 72 / max(height_in, 0.5)  # one text line, in axes fractions
-    to_axes = ax.transData + ax.transAxes.inverted()
-    ordered = sorted(points, key=lambda p: to_axes.transform((p[0], p[1]))[1])
-    wanted = [float(to_axes.transform((x, y))[1]) for x, y, _, _ in ordered]
-    placed: list[float] = []
-    for y in wanted:  # upwards: each label at least one line above the previous one
-        placed.append(max(y, placed[-1] + step) if placed else max(y, 0.0))
-    overflow = placed[-1] - 1.0 if placed else 0.0
-    if overflow > 0:  # then down again from the top, so the column stays within the axes
-        placed[-1] -= overflow
-        for i in range(len(placed) - 2, -1, -1):
-            placed[i] = min(placed[i], placed[i + 1] - step)
-    for (x, y, text, colour), label_y in zip(ordered, placed, strict=True):
-        ax.annotate(text, (x, y), xytext=(1.03, label_y), textcoords="axes fraction", fontsize=fontsize,
-                    va="center", ha="left", annotation_clip=False,
-                    arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.4, "alpha": 0.7,
-                                "shrinkA": 0, "shrinkB": 2})  # fmt: skip
-
-
-def _lookahead_units(summary: pd.DataFrame) -> str:
-    """``"n=3-6 samples"``: the samples behind the lookahead cells' measured speedups."""
-    return _n_text(summary.loc[summary["arm"] == "lookahead", "n_units"])
 
 
 def cell_world_sizes(sweep: Sweep) -> dict[tuple[str, str], int]:
@@ -987,7 +924,8 @@ FIGURES: dict[str, FigureSpec] = {
         ),
         FigureSpec(
             "device_profile",
-            "Measured forward time vs tokens per pass on this device, and the speedup it predicts per (N, W, G).",
+            "Measured forward time vs tokens per pass on this device, and the step-cost model's predicted vs "
+            "measured speedup of every method of the cells it predicts.",
             device_profile,
         ),
     )

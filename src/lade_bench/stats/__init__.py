@@ -78,9 +78,13 @@ from lade_bench.stats.rules import (
 from lade_bench.stats.speedup import (
     BASIS_PER_TOKEN,
     BASIS_WALL_TIME,
+    VERDICT_CANNOT_TELL,
+    VERDICT_FASTER,
+    VERDICT_SLOWER,
     per_sample_mean,
     speedup_basis,
     speedup_estimate,
+    speedup_verdict,
 )
 from lade_bench.stats.summary import (
     CELL_ATTRIBUTES,
@@ -176,6 +180,10 @@ __all__ = [
     "sorted_arms",
     "speedup_basis",
     "speedup_estimate",
+    "speedup_verdict",
+    "VERDICT_CANNOT_TELL",
+    "VERDICT_FASTER",
+    "VERDICT_SLOWER",
     "summarize",
     "summarize_cell",
     "tokens_per_step",

@@ -33,6 +33,9 @@ from lade_bench.metrics.speed import (
 from lade_bench.stats.rules import NOTE_BASELINE, NOTE_NO_PAIRS, Estimate, IntervalSettings, interval_note
 from lade_bench.stats.units import BASELINE_ARM, per_sample_totals
 
+# The three things a speedup's interval can say about an arm against its baseline (docs/reference_results.md).
+VERDICT_FASTER, VERDICT_SLOWER, VERDICT_CANNOT_TELL = "faster", "slower", "cannot tell"
+
 # What ``speedup`` is a ratio of (``speedup_basis`` column).
 BASIS_WALL_TIME = "wall time"
 BASIS_PER_TOKEN = "time per token"
@@ -41,6 +44,16 @@ BASIS_PER_TOKEN = "time per token"
 def speedup_basis(do_sample: Any) -> str:
     """What a cell's speedup is a ratio of: wall time (greedy) or time per token (sampling)."""
     return BASIS_PER_TOKEN if bool(do_sample) else BASIS_WALL_TIME
+
+
+def speedup_verdict(low: float, high: float) -> str:
+    """What a speedup's interval says: ``"faster"`` when its lower end is above 1, ``"slower"`` when its
+    upper end is below 1, else ``"cannot tell"`` (the interval spans 1, or there is none: NaN ends)."""
+    if math.isfinite(low) and low > 1.0:
+        return VERDICT_FASTER
+    if math.isfinite(high) and high < 1.0:
+        return VERDICT_SLOWER
+    return VERDICT_CANNOT_TELL
 
 
 def speedup_estimate(

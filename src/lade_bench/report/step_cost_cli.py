@@ -1,0 +1,106 @@
+"""``python -m lade_bench.report.step_cost_cli --out DIR SWEEP[=PROFILE] ...``: the step-cost model checked
+against sweeps' cells.
+
+Writes into ``--out``: ``check.csv`` (``report.step_cost_check.CHECK_COLUMNS``, one row per (cell, arm),
+full precision), ``check.md`` (:mod:`lade_bench.report.step_cost_page`) and ``predicted_vs_measured.png``
+/ ``.pdf`` (:mod:`lade_bench.report.step_cost_figure`). Each SWEEP is a sweep folder or archive; its cells
+are predicted from its own device profiles, and ``=PROFILE`` names the profile of the cells those do not
+match (a profile JSON, or a tune record whose ``profile`` the tuner measured with its held-out rows),
+used only for cells of its model and dtype. Example (the committed check, ``paper_figures/step_cost/``)::
+
+    python -m lade_bench.report.step_cost_cli --out paper_figures/step_cost paper_figures/rows/main \\
+        paper_figures/tune/mt_bench/heldout_rows=paper_figures/tune/mt_bench/tune_record.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from lade_bench import stats
+from lade_bench.profiling.device_profile import StoredProfile, profile_key
+from lade_bench.report.figures import save_figure
+from lade_bench.report.step_cost_check import check_sweep
+from lade_bench.report.step_cost_figure import draw_check_figure
+from lade_bench.report.step_cost_page import check_page
+from lade_bench.report.sweep import load_sweep
+from lade_bench.results.atomic import atomic_write_text
+
+CHECK_CSV, CHECK_MD, CHECK_FIGURE = "check.csv", "check.md", "predicted_vs_measured"
+PROG = "python -m lade_bench.report.step_cost_cli"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse the command line (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "sweeps",
+        nargs="+",
+        metavar="SWEEP[=PROFILE]",
+        help="sweep folder or archive, and optionally the profile of its cells its own profiles do not match "
+        "(a profile JSON or a tune record)",
+    )
+    parser.add_argument("--out", required=True, help="folder for check.csv, check.md and the figure")
+    parser.add_argument("--n-boot", type=int, default=stats.N_BOOT, help="bootstrap resamples (default: %(default)s)")
+    return parser.parse_args(argv)
+
+
+def given_profile(path: Path) -> StoredProfile:
+    """A profile named on the command line: a profile JSON, or the ``profile`` a tune record embeds.
+
+    Raises:
+        ValueError: the file is neither (names it and what it should be).
+    """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    profile = data.get("profile") if isinstance(data, dict) and "profile" in data else data
+    if not isinstance(profile, dict) or "token_counts" not in profile or "forward_time_s" not in profile:
+        raise ValueError(f"{path} is neither a device profile JSON nor a tune record with one ('profile')")
+    return StoredProfile(profile, path, profile_key(profile))
+
+
+def parse_sweeps(specs: Sequence[str]) -> list[tuple[Path, StoredProfile | None]]:
+    """Each ``SWEEP[=PROFILE]`` as a folder and its given profile, every path checked before any loading.
+
+    Raises:
+        ValueError: a folder or profile file that does not exist, or a profile file that is none.
+    """
+    out = []
+    for spec in specs:
+        folder, _, profile = spec.partition("=")
+        if not Path(folder).is_dir():
+            raise ValueError(f"{folder!r} is not a sweep folder or archive")
+        if profile and not Path(profile).is_file():
+            raise ValueError(f"{profile!r} (the profile given for {folder}) does not exist")
+        out.append((Path(folder), given_profile(Path(profile)) if profile else None))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Check every SWEEP's cells and write the table, the page and the figure; 2 on bad arguments."""
+    args = parse_args(argv)
+    try:
+        sweeps = parse_sweeps(args.sweeps)
+    except (ValueError, json.JSONDecodeError) as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    check = pd.concat(
+        [check_sweep(load_sweep(folder, n_boot=args.n_boot), profile) for folder, profile in sweeps], ignore_index=True
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = " ".join([PROG, "--out", shlex.quote(args.out), *(shlex.quote(s) for s in args.sweeps)])
+    atomic_write_text(out / CHECK_CSV, check.to_csv(index=False))
+    atomic_write_text(out / CHECK_MD, check_page(check, command))
+    save_figure(draw_check_figure(check), out, CHECK_FIGURE)
+    print(f"{len(check)} (cell, arm) checks of {len(sweeps)} sweep(s) -> {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
