@@ -6,9 +6,9 @@ the curve depends on the model as much as on the device (a 270M model is not a 1
 profile is keyed by :class:`ProfileKey` (device kind, model, dtype, attention implementation, compile
 mode and, on a CPU, the processor: a sweep's sittings may land on machines with other CPUs). It is
 measured once per sweep and key, by the job that holds the key's lock, and stored beside the sweep
-index as ``device_profiles/<key slug>.json``. The report predicts each lookahead cell's speedup from
-the profile whose key is the cell's (see ``aggregate.predicted_speedups``); a cell with no matching
-profile gets no prediction, never one from another model's curve.
+index as ``device_profiles/<key slug>.json``. The report predicts each cell's speedups from the
+profile whose key is the cell's (the step-cost model, ``report.step_cost_check``); a cell with no
+matching profile gets no prediction, never one from another model's curve.
 
 Sweeps recorded before profiles were keyed (version 1) hold ``device_profiles/<device kind>.json``
 and ``device_profile.json``, measured on whichever model ran first and without the attention
