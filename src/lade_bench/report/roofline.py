@@ -35,13 +35,14 @@ from matplotlib.lines import Line2D
 from lade_bench import stats
 from lade_bench.export.spec_bench_answers import split_settings
 from lade_bench.methods import method_color
+from lade_bench.report.conditions import short_processor
 from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
 from lade_bench.report.spec_bench_board import COLUMN_TITLES, DATASET, OVERALL, group_of_sample
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.tables import PaperTable, fmt, fmt_speedup, write_table
 from lade_bench.results.atomic import atomic_write_text
 from lade_bench.stats.efficiency import mean_decode_step_accepted
-from lade_bench.stats.step_cost import predicted_times, prediction_basis
+from lade_bench.stats.step_cost import outside_forward_time, predicted_times, prediction_basis
 from lade_bench.stats.units import ok_rows
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ FASTER, SLOWER, TIE = "faster", "slower", "cannot tell"
 CSV_COLUMNS = (
     "model", "arm", "label", "setting", "group", "n_units", "accepted_per_step", "relative_step_cost",
     "predicted_speedup", "measured_speedup", "measured_ci_low", "measured_ci_high", "measured_ci_note",
-    "verdict", "profile_context_tokens", "kv_measured",
+    "verdict", "arm_rows", "arm_rows_without_outside_time", "profile_processor", "profile_context_tokens",
+    "kv_measured",
 )  # fmt: skip
 TABLE = PaperTable(
     NAME,
@@ -65,7 +67,11 @@ TABLE = PaperTable(
     "at each step's width, plus the row's measured time outside the forwards); Predicted = Accepted/step "
     "/ Relative cost, the step-cost model's speedup; Measured = the leaderboard's speedup with its 95% "
     "paired bootstrap interval; Verdict = faster or slower where that interval excludes 1, else cannot "
-    "tell; Profile = the context the profile measured (a one-context profile reads every step there).",
+    "tell (at this bootstrap seed); Outside time = whether the arm's rows recorded their time outside "
+    "the forwards (drafting, retrieval, bookkeeping; wall - forward), else taken as 0 and the prediction "
+    "leaves it out (AR's rows do not record it either); Profile = the processor of the cell's device "
+    "profile and the context it measured (a one-context profile reads every step there); Overall = the "
+    "groups pooled where one profile costs them all.",
     lambda sweep: roofline_table(roofline_records(sweep)),
     "",  # written by build_report, not by a notebook
 )
@@ -118,6 +124,7 @@ def _predicted(sweep: Sweep, rows: pd.DataFrame) -> pd.DataFrame:
             cell.assign(
                 **{
                     PREDICTED: predicted,
+                    "profile_processor": short_processor(str(stored.profile.get("processor") or "unrecorded")),
                     "profile_context_tokens": basis["context_tokens"],
                     "kv_measured": basis["kv_measured"],
                 }
@@ -149,6 +156,8 @@ def roofline_point(paired: pd.DataFrame, arm: str, intervals: stats.IntervalSett
     cost = (arm_rows[PREDICTED].sum() / _decode_steps(arm_rows)) / (ar_rows[PREDICTED].sum() / _decode_steps(ar_rows))
     accepted = mean_decode_step_accepted(arm_rows) / mean_decode_step_accepted(ar_rows)
     estimate = stats.speedup_estimate(paired, arm, sampled=False, intervals=intervals)
+    # Rows that did not record their forward time have no measured outside-forward time (taken as zero).
+    unmeasured = sum(outside_forward_time(row) is None for row in arm_rows.to_dict("records"))
     return {
         "n_units": estimate.n_units,
         "accepted_per_step": accepted,
@@ -159,13 +168,15 @@ def roofline_point(paired: pd.DataFrame, arm: str, intervals: stats.IntervalSett
         "measured_ci_high": estimate.high,
         "measured_ci_note": estimate.note,
         "verdict": verdict(estimate.low, estimate.high),
+        "arm_rows": len(arm_rows),
+        "arm_rows_without_outside_time": unmeasured,
     }
 
 
 def roofline_records(sweep: Sweep, rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """One record per (model, method, setting, group) of ``rows`` (default: the sweep's) that are greedy
     and whose cell has a device profile, then per (model, method, setting) overall (every group pooled,
-    where there are several); empty when none has a profile.
+    where there are several and one device profile costs them all); empty when none has a profile.
 
     Columns: :data:`CSV_COLUMNS`.
     """
@@ -180,7 +191,10 @@ def roofline_records(sweep: Sweep, rows: pd.DataFrame | None = None) -> pd.DataF
         keys = list(entry.groupby(["sweep", "cell_id"], sort=True).groups)
         label = sweep.arm_label(str(arm), [(str(k[0]), str(k[1])) for k in keys])
         groups = sorted(set(entry["group"]), key=_group_order)
-        for group in [*groups, OVERALL] if len(groups) > 1 else groups:
+        # "Overall" pools groups costed on one profile only: cells timed on different CPU kinds are
+        # never pooled into one speedup.
+        one_profile = len({sweep.cell_profiles[(str(k[0]), str(k[1]))].path for k in keys}) == 1
+        for group in [*groups, OVERALL] if len(groups) > 1 and one_profile else groups:
             chosen = [cells[k] if group == OVERALL else cells[k][cells[k]["group"] == group] for k in keys]
             paired = stats.pooled_units([c for c in chosen if len(c)])
             first = paired.iloc[0]
@@ -192,6 +206,7 @@ def roofline_records(sweep: Sweep, rows: pd.DataFrame | None = None) -> pd.DataF
                     "setting": setting,
                     "group": group,
                     **roofline_point(paired, str(arm), sweep.intervals),
+                    "profile_processor": " / ".join(sorted(set(paired["profile_processor"]))),
                     "profile_context_tokens": int(first["profile_context_tokens"]),
                     "kv_measured": bool(first["kv_measured"]),
                 }
@@ -233,9 +248,15 @@ def roofline_table(records: pd.DataFrame) -> pd.DataFrame:
                     rec["measured_speedup"], rec["measured_ci_low"], rec["measured_ci_high"], rec["measured_ci_note"]
                 ),
                 "Verdict": rec["verdict"],
-                "Profile": f"KV grid (context {int(rec['profile_context_tokens'])})"
-                if rec["kv_measured"]
-                else f"one context, {int(rec['profile_context_tokens'])} tokens",
+                "Outside time": _outside_text(int(rec["arm_rows_without_outside_time"]), int(rec["arm_rows"])),
+                "Profile": (
+                    f"{rec['profile_processor']}: "
+                    + (
+                        f"KV grid (context {int(rec['profile_context_tokens'])})"
+                        if rec["kv_measured"]
+                        else f"one context, {int(rec['profile_context_tokens'])} tokens"
+                    )
+                ),
             }
             for rec in records.to_dict("records")
         ]
@@ -245,6 +266,15 @@ def roofline_table(records: pd.DataFrame) -> pd.DataFrame:
 # The axes' lower ends: AR's own point (1, 1) and every point of a slower-than-AR step stay in view.
 X_MIN, Y_MIN = 0.8, 0.8
 _TICKS = (1, 1.5, 2, 3, 4, 5, 7, 10, 15, 20, 30)
+
+
+def _outside_text(unmeasured: int, rows: int) -> str:
+    """Whether the arm's predicted time includes its measured time outside the forwards."""
+    if unmeasured == 0:
+        return "measured"
+    return "not recorded: 0" if unmeasured == rows else f"not recorded in {unmeasured} of {rows} rows: 0"
+
+
 # A marker per group, so that the groups of one method (one colour) are told apart.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">")
 
@@ -282,7 +312,9 @@ def draw_roofline(records: pd.DataFrame, context: str) -> Figure:
         ax.set_ylim(Y_MIN, y_max)
         _plain_ticks(ax.xaxis, X_MIN, x_max)
         _plain_ticks(ax.yaxis, Y_MIN, y_max)
-        ax.set_title(f"{model}\n{_n_text(part['n_units'])} per point, {len(part)} points", fontsize=10)
+        kinds = len(set(part["profile_processor"]))
+        cpus = f", {kinds} CPU kinds (each cell on its own profile)" if kinds > 1 else ""
+        ax.set_title(f"{model}\n{_n_text(part['n_units'])} per point, {len(part)} points{cpus}", fontsize=10)
         ax.set_xlabel("step cost relative to AR's one-token step (×)", fontsize=9)
         ax.grid(color="0.93", zorder=0)
         ax.tick_params(labelsize=8)
@@ -342,11 +374,15 @@ def _label_iso(ax: Any, speedup: float, x_max: float, y_max: float) -> None:
 
 
 def build_roofline(
-    sweep: Sweep, tables_dir: str | os.PathLike[str], figures_dir: str | os.PathLike[str]
+    sweep: Sweep,
+    tables_dir: str | os.PathLike[str],
+    figures_dir: str | os.PathLike[str],
+    rows: pd.DataFrame | None = None,
 ) -> RooflineResult | None:
     """Write ``roofline.csv`` (full precision), ``roofline.md``/``.tex`` and ``roofline.png``/``.pdf`` for
-    the sweep's Spec-Bench rows; None when the sweep has none with a device profile."""
-    spec_rows = sweep.rows[sweep.rows["dataset"] == DATASET]
+    ``rows`` of ``sweep`` (default: its Spec-Bench rows, what the report draws; ``scripts/roofline.py``
+    passes others); None when there are none with a device profile."""
+    spec_rows = sweep.rows[sweep.rows["dataset"] == DATASET] if rows is None else rows
     if spec_rows.empty:
         return None
     records = roofline_records(sweep, spec_rows)
