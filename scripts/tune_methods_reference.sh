@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every rival method tuned for this CPU (issue 67; docs/tuning.md, "Tuning every method"): the embedded
-# SmolLM2-135M-Instruct, fp32, SDPA, one torch thread, greedy, Spec-Bench questions, 64 new tokens; prompt
+# SmolLM2-135M-Instruct, fp32, SDPA, one torch thread, greedy, Spec-Bench questions, 32 new tokens; prompt
 # lookup, Token Recycling, SuffixDecoding, SAM-Decoding, PIA and REST (on the reference datastore of the
 # model's tokenizer, built by scripts/setup.sh), each over the budget its registry entry declares.
 #
@@ -13,20 +13,22 @@
 #     timing) on the committed 1-thread profile of this host (profile-smollm2-135m-instruct-1thread.json, 2D:
 #     widths 1..256 x KV 8..2048), so it may run beside other work (nice it). Each method's declared winner
 #     (its top prediction) goes into paper_figures/tune/methods/methods_search.json with every candidate,
-#     its prediction and the search sample ids.
+#     its prediction and the search sample ids, and the search cells' rows into search_rows/ (so every
+#     prediction can be recomputed from the repo: tests/tune/test_committed_methods_search.py).
 # (2) THE TIMED HELD-OUT CHECK: reuses that committed search (tune.search_from: no search runs, its winners
 #     cannot change) and runs AR with every method at its authors' defaults (one cell) and at its tuned
 #     settings (another) on the held-out questions, timed as ordinary cells. Run it ALONE on the machine,
 #     from a clean checkout, pinned to one core (taskset -c 0). It copies the tuned leaderboard
 #     (leaderboard.md / .csv), methods_record.json and the held-out cells' rows into paper_figures/tune/methods/.
 #
-# Sizing (SmolLM2 1-thread t(1) ~ 87 ms here, so 64 new tokens ~ 5.6 s per AR generation):
+# Sizing (SmolLM2 1-thread t(1) ~ 87 ms here, so 32 new tokens ~ 2.9 s per AR generation; 64 tokens made
+# (1) about 30 CPU-minutes, more than a quarter of a shared 2-core host gives a niced process in an hour):
 # dataset.per_category_limit=3 takes the first 3 questions of each of Spec-Bench's six groups, and
 # tune.interleave_groups orders them one group in turn, so the 6 search samples are one per group and the
 # 12 held-out samples two per group (12 >= MIN_CI_UNITS = 10: paired intervals). MT-Bench questions have two
 # turns (7 search rows per arm, 14 held-out). (1) runs 39 candidates in 9 cells (each cell: AR and every
-# method's i-th candidate): about 9 x 7 AR + 39 x 7 method generations ~ 30 CPU-minutes. (2) runs 2 cells
-# x 7 arms x 14 rows ~ 200 generations ~ 15-20 minutes wall. Prompts above 1,900 tokens are left out
+# method's i-th candidate): about 9 x 7 AR + 39 x 7 method generations ~ 15 CPU-minutes with the warm-ups.
+# (2) runs 2 cells x 7 arms x 14 rows ~ 200 generations ~ 10 minutes wall. Prompts above 1,900 tokens are left out
 # (dataset.max_prompt_tokens), so every step's KV length stays inside the profile's 2,048.
 # Resumable: rerun the same command after a kill; finished cells (and a declared search) are reused.
 set -euo pipefail
@@ -59,7 +61,7 @@ if [ $# -eq 4 ]; then
     reuse=(tune.search_from="$out/search_from/methods_search.json")
 fi
 export OMP_NUM_THREADS=1  # the committed profile is one thread's: the tune's device kind must match it
-.venv/bin/python -m lade_bench.tune model=smollm2 device=cpu max_new_tokens=64 \
+.venv/bin/python -m lade_bench.tune model=smollm2 device=cpu max_new_tokens=32 \
     dataset=spec_bench dataset.path="$questions" dataset.per_category_limit=3 dataset.shuffle_seed=null \
     dataset.max_prompt_tokens=1900 \
     'tune.methods=[prompt_lookup,token_recycling,suffix_decoding,sam_decoding,pia,rest]' \
@@ -68,6 +70,11 @@ export OMP_NUM_THREADS=1  # the committed profile is one thread's: the tune's de
 mkdir -p "$dest"
 if [ $# -eq 2 ]; then
     cp "$out/tune/$name/methods_search.json" "$dest/"
+    rm -rf "$dest/search_rows"
+    for cell in "$out/tune/$name/search"/*/; do
+        mkdir -p "$dest/search_rows/$(basename "$cell")"
+        cp "$cell"/rows.jsonl "$cell"/config.yaml "$cell"/manifest.json "$dest/search_rows/$(basename "$cell")/"
+    done
     echo "search record in $dest/methods_search.json; the timed held-out check: $0 $out $2 --search-from $dest"
 else
     cp "$out/tune/$name/leaderboard.md" "$out/tune/$name/leaderboard.csv" "$out/tune/$name/methods_record.json" "$dest/"

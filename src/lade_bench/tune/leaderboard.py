@@ -9,15 +9,18 @@ rows, and the search's prediction that declared the tuned settings. Written by t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from lade_bench import stats
 from lade_bench.methods import method_label
+from lade_bench.methods.budget import candidate_key, plain
 from lade_bench.report.table_format import to_markdown
 from lade_bench.results.atomic import atomic_write_text
+from lade_bench.tune.budget_search import candidate_evidence
 from lade_bench.tune.outputs import format_speedup
 
 LEADERBOARD_MD = "leaderboard.md"
@@ -59,6 +62,48 @@ def leaderboard_table(record: Mapping[str, Any]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def heldout_methods(
+    rows: Mapping[str, pd.DataFrame],
+    methods: Sequence[str],
+    sample_ids: Sequence[str],
+    profile: Mapping[str, Any],
+    configured: Mapping[str, Mapping[str, Mapping[str, Any]]],
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per method and configuration (``defaults``, ``tuned``): the settings it ran, its measured speedup over
+    AR with the paired interval and n (``stats.summarize_cell`` of its held-out cell's ``rows``), and the
+    step-cost prediction from the same rows on ``profile`` (``configured``: configuration -> method ->
+    settings). What the leaderboard shows; recomputable from the committed held-out rows."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in methods:
+        out[name] = {}
+        for which, cell_rows in rows.items():
+            records = {rec["arm"]: rec for rec in stats.summarize_cell(cell_rows)}
+            measured = records.get(name, {})
+            try:
+                predicted = candidate_evidence(cell_rows, name, sample_ids, profile)
+            except ValueError as err:  # a step outside the profile: no prediction, the reason kept
+                predicted = {"predicted_speedup": None, "note": str(err)}
+            settings = {k: plain(v) for k, v in configured[which][name].items()}
+            out[name][which] = {
+                "settings": settings,
+                "key": candidate_key(settings),
+                "speedup": _number(measured.get("speedup")),
+                "ci_low": _number(measured.get("speedup_ci_low")),
+                "ci_high": _number(measured.get("speedup_ci_high")),
+                "ci_note": measured.get("speedup_ci_note"),
+                "n_units": measured.get("n_units"),
+                "predicted_speedup": predicted.get("predicted_speedup"),
+                "outputs_equal_ar": predicted.get("outputs_equal_ar"),
+                "tokens_per_step": predicted.get("tokens_per_step"),
+                "mean_step_tokens": predicted.get("mean_step_tokens"),
+            }
+    return out
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if value is not None and math.isfinite(float(value)) else None
 
 
 def write_leaderboard(tune_dir: Path, record: Mapping[str, Any]) -> tuple[Path, Path]:

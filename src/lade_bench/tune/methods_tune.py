@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.console import Console
 
-from lade_bench import stats
 from lade_bench.methods import REFERENCE, get_method
 from lade_bench.methods.budget import candidate_key, plain
 from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug
@@ -51,7 +49,7 @@ from lade_bench.tune.budget_search import (
     search_rounds,
 )
 from lade_bench.tune.config import TuneConfigError, TuneSettings
-from lade_bench.tune.leaderboard import write_leaderboard
+from lade_bench.tune.leaderboard import heldout_methods, write_leaderboard
 from lade_bench.tune.profile import obtain_surface
 from lade_bench.tune.validate import run_tune_cell
 
@@ -303,33 +301,13 @@ def _heldout(
     with progress_bar(units, f"held-out ({len(distinct)} cells, {len(ids)} samples)") as advance:
         for cell_dir, cell_plan in distinct.items():
             cell_rows[cell_dir] = run_tune_cell(cell_plan, cell_model, heldout, me, advance)
-    out: dict[str, Any] = {"sample_ids": ids, "cells": {k: p.cell_dir.name for k, p in plans.items()}, "methods": {}}
-    for name in prep.settings.methods:
-        per_method = {}
-        for which, cell_plan in plans.items():
-            rows = cell_rows[cell_plan.cell_dir]
-            records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
-            measured = records.get(name, {})
-            try:
-                predicted = candidate_evidence(rows, name, ids, profile)
-            except ValueError as err:
-                predicted = {"predicted_speedup": None, "note": str(err)}
-            settings = prep.defaults[name] if which == "defaults" else {k: plain(v) for k, v in winners[name].items()}
-            per_method[which] = {
-                "settings": settings,
-                "key": candidate_key(settings),
-                "speedup": _number(measured.get("speedup")),
-                "ci_low": _number(measured.get("speedup_ci_low")),
-                "ci_high": _number(measured.get("speedup_ci_high")),
-                "ci_note": measured.get("speedup_ci_note"),
-                "n_units": measured.get("n_units"),
-                "predicted_speedup": predicted.get("predicted_speedup"),
-                "outputs_equal_ar": predicted.get("outputs_equal_ar"),
-                "tokens_per_step": predicted.get("tokens_per_step"),
-                "mean_step_tokens": predicted.get("mean_step_tokens"),
-            }
-        out["methods"][name] = per_method
-    return out
+    rows = {which: cell_rows[p.cell_dir] for which, p in plans.items()}
+    configured = {"defaults": prep.defaults, "tuned": winners}
+    return {
+        "sample_ids": ids,
+        "cells": {k: p.cell_dir.name for k, p in plans.items()},
+        "methods": heldout_methods(rows, prep.settings.methods, ids, profile, configured),
+    }
 
 
 def _identity(cfg: DictConfig, plan: CellPlan, prep: _Prepared, search: list, heldout: list) -> dict[str, Any]:
@@ -396,10 +374,6 @@ def _interleaved(plan: CellPlan, samples: list) -> list:
             if queue:
                 out.append(queue.pop(0))
     return out
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if value is not None and math.isfinite(float(value)) else None
 
 
 def _now() -> str:
