@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lade_bench import stats
+from lade_bench.predict.__main__ import main as predict_main
 from lade_bench.report.conditions import cell_processor
 from lade_bench.results import load_rows
 from lade_bench.results.archive import read_archive_cells
@@ -94,6 +95,10 @@ def test_amd_cells_predicted_from_the_intel_profile_are_the_step_cost_model_on_t
     assert "every step read at the profile's one context (128 tokens)" in markdown
 
 
+# The refusals the issue names (another model's or dtype's profile), run from the command line.
+SUBPROCESS_CASES = ("gemma profile for smollm2 rows", "bfloat16 profile for float32 rows")
+
+
 def _bench_curve(tmp_path: Path, dtype: str) -> Path:
     """One eager curve of the engine benchmark's step-cost file, as the profile file it was measured as."""
     curves = json.loads(BENCH_CURVES.read_text())["curves"]
@@ -129,7 +134,10 @@ def _bench_curve(tmp_path: Path, dtype: str) -> Path:
         ("no rows", "error: no rows in {empty}: pass a sweep folder"),
     ],
 )
-def test_refusals_are_one_line_before_anything_is_written(tmp_path, case, expected):
+def test_refusals_are_one_line_before_anything_is_written(tmp_path, capsys, case, expected):
+    """Each refusal: exit status 2, one line on stderr, nothing written. The model and dtype refusals run the
+    command as a user does; the others call its ``main`` in this process (the same code, without starting
+    an interpreter and importing the report for each)."""
     bf16, fp32, empty = _bench_curve(tmp_path, "bfloat16"), _bench_curve(tmp_path, "float32"), tmp_path / "empty"
     empty.mkdir()
     spec_bench = REPO / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
@@ -144,9 +152,14 @@ def test_refusals_are_one_line_before_anything_is_written(tmp_path, case, expect
         "no rows": [empty, "--profile", AMD_GEMMA],
     }[case]
     out = tmp_path / "out"
-    done = predict(*argv, "--out", out)
-    assert done.returncode == 2 and done.stdout == ""
-    (line,) = done.stderr.splitlines()
+    if case in SUBPROCESS_CASES:
+        done = predict(*argv, "--out", out)
+        status, stdout, stderr = done.returncode, done.stdout, done.stderr
+    else:
+        status = predict_main([str(a) for a in [*argv, "--out", out]])
+        stdout, stderr = capsys.readouterr()
+    assert status == 2 and stdout == ""
+    (line,) = stderr.splitlines()
     assert expected.format(bf16=bf16, empty=empty) in line
     if case == "a step wider than the profile measured":
         assert line.startswith("error: cell spec_bench/") and ", arm " in line

@@ -132,9 +132,8 @@ def predicted_leaderboard(
     rows = folders.rows
     priced = predicted_rows(rows, profiles)
     measured = stats.summarize(rows, intervals=intervals)
-    predicted = stats.summarize(priced, intervals=intervals)
     merged = measured.rename(columns=_MEASURED).merge(
-        predicted[[*stats.CELL_KEY, "arm", *_PREDICTED]].rename(columns=_PREDICTED),
+        predicted_speedups(priced, intervals),
         on=[*stats.CELL_KEY, "arm"],
         how="left",
         validate="one_to_one",
@@ -162,6 +161,32 @@ def predicted_leaderboard(
         basis["rows_nothing_to_price"] = int(((priced["model"] == model) & (priced["error"] == NOTHING_TO_PRICE)).sum())
         tables.append(PredictedTable(profile, model, records, basis))
     return tables
+
+
+def predicted_speedups(priced: pd.DataFrame, intervals: stats.IntervalSettings) -> pd.DataFrame:
+    """Every (cell, arm)'s speedup over AR on :func:`predicted_rows`' priced rows, as the summary computes a
+    measured one (``stats.speedup_estimate`` on the cell's paired units: ratio of sums, of time per token in
+    a sampling cell, its bootstrap over samples), without the summary's other columns, which the measured
+    summary gives. Columns: the cell key, ``arm`` and the predicted ones (``predicted_n_units`` ...)."""
+    records = []
+    for (sweep, cell_id), cell_rows in priced.groupby(list(stats.CELL_KEY), sort=False):
+        sampled = bool(stats.cell_attributes(cell_rows)["do_sample"])
+        paired = stats.common_rows(cell_rows)
+        for arm in cell_rows["arm"].unique():
+            estimate = stats.speedup_estimate(paired, str(arm), sampled=sampled, intervals=intervals)
+            records.append(
+                {
+                    "sweep": sweep,
+                    "cell_id": cell_id,
+                    "arm": arm,
+                    "predicted_n_units": estimate.n_units,
+                    "predicted_speedup": estimate.value,
+                    "predicted_ci_low": estimate.low,
+                    "predicted_ci_high": estimate.high,
+                    "predicted_ci_note": estimate.note,
+                }
+            )
+    return pd.DataFrame.from_records(records, columns=[*stats.CELL_KEY, "arm", *_PREDICTED.values()])
 
 
 def unpriced_reason(arm: str) -> str:
