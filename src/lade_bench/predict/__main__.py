@@ -8,7 +8,8 @@ Examples::
     python -m lade_bench.predict paper_figures/rows/main \\
         --profile $P/cpu-x86-64-1-threads--smollm2-135m-instruct--float32--sdpa--cpu-17f8311b488c.json \\
                   $P/cpu-x86-64-1-threads--gemma3-270m--float32--sdpa--cpu-04ce6b5dd321.json
-    # a sweep predicted on the GPU the GPU check profiled (it writes device_profile_<model>.json)
+    # a float32 sweep predicted on the GPU that `python -m lade_bench.gpu_check --dtypes float32 ...` profiled
+    # (it writes device_profile_<model>.json in its first dtype; a profile predicts rows of its dtype only)
     python -m lade_bench.predict runs/spec_bench --out predicted/h200 \\
         --profile gpu_check/device_profile_smollm2.json gpu_check/device_profile_gemma3_270m.json
 
