@@ -41,6 +41,8 @@ pytestmark = pytest.mark.slow
 
 PROFILED = ["device_profile.enabled=true", "device_profile.warmup=0", "device_profile.repeats=1"]
 PROFILED += ["device_profile.context_tokens=8", "warmup=0", "max_new_tokens=6"]
+# A small KV grid (with the context, 8, 64 and 1024 tokens) that spans the question's prompt and output.
+PROFILED += ["device_profile.kv_lengths=[64,1024]"]
 MODELS = {"tiny-llama": "tiny_llama", "tiny-qwen2": "tiny_qwen2"}
 
 
