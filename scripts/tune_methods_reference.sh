@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every rival method tuned for this CPU (issue 67; docs/tuning.md, "Tuning every method"): the embedded
-# SmolLM2-135M-Instruct, fp32, SDPA, one torch thread, greedy, Spec-Bench questions, 32 new tokens; prompt
+# SmolLM2-135M-Instruct, fp32, SDPA, one torch thread, greedy, Spec-Bench questions, 16 new tokens; prompt
 # lookup, Token Recycling, SuffixDecoding, SAM-Decoding, PIA and REST (on the reference datastore of the
 # model's tokenizer, built by scripts/setup.sh), each over the budget its registry entry declares.
 #
@@ -21,14 +21,17 @@
 #     from a clean checkout, pinned to one core (taskset -c 0). It copies the tuned leaderboard
 #     (leaderboard.md / .csv), methods_record.json and the held-out cells' rows into paper_figures/tune/methods/.
 #
-# Sizing (SmolLM2 1-thread t(1) ~ 87 ms here, so 32 new tokens ~ 2.9 s per AR generation; 64 tokens made
-# (1) about 30 CPU-minutes, more than a quarter of a shared 2-core host gives a niced process in an hour):
+# Sizing (SmolLM2 1-thread t(1) ~ 87 ms here, so 16 new tokens ~ 1.4 s per AR generation plus the prefill;
+# measured on the shared 2-core host beside four other engineers' tests, a row of the search cost ~3.6
+# CPU-seconds at 32 new tokens, and a niced process got 10-30% of a core, so 64 or 32 new tokens could not
+# finish within the session: 16 new tokens, short answers whose drafts (a prompt-lookup draft of 10 tokens
+# included) are cut by the budget, so the search favours shorter drafts less than a longer run would):
 # dataset.per_category_limit=3 takes the first 3 questions of each of Spec-Bench's six groups, and
 # tune.interleave_groups orders them one group in turn, so the 6 search samples are one per group and the
 # 12 held-out samples two per group (12 >= MIN_CI_UNITS = 10: paired intervals). MT-Bench questions have two
 # turns (7 search rows per arm, 14 held-out). (1) runs 39 candidates in 9 cells (each cell: AR and every
-# method's i-th candidate): about 9 x 7 AR + 39 x 7 method generations ~ 15 CPU-minutes with the warm-ups.
-# (2) runs 2 cells x 7 arms x 14 rows ~ 200 generations ~ 10 minutes wall. Prompts above 1,900 tokens are left out
+# method's i-th candidate): 9 x 7 AR + 39 x 7 method generations, about 11 CPU-minutes with the warm-ups.
+# (2) runs 2 cells x 7 arms x 14 rows ~ 200 generations, about 10 minutes wall on a quiet core. Prompts above 1,900 tokens are left out
 # (dataset.max_prompt_tokens), so every step's KV length stays inside the profile's 2,048.
 # Resumable: rerun the same command after a kill; finished cells (and a declared search) are reused.
 set -euo pipefail
@@ -61,7 +64,7 @@ if [ $# -eq 4 ]; then
     reuse=(tune.search_from="$out/search_from/methods_search.json")
 fi
 export OMP_NUM_THREADS=1  # the committed profile is one thread's: the tune's device kind must match it
-.venv/bin/python -m lade_bench.tune model=smollm2 device=cpu max_new_tokens=32 \
+.venv/bin/python -m lade_bench.tune model=smollm2 device=cpu max_new_tokens=16 \
     dataset=spec_bench dataset.path="$questions" dataset.per_category_limit=3 dataset.shuffle_seed=null \
     dataset.max_prompt_tokens=1900 \
     'tune.methods=[prompt_lookup,token_recycling,suffix_decoding,sam_decoding,pia,rest]' \
