@@ -13,6 +13,8 @@ from hydra import compose, initialize_config_dir
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.runner import register_configs
 
+from .cli_server import CliServer
+
 REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = PACKAGE_CONF_DIR  # the top-level conf/ (the package lade_bench.conf)
 FIXTURE_DATA = REPO / "tests" / "fixtures" / "datasets"
@@ -38,13 +40,28 @@ def compose_cfg():
     return _compose
 
 
+@pytest.fixture(scope="session")
+def cli_server(tmp_path_factory):
+    """The CLI server of this pytest worker (cli_server.py): the CLI's modules imported once, each run forked."""
+    server = CliServer(tmp_path_factory.mktemp("cli_server") / "server.log")
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def run_cli(tmp_path):
-    """``run_cli(*args, env=None)``: ``python -m lade_bench.run ARGS`` in ``tmp_path``, output root there too."""
+def run_cli(tmp_path, request):
+    """``run_cli(*args, env=None)``: ``python -m lade_bench.run ARGS`` in ``tmp_path``, output root there too.
+
+    Forked from the CLI server; with ``env`` (variables the child's imports would read) a real
+    ``python -m lade_bench.run`` process, interpreter start and imports included."""
 
     def _run(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "lade_bench.run", *args, f"output_root={tmp_path / 'runs'}"]
-        environment = {**os.environ, **(env or {})}
+        args = (*args, f"output_root={tmp_path / 'runs'}")
+        if env is None:
+            # Asked for here, not as an argument: a test of env runs alone starts no server.
+            return request.getfixturevalue("cli_server").run(args, cwd=tmp_path, timeout=timeout)
+        command = [sys.executable, "-m", "lade_bench.run", *args]
+        environment = {**os.environ, **env}
         return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=environment)
 
     return _run

@@ -1,13 +1,10 @@
 """Test helper: ``python -m lade_bench.run`` with one finalisation step patched to SIGKILL the run.
 
-Usage: ``python kill_during_finalisation.py``, then one JSON request per line on stdin,
-``{"stage": STAGE, "args": [overrides...], "log": PATH}``; each is answered by one JSON line on stdout,
-``{"stage": STAGE, "signal": N or null, "exit_status": N or null}``. The CLI's modules (torch,
-transformers, W&B, the engine) are imported once here; each request forks a child that starts its own
-session and runs the CLI as ``python -m lade_bench.run`` would, with the stage's step patched, its
-output in the ``log`` file. The patched step kills the child's whole process group (as an OOM killer or
-a cluster's job kill would), W&B's service process included; the patch lives only in that child, and
-production code has no switch for it. Stages, in finalisation order:
+``install(STAGE)`` patches the stage's step in the calling process: the CLI server's child
+(cli_server.py, ``patch=("kill_during_finalisation", STAGE)``) calls it before it runs the CLI. The
+patched step kills the child's whole process group (as an OOM killer or a cluster's job kill would),
+W&B's service process included; the patch lives only in that child, and production code has no switch
+for it. Stages, in finalisation order:
 
 * ``rows_parquet``: just after ``rows.parquet`` is written;
 * ``summary``: just after ``summary.json`` is written;
@@ -20,13 +17,8 @@ production code has no switch for it. Stages, in finalisation order:
 from __future__ import annotations
 
 import functools
-import importlib
-import json
 import os
-import runpy
 import signal
-import sys
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,103 +94,3 @@ def install(stage: str) -> None:
 
 # A stage whose child is still running after this long has hung: SIGALRM ends it (and the test fails).
 STAGE_TIMEOUT_S = 300
-
-
-# What a run of the CLI imports, heaviest first (the rest comes in with these); the parent imports them
-# once so that each child only runs. Found by listing the modules a forked full run added to sys.modules.
-CLI_MODULES = (
-    "torch",
-    "transformers",
-    "wandb",
-    "wandb.apis.public",
-    "wandb.sdk.launch",
-    "requests",
-    "opentelemetry.exporter.otlp.proto.http._log_exporter",
-    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
-    "opentelemetry.sdk._logs.export",
-    "opentelemetry.sdk.metrics.export",
-    "opentelemetry.sdk.trace",
-    "matplotlib.pyplot",
-    "matplotlib.backends.backend_agg",
-    "matplotlib.backends.backend_pdf",
-    "fontTools.subset",
-    "pyarrow.dataset",
-    "pyarrow.parquet",
-    "hydra._internal.core_plugins.basic_launcher",
-    "hydra._internal.core_plugins.basic_sweeper",
-    "hydra._internal.core_plugins.importlib_resources_config_source",
-    "hydra_plugins.hydra_ray_launcher.ray_launcher",
-    "hydra_plugins.lade_bench_launchers.launchers",
-    "lade_bench.runner.config_schema",
-    "lade_bench.runner.job",
-    "lade_bench.runner.cell",
-    "lade_bench.runner.arms",
-    "lade_bench.runner.launch_plan",
-    "lade_bench.runner.output_check",
-    "lade_bench.decoding.lookahead.lookahead",
-    "lade_bench.sandbox.judge",
-)
-
-
-def _import_the_cli() -> None:
-    """Import what a run of the CLI imports, without running anything (no torch computation before a fork)."""
-    for name in CLI_MODULES:
-        importlib.import_module(name)
-
-
-def _run_stage_in_this_child(stage: str, args: list[str], log: str) -> None:
-    """In the forked child: own session, output to ``log``, patch ``stage``, run the CLI; never returns."""
-    code = 1
-    try:
-        os.setsid()  # the stage's killpg then reaches this child and what it starts, never the parent
-        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        signal.alarm(STAGE_TIMEOUT_S)
-        install(stage)
-        sys.argv = ["lade_bench.run", *args]
-        # As `python -m lade_bench.run` does it: Hydra finds conf/ relative to the module run as __main__.
-        runpy.run_module("lade_bench.run", run_name="__main__", alter_sys=True)
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-        if not isinstance(exc.code, int) and exc.code is not None:
-            print(exc.code, file=sys.stderr)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def run_stage(stage: str, args: list[str], log: str) -> dict[str, Any]:
-    """Run the CLI with ``args`` in a forked child killed at ``stage``; how the child ended."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:
-        _run_stage_in_this_child(stage, args, log)
-    _, status = os.waitpid(pid, 0)
-    try:  # whatever the child started and left behind (e.g. it was not killed at the stage)
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    return {
-        "stage": stage,
-        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "exit_status": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-    }
-
-
-def serve() -> None:
-    """Answer each JSON request on stdin (one stage of the CLI) with how its child ended, until stdin closes."""
-    _import_the_cli()
-    for line in sys.stdin:
-        request = json.loads(line)
-        print(json.dumps(run_stage(request["stage"], request["args"], request["log"])), flush=True)
-
-
-if __name__ == "__main__":
-    serve()

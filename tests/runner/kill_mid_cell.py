@@ -1,6 +1,7 @@
 """Test helper: ``python -m lade_bench.run`` that SIGKILLs itself mid-cell, after its N-th row.
 
-Usage: ``python kill_mid_cell.py N [overrides...]``. Like ``kill -9`` from a scheduler or the OOM
+Usage: ``python kill_mid_cell.py N [overrides...]``, or as a patch of a CLI server's child
+(cli_server.py, ``patch=("kill_mid_cell", N)``). Like ``kill -9`` from a scheduler or the OOM
 killer: no ``finally`` runs, so the cell's lock, its "running" index entry and its rows up to the
 N-th stay behind for the next run to take over. The patch lives only in this process.
 """

@@ -9,8 +9,6 @@ cell's files untouched. A cell that already mixes samples is never shown or skip
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -176,16 +174,14 @@ def test_a_cell_holding_rows_of_samples_it_did_not_keep_is_never_done(compose_cf
     )
 
 
-def test_from_the_command_line_a_resume_on_a_reordered_file_is_refused_in_one_line(interrupted, tmp_path):
+def test_from_the_command_line_a_resume_on_a_reordered_file_is_refused_in_one_line(interrupted, tmp_path, cli_server):
     # As a user meets it: a cell cut short after two rows (in-process: the kill itself is
     # test_runner_cli's), the file rewritten in another order, then the same command line.
     data, plan = interrupted
     before = _cell_files(plan.cell_dir)
     _write(data, RECORDS[::-1])
     args = [*ARGS, f"dataset.path={data}", f"output_root={tmp_path / 'runs'}"]
-    refused = subprocess.run(
-        [sys.executable, "-m", "lade_bench.run", *args], cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
+    refused = cli_server.run(args, cwd=tmp_path, timeout=300)
     output = refused.stdout + refused.stderr
     assert refused.returncode == 2, output[-2000:]
     errors = [line for line in output.splitlines() if "[ERROR]" in line]

@@ -1,12 +1,17 @@
-"""The user's exact commands, run as subprocesses: sweeps, resume after SIGKILL, SmolLM2, bad input."""
+"""The user's exact commands: sweeps, resume after SIGKILL, SmolLM2, bad input.
+
+Forked from the CLI server (cli_server.py: the CLI's own code from Hydra's entry point on, the
+interpreter's start and imports paid once); the refusals that depend on what the process imports (or on
+variables read at import time) run a real ``python -m lade_bench.run``.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
-import subprocess
-import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -63,16 +68,11 @@ def test_ablation_wg_sweep_runs_end_to_end_with_its_sinks_and_resumes(run_cli, t
         assert len(load_rows(sweep_root / entry["cell_dir"])) == 4
 
 
-def test_sigkill_mid_cell_then_rerun_completes(run_cli, tmp_path):
+def test_sigkill_mid_cell_then_rerun_completes(run_cli, cli_server, tmp_path):
     # W&B and the device profile off: a kill during their steps has its own tests
     # (test_runner_kill_finalisation, test_runner_damage); this one is about the rows.
     args = ["model=tiny_llama", "device=cpu", "dataset.limit=4", "max_new_tokens=32", *QUIET]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "lade_bench.run", *args, f"output_root={tmp_path / 'runs'}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = cli_server.start([*args, f"output_root={tmp_path / 'runs'}"], cwd=tmp_path, output=Path(os.devnull))
     try:
         deadline = time.monotonic() + 120
         rows_file = None
@@ -84,10 +84,11 @@ def test_sigkill_mid_cell_then_rerun_completes(run_cli, tmp_path):
             time.sleep(0.02)
         assert rows_file is not None and process.poll() is None, "the run ended before it could be killed"
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=30)
+        process.wait()
     finally:
         if process.poll() is None:
-            process.kill()
+            process.send_signal(signal.SIGKILL)
+            process.wait()
     survived = scan_rows_jsonl(rows_file).rows  # readable after the kill
     assert 1 <= len(survived) < 16
     assert read_index(tmp_path / "runs" / "single")[0]["status"] == "running"

@@ -1,17 +1,17 @@
 """SIGKILL at each finalisation step, then one rerun: every artifact of every cell exists and is whole.
 
 Each stage kills the real CLI (with W&B offline) at one step of a different cell of the same sweep
-(cells differ by seed; each run is a child forked from one helper that imported the CLI's modules once,
-see kill_during_finalisation.py); a single multirun over the seeds then has to complete them all: rows,
-parquet, summary, one whole W&B run per cell, figures, the index (jsonl and parquet), no temp files.
+(cells differ by seed; each run, the rerun too, is a child of the CLI server, which imported the CLI's
+modules once: cli_server.py, the stages in kill_during_finalisation.py); a single multirun over the
+seeds then has to complete them all: rows, parquet, summary, one whole W&B run per cell, figures, the
+index (jsonl and parquet), no temp files.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import signal
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -27,7 +27,6 @@ from .kill_during_finalisation import STAGE_TIMEOUT_S, STAGES
 
 pytestmark = pytest.mark.slow
 
-HELPER = Path(__file__).with_name("kill_during_finalisation.py")
 ARGS = [*[a for a in TINY if not a.startswith("wandb.mode=")], "wandb.mode=offline", "warmup=0"]
 FIGURES = ("accept_length_histogram", "speedup_bars")
 
@@ -67,47 +66,27 @@ def _state_left_by(stage: str, sweep: Path, cell: Path) -> None:
         assert index["status"] == "running"
 
 
-def test_kill_at_each_finalisation_step_then_rerun_completes_everything(tmp_path):
+def test_kill_at_each_finalisation_step_then_rerun_completes_everything(tmp_path, cli_server):
     env = {**os.environ, "WANDB_DATA_DIR": str(tmp_path / "wandb_data")}  # keep W&B staging out of $HOME
     runs = tmp_path / "runs"
     sweep = runs / "single"
     rows_before = {}
-    # One helper imports the CLI's modules once and forks one child per stage (its own session, so the
-    # stage's kill reaches that child and its W&B service only); each kill is checked before the next.
-    with (tmp_path / "helper.log").open("w") as helper_log:
-        helper = subprocess.Popen(
-            [sys.executable, str(HELPER)],
-            cwd=tmp_path,
-            env=env,
-            text=True,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=helper_log,
+    # Each stage's run is a child of the CLI server (its own session, so the stage's kill reaches that
+    # child and its W&B service only); each kill is checked before the next.
+    for seed, stage in enumerate(STAGES):
+        log = tmp_path / f"{stage}.log"
+        args = [*ARGS, f"seed={seed}", f"output_root={runs}"]
+        child = cli_server.start(
+            args, cwd=tmp_path, output=log, env=env, patch=("kill_during_finalisation", stage), timeout=STAGE_TIMEOUT_S
         )
-        try:
-            for seed, stage in enumerate(STAGES):
-                log = tmp_path / f"{stage}.log"
-                request = {"stage": stage, "args": [*ARGS, f"seed={seed}", f"output_root={runs}"], "log": str(log)}
-                helper.stdin.write(json.dumps(request) + "\n")
-                helper.stdin.flush()
-                answer = helper.stdout.readline()
-                assert answer, f"{stage}: the helper died\n{(tmp_path / 'helper.log').read_text()[-3000:]}"
-                killed = json.loads(answer)
-                assert killed == {"stage": stage, "signal": 9, "exit_status": None}, (
-                    f"{stage}: not killed ({killed})\n{log.read_text()[-3000:]}"
-                )
-                cell = _cell_dir(sweep, seed)
-                _state_left_by(stage, sweep, cell)
-                rows_before[seed] = (cell / "rows.jsonl").read_bytes()
-        finally:
-            helper.stdin.close()  # the helper ends once its last child has
-            helper_status = helper.wait(timeout=STAGE_TIMEOUT_S)
-            helper.stdout.close()
-    assert helper_status == 0, (tmp_path / "helper.log").read_text()[-3000:]
+        killed = child.wait(kill_group=True)  # and whatever the killed run left behind
+        assert killed == -signal.SIGKILL, f"{stage}: not killed (exit status {killed})\n{log.read_text()[-3000:]}"
+        cell = _cell_dir(sweep, seed)
+        _state_left_by(stage, sweep, cell)
+        rows_before[seed] = (cell / "rows.jsonl").read_bytes()
 
     seeds = ",".join(str(seed) for seed in range(len(STAGES)))
-    command = [sys.executable, "-m", "lade_bench.run", "--multirun", *ARGS, f"seed={seeds}", f"output_root={runs}"]
-    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    rerun = cli_server.run(["--multirun", *ARGS, f"seed={seeds}", f"output_root={runs}"], cwd=tmp_path, env=env)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     output = rerun.stdout + rerun.stderr
     assert "rows to generate" not in output, "a rerun must not generate again"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -57,7 +56,7 @@ def test_presets_give_one_gpu_per_timed_cell_and_none_to_local_ones():
 
 
 @pytest.mark.slow
-def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
+def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path, cli_server):
     """The documented Slurm command, against stand-ins for sbatch/srun/sacct that record the job script.
 
     Its launch plan (``_plan/launch.json``, written before anything is submitted) is checked here too: one
@@ -81,11 +80,12 @@ def test_slurm_preset_submits_one_gpu_array_task_per_cell(tmp_path):
     for name, body in fakes.items():
         (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_dir / name).chmod(0o755)
-    command = [sys.executable, "-m", "lade_bench.run", "+sweep=ablation_wg", "hydra/launcher=slurm_gpu"]
-    command += ["hydra.launcher.partition=gpu", "hydra.launcher.account=lab", f"output_root={tmp_path / 'runs'}"]
-    command += ["hydra.launcher.poll_s=0.1", "hydra.launcher.result_grace_s=0"]
+    args = ["+sweep=ablation_wg", "hydra/launcher=slurm_gpu"]
+    args += ["hydra.launcher.partition=gpu", "hydra.launcher.account=lab", f"output_root={tmp_path / 'runs'}"]
+    args += ["hydra.launcher.poll_s=0.1", "hydra.launcher.result_grace_s=0"]
+    # The stand-ins are found on PATH when the launcher calls them, so a child of the CLI server sees them.
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = cli_server.run(args, cwd=tmp_path, env=env, timeout=300)
     # The launch ends (it does not wait forever), names every cell and the rerun command, no traceback.
     said = done.stdout + done.stderr
     assert done.returncode == 3 and "16 cell(s) not done" in said and "Traceback" not in said, said[-3000:]

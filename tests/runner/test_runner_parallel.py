@@ -1,6 +1,7 @@
 """Many jobs, one sweep: Hydra's submitit and Ray launchers, a kill -9 mid-cell, two identical commands.
 
-Every test runs the real CLI on the tiny model (the kill test reruns in-process). A sweep run in
+Every test runs the real CLI on the tiny model, forked from the CLI server (cli_server.py: the CLI's
+modules imported once); the kill test reruns in-process. A sweep run in
 parallel must leave exactly what the same sweep run sequentially leaves, timings and provenance aside:
 every cell done, each row once, an index and a status that agree.
 """
@@ -10,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,11 +26,11 @@ from lade_bench.results.progress import STATES, sweep_progress
 from lade_bench.results.sweep_layout import locks_dir
 from lade_bench.runner import run_cell
 
+from .cli_server import CliServer, ForkedRun
 from .conftest import CONF_DIR, TINY
 
 pytestmark = pytest.mark.slow
 
-HELPER = Path(__file__).with_name("kill_mid_cell.py")
 # Three cells: more than the two Ray slots, so one Ray worker runs a second cell after its first.
 WINDOWS = (1, 2, 3)
 SWEEP = ["--multirun", f"lookahead.window={','.join(map(str, WINDOWS))}", *TINY, "warmup=0"]
@@ -41,12 +40,8 @@ ROW_TIMING = (*CLOCK_COLUMNS, *(c.name for c in COLUMNS if c.group == "provenanc
 REPORT_TIMING = stats.CLOCK_COLUMNS
 
 
-def _run(args: list[str], output_root: Path, *, env: dict[str, str] | None = None, timeout: float = 300):
-    command = [sys.executable, "-m", "lade_bench.run", *args, f"output_root={output_root}"]
-    environment = {**os.environ, **(env or {})}
-    done = subprocess.run(
-        command, cwd=output_root.parent, env=environment, capture_output=True, text=True, timeout=timeout
-    )
+def _run(cli_server: CliServer, args: list[str], output_root: Path, *, timeout: float = 300):
+    done = cli_server.run([*args, f"output_root={output_root}"], cwd=output_root.parent, timeout=timeout)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     return done
 
@@ -102,12 +97,12 @@ def _assert_same_report(sweep: Path, reference: Path, windows: tuple[int, ...] =
     pd.testing.assert_frame_equal(rows, expected_rows)
 
 
-def test_submitit_local_jobs_in_parallel_match_the_sequential_sweep(sequential, tmp_path):
+def test_submitit_local_jobs_in_parallel_match_the_sequential_sweep(sequential, tmp_path, cli_server):
     # Two of the three cells: two jobs at once, each a process of its own (Ray's test needs the third).
     windows = WINDOWS[:2]
     sweep_args = ["--multirun", f"lookahead.window={','.join(map(str, windows))}", *SWEEP[2:]]
     out = tmp_path / "runs"
-    _run([*sweep_args, "hydra/launcher=local_parallel"], out)
+    _run(cli_server, [*sweep_args, "hydra/launcher=local_parallel"], out)
     sweep = out / "single"
     _assert_same_report(sweep, sequential, windows)
     runs = {e["cell_id"]: (e["run.scheduler"], e["run.job_id"], e["run.pid"]) for e in read_index(sweep)}
@@ -132,13 +127,13 @@ def _ray_processes(temp_dir: str) -> list[int]:
     return pids
 
 
-def test_ray_with_two_workers_matches_the_sequential_sweep(sequential, tmp_path):
+def test_ray_with_two_workers_matches_the_sequential_sweep(sequential, tmp_path, cli_server):
     # Ray's socket paths must stay under 107 bytes: a short folder in the system temp dir, not tmp_path.
     ray_dir = tempfile.mkdtemp(prefix="lade-ray-")
     try:
         out = tmp_path / "runs"
         overrides = ["hydra/launcher=ray_local", "hydra.launcher.ray.init.num_cpus=2"]
-        _run([*SWEEP, *overrides, f"+hydra.launcher.ray.init._temp_dir={ray_dir}"], out)
+        _run(cli_server, [*SWEEP, *overrides, f"+hydra.launcher.ray.init._temp_dir={ray_dir}"], out)
         sweep = out / "single"
         _assert_same_report(sweep, sequential)
         assert {e["run.scheduler"] for e in read_index(sweep)} == {"ray"}
@@ -150,7 +145,7 @@ def test_ray_with_two_workers_matches_the_sequential_sweep(sequential, tmp_path)
         shutil.rmtree(ray_dir, ignore_errors=True)
 
 
-def _wait_for_locks(folder: Path, count: int, jobs: list[subprocess.Popen], timeout_s: float = 300) -> None:
+def _wait_for_locks(folder: Path, count: int, jobs: list[ForkedRun], timeout_s: float = 300) -> None:
     """Wait until ``count`` cell locks exist in ``folder`` (or every job has exited, holding none)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -160,7 +155,7 @@ def _wait_for_locks(folder: Path, count: int, jobs: list[subprocess.Popen], time
     raise AssertionError(f"no {count} cell locks in {folder} after {timeout_s} s")
 
 
-def test_kill_9_mid_cell_while_another_runs_then_rerun_resumes_it(tmp_path, caplog):
+def test_kill_9_mid_cell_while_another_runs_then_rerun_resumes_it(tmp_path, caplog, cli_server):
     out = tmp_path / "runs"
     base = [*[a for a in TINY if not a.startswith("dataset.limit")], "dataset.limit=2", "warmup=0"]
     base += ["cell_lock.heartbeat_s=1", "cell_lock.stale_after_s=60"]  # the takeover must come from the dead pid
@@ -169,17 +164,14 @@ def test_kill_9_mid_cell_while_another_runs_then_rerun_resumes_it(tmp_path, capl
     # (sample, turn). Each job breaks the locks of dead owners when it starts its cell
     # (runner.sweep_tidy), so the victim starts only once the other holds its cell: the victim's lock
     # must be left for the rerun to take over, not broken by a job that merely started later than the kill.
-    other = subprocess.Popen(
-        [sys.executable, "-m", "lade_bench.run", *base, "lookahead.window=2", f"output_root={out}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    # Both are children of the CLI server; the victim's patch (kill_mid_cell.install) lives in it alone.
+    other_log, victim_log = tmp_path / "other.log", tmp_path / "victim.log"
+    other = cli_server.start([*base, "lookahead.window=2", f"output_root={out}"], cwd=tmp_path, output=other_log)
     _wait_for_locks(locks_dir(out / "single"), 1, [other])
-    victim = subprocess.Popen(
-        [sys.executable, str(HELPER), "3", *base, "lookahead.window=1", f"output_root={out}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    assert victim.wait(300) == -9, victim.stdout.read()[-3000:]
-    assert other.wait(300) == 0, other.stdout.read()[-3000:]
+    victim_args = [*base, "lookahead.window=1", f"output_root={out}"]
+    victim = cli_server.start(victim_args, cwd=tmp_path, output=victim_log, patch=("kill_mid_cell", 3), timeout=300)
+    assert victim.wait() == -9, victim_log.read_text()[-3000:]
+    assert other.wait() == 0, other_log.read_text()[-3000:]
     sweep = out / "single"
     killed = {c.name: c for c in sweep_progress(sweep).cells if c.state != "done"}
     assert len(killed) == 1, [(c.name, c.state) for c in sweep_progress(sweep).cells]
@@ -209,7 +201,7 @@ def test_kill_9_mid_cell_while_another_runs_then_rerun_resumes_it(tmp_path, capl
     assert manifest["run"]["run_id"] == run_ids[3]
 
 
-def test_two_identical_commands_at_once_write_one_set_of_rows(tmp_path):
+def test_two_identical_commands_at_once_write_one_set_of_rows(tmp_path, cli_server):
     out = tmp_path / "runs"
     args = ["--multirun", "lookahead.window=1,2", *TINY, "warmup=0", "wandb.mode=offline"]
     # One W&B run per cell is the point here; what a run logs (figures, table) is test_runner_cli's.
@@ -217,12 +209,11 @@ def test_two_identical_commands_at_once_write_one_set_of_rows(tmp_path):
     args += ["device_profile.enabled=true", "device_profile.warmup=0", "device_profile.repeats=1"]
     args += ["device_profile.context_tokens=8", f"output_root={out}"]
     env = {**os.environ, "WANDB_DATA_DIR": str(tmp_path / "wandb_data")}  # keep W&B staging out of $HOME
-    command = [sys.executable, "-m", "lade_bench.run", *args]
-    jobs = [
-        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(2)
-    ]
-    outputs = [job.communicate(timeout=300)[0] for job in jobs]
+    # Two children of the CLI server, both started before either is waited for.
+    logs = [tmp_path / f"job{number}.log" for number in range(2)]
+    jobs = [cli_server.start(args, cwd=tmp_path, env=env, output=log, timeout=300) for log in logs]
+    [job.wait() for job in jobs]
+    outputs = [log.read_text() for log in logs]
     assert [job.returncode for job in jobs] == [0, 0], "\n".join(o[-3000:] for o in outputs)
     sweep = out / "single"
     _assert_complete(sweep, 2, ROWS_PER_CELL)

@@ -88,18 +88,18 @@ def test_skip_runs_every_other_cell_and_a_live_owner_is_no_failure(run_cli, owne
     assert _states(plan.sweep_root) == {1: "done", 3: "done"}
 
 
-def test_a_skipped_cell_whose_owner_died_fails_the_launch(tmp_path, owner_of_window_1, compose_cfg):
+def test_a_skipped_cell_whose_owner_died_fails_the_launch(tmp_path, owner_of_window_1, compose_cfg, cli_server):
     plan, start = owner_of_window_1
     owner = start()
     out = f"output_root={tmp_path / 'runs'}"
-    command = [sys.executable, "-m", "lade_bench.run", *ARGS, "lookahead.window=1,3", out]
-    launch = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    launch = cli_server.start([*ARGS, "lookahead.window=1,3", out], cwd=tmp_path, stream=True, timeout=240)
     output = []
     for line in launch.stdout:  # the window=1 cell comes first: kill its owner as soon as it is skipped
         output.append(line)
         if "is being run by another job" in line:
             owner.send_signal(signal.SIGKILL)
-    launch.wait(timeout=240)
+    launch.stdout.close()
+    launch.wait()
     text = "".join(output)
     assert launch.returncode == INCOMPLETE_EXIT, text[-3000:]
     assert "neither done nor being run by a live job" in text and "Rerun the same command" in text
