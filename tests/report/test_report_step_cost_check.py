@@ -11,8 +11,9 @@ from matplotlib.collections import PathCollection
 
 from lade_bench import stats
 from lade_bench.methods import method_label
+from lade_bench.profiling.device_profile import StoredProfile
 from lade_bench.report.figures import FIGURES
-from lade_bench.report.step_cost_check import check_sweep, unpriced_reason
+from lade_bench.report.step_cost_check import MATCH_GIVEN, MATCH_GIVEN_NO_CPU, check_sweep, unpriced_reason
 from lade_bench.report.step_cost_cli import CHECK_CSV, CHECK_MD, main
 from lade_bench.report.sweep import sweep_from_rows
 from lade_bench.stats.step_cost import predicted_speedup
@@ -86,6 +87,32 @@ def test_arms_the_model_cannot_describe_are_listed_with_the_reason(sweep):
     unprofiled = check_sweep(sweep_from_rows(sweep.rows, roots=sweep.roots, cells=sweep.cells, profiles=None))
     assert len(unprofiled) == len(changed)
     assert unprofiled["not_predicted"].str.startswith("no committed device profile of the cell's key").all()
+
+
+def test_a_given_profile_serves_only_cells_of_its_model_dtype_mode_threads_and_cpu(sweep):
+    bare = sweep_from_rows(sweep.rows, roots=sweep.roots, cells=sweep.cells, profiles=None)
+    (stored,) = sweep.profiles
+    assert stored.profile.get("processor")
+    matched = check_sweep(bare, [stored])
+    assert (matched["not_predicted"] == "").all() and (matched["profile_match"] == MATCH_GIVEN).all()
+    own = check_sweep(sweep)
+    assert matched["predicted"].tolist() == pytest.approx(own["predicted"].tolist(), rel=1e-12)
+
+    def altered(**changes) -> StoredProfile:
+        profile = {k: v for k, v in {**stored.profile, **changes}.items() if v is not None}
+        return StoredProfile(profile, stored.path, None)
+
+    unrecorded = check_sweep(bare, [altered(processor=None)])
+    assert (unrecorded["profile_match"] == MATCH_GIVEN_NO_CPU).all() and (unrecorded["not_predicted"] == "").all()
+    for other in (
+        {"processor": "another CPU"},
+        {"dtype": "bfloat16"},
+        {"compile_mode": "default"},
+        {"device_kind": "cpu x86_64 (64 threads)"},
+        {"model": "another-model"},
+    ):
+        refused = check_sweep(bare, [altered(**other)])
+        assert refused["not_predicted"].str.startswith("no committed device profile").all(), other
 
 
 def test_verdicts_read_the_interval_against_one():

@@ -4,10 +4,10 @@ For every non-AR arm of every cell of a loaded sweep, on the cell's paired units
 the measured speedup is the summary's (the leaderboard's ratio of sums and its paired bootstrap interval,
 ``stats.summarize``); the predicted one is ``stats.step_cost.predicted_speedup`` of the arm's paired rows
 against AR's, in the same (sample, turn, repeat) order, on the cell's own device profile (the report's
-matching, ``Sweep.cell_profiles``, or the one profile given for a folder that holds none, checked for the
-cell's model and dtype). A sampling cell's measured speedup is a ratio of time per token, so its
-prediction is too: the predicted ratio of times times the arms' token ratio (``sum(tok_arm) /
-sum(tok_ar)``).
+matching, ``Sweep.cell_profiles``, or a profile given for a folder that holds none, checked for the
+cell's model, dtype, mode, threads and recorded CPU: :func:`given_match`). A sampling cell's measured
+speedup is a ratio of time per token, so its prediction is too: the predicted ratio of times times the
+arms' token ratio (``sum(tok_arm) / sum(tok_ar)``).
 
 An arm the model cannot describe is listed with the reason, never dropped: an arm whose steps run more
 than the one full model on one device (assisted's draft model: ``methods.runs_on_one_model``), rows
@@ -21,7 +21,7 @@ forward); for a prediction outside the measured interval, :func:`reading` says w
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,8 @@ import pandas as pd
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUP_OF, parse_sample_id
 from lade_bench.methods import get_method, is_registered, runs_on_one_model
-from lade_bench.profiling.device_profile import StoredProfile, matching_profile
+from lade_bench.profiling.device_profile import ProfileKey, StoredProfile, profile_model_matches, same_device_kind
+from lade_bench.report.conditions import cell_processor
 from lade_bench.report.sweep import CellFiles, Sweep
 from lade_bench.stats.step_cost import predicted_speedup, predicted_times, prediction_basis
 
@@ -40,6 +41,7 @@ CHECK_COLUMNS: tuple[str, ...] = (
     "model",
     "dataset",
     "group",
+    "dtype",
     "mode",
     "arm",
     "label",
@@ -70,8 +72,10 @@ CHECK_COLUMNS: tuple[str, ...] = (
     "not_predicted",
 )
 
-# How a cell's profile was found when it is not the cell's own key (``profile_match``).
-GIVEN_PROFILE = "given for the folder: model and dtype checked, CPU not recorded in the profile"
+# How a cell's profile was found (``profile_match``).
+MATCH_KEY = "cell's key"
+MATCH_GIVEN = "given: model, dtype, mode, threads and the cell's recorded CPU"
+MATCH_GIVEN_NO_CPU = "given: model, dtype, mode and threads; CPU not recorded in the profile"
 
 # What the rows say about a prediction outside the measured interval (``reading``; docs/statistics.md).
 READ_ARM_OUTSIDE = "arm's outside-forward time not recorded"
@@ -86,14 +90,14 @@ NUMERIC_COLUMNS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def check_sweep(sweep: Sweep, profile: StoredProfile | None = None) -> pd.DataFrame:
+def check_sweep(sweep: Sweep, given: Sequence[StoredProfile] = ()) -> pd.DataFrame:
     """The check of every non-AR (cell, arm) of ``sweep``: one row each, ``CHECK_COLUMNS``, in summary order.
 
     Args:
         sweep: a loaded sweep (``report.sweep.load_sweep``); its summary gives the measured speedups.
-        profile: the profile of every cell the sweep's own profiles do not match (a folder that holds
-            none, e.g. a tuner's held-out rows and its tune record's profile); used only for cells of its
-            model and dtype.
+        given: profiles for the cells the sweep's own profiles do not match (a folder that holds none: a
+            tuner's held-out rows and its tune record's profile, a sweep and the engine benchmark's
+            step-cost curves of its CPU); each used only where :func:`given_match` says it describes the cell.
     """
     cells = {(c.sweep, c.cell_id): c for c in sweep.cells}
     records = []
@@ -102,17 +106,15 @@ def check_sweep(sweep: Sweep, profile: StoredProfile | None = None) -> pd.DataFr
         key = (str(name), str(cell_id))
         cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
         paired = stats.common_rows(cell_rows)
-        stored, missing = cell_profile(sweep, cells.get(key), profile)
-        # A given profile matched on model and dtype only: the CPU it was measured on is not the cell's key.
-        given = GIVEN_PROFILE if stored is not None and stored is profile else ""
+        stored, match, missing = cell_profile(sweep, cells.get(key), given)
+        cell_key = cells[key].profile_key()[0] if key in cells else None
+        dtype = cell_key.dtype if cell_key is not None else ""
         times: dict[str, pd.Series] = {}  # each arm's predicted row times, AR's read by every arm of the cell
         for rec in cell_summary.to_dict("records"):
-            records.append(_check_record(sweep, rec, paired, stored, missing, times) | _given(given))
+            records.append(
+                _check_record(sweep, rec, paired, stored, missing, times) | {"profile_match": match, "dtype": dtype}
+            )
     return pd.DataFrame.from_records(records, columns=list(CHECK_COLUMNS))
-
-
-def _given(note: str) -> dict[str, str]:
-    return {"profile_match": note or "cell's key"}
 
 
 def read_check(path: str | Path) -> pd.DataFrame:
@@ -125,27 +127,41 @@ def read_check(path: str | Path) -> pd.DataFrame:
     return check[list(CHECK_COLUMNS)]
 
 
-def cell_profile(sweep: Sweep, cell: CellFiles | None, given: StoredProfile | None) -> tuple[StoredProfile | None, str]:
-    """The profile a cell is predicted from, and the reason when there is none.
-
-    The report's match (``Sweep.cell_profiles``: the cell's own key in its own folder) first; else
-    ``given`` when it is of the cell's model and dtype.
-    """
+def cell_profile(
+    sweep: Sweep, cell: CellFiles | None, given: Sequence[StoredProfile]
+) -> tuple[StoredProfile | None, str, str]:
+    """The profile a cell is predicted from, how it was matched (``profile_match``) and, when there is
+    none, the reason: the report's match (``Sweep.cell_profiles``: the cell's own key in its own folder)
+    first, else the first of ``given`` that :func:`given_match` accepts."""
     if cell is None:
-        return None, "no cell files (config, manifest) to read its device-profile key from"
+        return None, "", "no cell files (config, manifest) to read its device-profile key from"
     found = sweep.cell_profiles.get((cell.sweep, cell.cell_id))
     if found is not None:
-        return found, ""
+        return found, MATCH_KEY, ""
     key, aliases = cell.profile_key()
     if key is None:
-        return None, "the cell's device-profile key is not recorded"
-    if given is not None:
-        if given.key is not None and matching_profile([given], key, aliases) is not None:
-            return given, ""
-        model, dtype = str(given.profile.get("model") or ""), str(given.profile.get("dtype") or "")
-        if (model in {key.model, *aliases} or Path(model).name in {key.model, *aliases}) and dtype == key.dtype:
-            return given, ""
-    return None, f"no committed device profile of the cell's key: {key.describe()}"
+        return None, "", "the cell's device-profile key is not recorded"
+    for stored in given:
+        # The CPU the key records; cells keyed before the processor was part of it: their runs' timing conditions.
+        match = given_match(stored.profile, key, aliases, key.processor or cell_processor(cell.manifest or {}))
+        if match:
+            return stored, match, ""
+    return None, "", f"no committed device profile of the cell's key: {key.describe()}"
+
+
+def given_match(profile: Mapping[str, Any], key: ProfileKey, aliases: Sequence[str], cpu: str) -> str:
+    """How a given profile describes a cell of ``key`` timed on ``cpu`` (its key's, or its runs' recorded), or
+    "" when it does not: its model, dtype, compile mode and device kind (threads) must be the cell's, and
+    its processor, where it recorded one, the CPU the cell's runs recorded."""
+    if not profile_model_matches(profile, {key.model, *aliases}) or str(profile.get("dtype")) != key.dtype:
+        return ""
+    mode = str(profile.get("compile_mode") or "eager")
+    if mode != key.compile_mode or not same_device_kind(str(profile.get("device_kind") or ""), key.device_kind):
+        return ""
+    recorded = str(profile.get("processor") or "")
+    if not recorded:
+        return MATCH_GIVEN_NO_CPU
+    return MATCH_GIVEN if recorded == cpu else ""
 
 
 def _check_record(
@@ -187,8 +203,8 @@ def _check_record(
     if not reason and stored is not None:
         try:
             predicted = predicted_speedup(arm_rows, ar_rows, stored.profile)
-        except ValueError as error:  # a step outside the profile's measured range: listed, not dropped
-            reason = str(error)
+        except ValueError as refused:  # a step outside the profile's measured range: listed, not dropped
+            reason = str(refused)
     if reason or stored is None:
         blank = {c: "" for c in ("predicted_verdict", "verdicts_agree", "inside_interval", "kv_measured", "reading")}
         return {**{c: math.nan for c in CHECK_COLUMNS}, **out, **blank, "not_predicted": reason}
@@ -197,6 +213,7 @@ def _check_record(
     profile = stored.profile
     ar_basis, arm_basis = prediction_basis(_records(ar_rows), profile), prediction_basis(_records(arm_rows), profile)
     verdict = _point_verdict(predicted)
+    error = predicted / measured - 1.0
     inside = "" if math.isnan(low) else str(low <= predicted <= high)
     for side, rows in ((stats.BASELINE_ARM, ar_rows), (arm, arm_rows)):
         if side not in times:
@@ -209,7 +226,7 @@ def _check_record(
     return {
         **out,
         "predicted": predicted,
-        "error": predicted / measured - 1.0,
+        "error": error,
         "predicted_verdict": verdict,
         # Agreement is asked only where the measured interval gives a verdict; elsewhere the data cannot tell.
         "verdicts_agree": (
@@ -222,24 +239,24 @@ def _check_record(
         "arm_rows_without_outside_time": arm_basis["rows_without_outside_time"],
         **ratios,
         "ar_prompt_tokens": float(ar_rows["prompt_tokens"].mean()),
-        "reading": reading(ratios, arm_basis["rows_without_outside_time"]) if inside == "False" else "",
+        "reading": reading(ratios, arm_basis["rows_without_outside_time"], error) if inside == "False" else "",
         "not_predicted": "",
     }
 
 
-def reading(ratios: Mapping[str, float], arm_rows_without_outside_time: int) -> str:
-    """What the rows show about a prediction outside the measured interval, the first that holds of:
-    the arm's outside time is unrecorded (taken as zero: the arm predicted too fast); the profile's decode
-    forwards of the arm exceed the arm's measured forwards, prefill included (the forwards, not the
-    outside time, are mispredicted); AR's predicted decode forwards exceed AR's whole measured time
-    (AR's forwards mispredicted); else the rows cannot tell (AR records no forward time, so its forwards,
-    its outside time and the prefill left out cannot be told apart)."""
-    if arm_rows_without_outside_time:
+def reading(ratios: Mapping[str, float], arm_rows_without_outside_time: int, error: float) -> str:
+    """What the rows show about a prediction outside the measured interval: the first that holds of what
+    moves a prediction the way it erred. Too fast (``error`` > 0): the arm's outside time is unrecorded
+    (taken as zero), or AR's predicted decode forwards exceed AR's whole measured time (AR's forwards
+    over-priced). Too slow: the arm's predicted decode forwards exceed its measured forwards, prefill
+    included (the arm's forwards over-priced, not its outside time). Else the rows cannot tell (AR records
+    no forward time, so its forwards, its outside time and the prefill left out cannot be told apart)."""
+    if error > 0 and arm_rows_without_outside_time:
         return READ_ARM_OUTSIDE
-    if ratios["arm_forward_ratio"] > 1.0:
-        return READ_ARM_FORWARDS
-    if ratios["ar_time_ratio"] > 1.0:
+    if error > 0 and ratios["ar_time_ratio"] > 1.0:
         return READ_AR_FORWARDS
+    if error < 0 and ratios["arm_forward_ratio"] > 1.0:
+        return READ_ARM_FORWARDS
     return READ_CANNOT_TELL
 
 

@@ -4,9 +4,10 @@ against sweeps' cells.
 Writes into ``--out``: ``check.csv`` (``report.step_cost_check.CHECK_COLUMNS``, one row per (cell, arm),
 full precision), ``check.md`` (:mod:`lade_bench.report.step_cost_page`) and ``predicted_vs_measured.png``
 / ``.pdf`` (:mod:`lade_bench.report.step_cost_figure`). Each SWEEP is a sweep folder or archive; its cells
-are predicted from its own device profiles, and ``=PROFILE`` names the profile of the cells those do not
-match (a profile JSON, or a tune record whose ``profile`` the tuner measured with its held-out rows),
-used only for cells of its model and dtype. Example (the committed check, ``paper_figures/step_cost/``)::
+are predicted from its own device profiles, and ``=PROFILE`` names profiles for the cells those do not
+match (a profile JSON, a tune record's ``profile``, or the engine benchmark's step-cost ``curves``), each
+used only for cells of its model, dtype, mode, threads and, where it recorded one, CPU. Example (part of
+the committed check, ``paper_figures/step_cost/``)::
 
     python -m lade_bench.report.step_cost_cli --out paper_figures/step_cost paper_figures/rows/main \\
         paper_figures/tune/mt_bench/heldout_rows=paper_figures/tune/mt_bench/tune_record.json
@@ -43,28 +44,35 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "sweeps",
         nargs="+",
         metavar="SWEEP[=PROFILE]",
-        help="sweep folder or archive, and optionally the profile of its cells its own profiles do not match "
-        "(a profile JSON or a tune record)",
+        help="sweep folder or archive, and optionally profiles for its cells its own profiles do not match "
+        "(a profile JSON, a tune record or a step-cost file)",
     )
     parser.add_argument("--out", required=True, help="folder for check.csv, check.md and the figure")
     parser.add_argument("--n-boot", type=int, default=stats.N_BOOT, help="bootstrap resamples (default: %(default)s)")
     return parser.parse_args(argv)
 
 
-def given_profile(path: Path) -> StoredProfile:
-    """A profile named on the command line: a profile JSON, or the ``profile`` a tune record embeds.
+def given_profiles(path: Path) -> list[StoredProfile]:
+    """The profiles a command-line file holds: a device profile JSON, the ``profile`` a tune record embeds,
+    or the ``curves`` of the engine benchmark's step-cost file (``python -m lade_bench.bench --step-cost``).
 
     Raises:
-        ValueError: the file is neither (names it and what it should be).
+        ValueError: the file is none of these (names it and what it should be).
     """
     data = json.loads(path.read_text(encoding="utf-8"))
-    profile = data.get("profile") if isinstance(data, dict) and "profile" in data else data
-    if not isinstance(profile, dict) or "token_counts" not in profile or "forward_time_s" not in profile:
-        raise ValueError(f"{path} is neither a device profile JSON nor a tune record with one ('profile')")
-    return StoredProfile(profile, path, profile_key(profile))
+    if isinstance(data, dict) and isinstance(data.get("curves"), list):
+        found = list(data["curves"])
+    else:
+        found = [data.get("profile") if isinstance(data, dict) and "profile" in data else data]
+    if not found or not all(isinstance(p, dict) and "token_counts" in p and "forward_time_s" in p for p in found):
+        raise ValueError(
+            f"{path} is neither a device profile JSON, a tune record with one ('profile') nor a step-cost file "
+            "('curves')"
+        )
+    return [StoredProfile(profile, path, profile_key(profile)) for profile in found]
 
 
-def parse_sweeps(specs: Sequence[str]) -> list[tuple[Path, StoredProfile | None]]:
+def parse_sweeps(specs: Sequence[str]) -> list[tuple[Path, list[StoredProfile]]]:
     """Each ``SWEEP[=PROFILE]`` as a folder and its given profile, every path checked before any loading.
 
     Raises:
@@ -77,7 +85,7 @@ def parse_sweeps(specs: Sequence[str]) -> list[tuple[Path, StoredProfile | None]
             raise ValueError(f"{folder!r} is not a sweep folder or archive")
         if profile and not Path(profile).is_file():
             raise ValueError(f"{profile!r} (the profile given for {folder}) does not exist")
-        out.append((Path(folder), given_profile(Path(profile)) if profile else None))
+        out.append((Path(folder), given_profiles(Path(profile)) if profile else []))
     return out
 
 
@@ -90,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
     check = pd.concat(
-        [check_sweep(load_sweep(folder, n_boot=args.n_boot), profile) for folder, profile in sweeps], ignore_index=True
+        [check_sweep(load_sweep(folder, n_boot=args.n_boot), given) for folder, given in sweeps], ignore_index=True
     )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

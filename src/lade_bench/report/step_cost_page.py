@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from lade_bench import stats
+from lade_bench.report.step_cost_check import MATCH_KEY
 from lade_bench.report.tables import fmt, fmt_speedup
 
 
@@ -83,7 +84,8 @@ def cell_name(rec: Mapping) -> str:
     where = rec["group"] if isinstance(rec["group"], str) and rec["group"] else rec["dataset"]
     setting = f" {rec['setting']}" if isinstance(rec["setting"], str) and rec["setting"] else ""
     mode = f", {rec['mode']}" if rec["mode"] != stats.EAGER else ""
-    return f"{rec['sweep']}: {rec['model']}, {where}{mode}, {rec['label']}{setting}"
+    dtype = f", {rec['dtype']}" if rec["dtype"] and rec["dtype"] != "float32" else ""
+    return f"{rec['sweep']}: {rec['model']}, {where}{dtype}{mode}, {rec['label']}{setting}"
 
 
 def _basis(rec: Mapping) -> str:
@@ -91,7 +93,7 @@ def _basis(rec: Mapping) -> str:
         return ""
     grid = "KV grid" if rec["kv_measured"] == "True" else f"1 context ({int(rec['context_tokens'])})"
     ar, arm = int(rec["ar_rows_without_outside_time"]), int(rec["arm_rows_without_outside_time"])
-    given = "" if rec["profile_match"] == "cell's key" else f"; profile {rec['profile_match']}"
+    given = "" if rec["profile_match"] == MATCH_KEY else f"; profile {rec['profile_match']}"
     return f"{grid}; no outside time: AR {ar}, arm {arm} rows{given}"
 
 
@@ -100,10 +102,14 @@ def check_table(check: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for rec in check.to_dict("records"):
         where = rec["group"] if rec["group"] else rec["dataset"]
+        # Say the dtype and mode where they are not the suite's default (the baselines sweep varies both).
+        how = [
+            part for part, usual in ((rec["dtype"], "float32"), (rec["mode"], stats.EAGER)) if part and part != usual
+        ]
         rows.append(
             {
                 "Model": rec["model"],
-                "Dataset": where + ("" if rec["mode"] == stats.EAGER else f" ({rec['mode']})"),
+                "Dataset": where + (f" ({', '.join(how)})" if how else ""),
                 "Method": rec["label"]
                 + (f" {rec['setting']}" if rec["setting"] else "")
                 + (" (sampling)" if rec["sampling"] else ""),
