@@ -1,17 +1,15 @@
 """A real full disk and a real read-only folder: one clear line, nothing stray, complete after a rerun.
 
-The output folder is a tmpfs of a few hundred KiB (or a read-only one) mounted in a private mount
-namespace (``unshare --mount``, root only), so the kernel itself refuses the writes: no patched writer.
-The namespace's tmpfs disappears with it, so the script copies what it left out for the checks.
+The output folder is a tmpfs of a few hundred KiB (or a read-only one) mounted in the CLI server's
+private mount namespace (cli_server.py: ``unshare --mount``, root only), so the kernel itself refuses
+the writes: no patched writer. Each run is a child of that server; the tmpfs is seen there only, so
+the server copies what the runs left out for the checks.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
@@ -28,57 +26,28 @@ pytestmark = [
 
 ARGS = [*TINY, "dataset.limit=2", "wandb.mode=offline"]
 
-SCRIPT = textwrap.dedent(
-    """
-    set -u
-    out=$1; kept=$2; shift 2
-    mkdir -p "$out"
-    step=0
-    for options in $MOUNTS; do
-        if [ $step = 0 ]; then
-            mount -t tmpfs -o "$options" tmpfs "$out" || exit 90
-        else
-            mount -o "remount,$options" "$out" || exit 91
-        fi
-        "$PYTHON" -m lade_bench.run "$@" output_root="$out" > "$kept.$step.log" 2>&1
-        echo $? > "$kept.$step.rc"
-        step=$((step + 1))
-    done
-    cp -a "$out" "$kept"
-    """
-)
 
-
-def _run_on_small_mount(tmp_path, *mounts: str) -> tuple[list[dict], object]:
+def _run_on_small_mount(cli_server, tmp_path, *mounts: str) -> tuple[list[dict], object]:
     """Run the default cell on a tmpfs mounted with the first options, remounted with each next, in turn."""
-    kept = tmp_path / "kept"
-    env = {**os.environ, "PYTHON": sys.executable, "MOUNTS": " ".join(mounts)}
-    done = subprocess.run(
-        [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "bash",
-            "-c",
-            SCRIPT,
-            "script",
-            str(tmp_path / "out"),
-            str(kept),
-            *ARGS,
-        ],  # fmt: skip
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode in (90, 91):
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr[-300:]}")
-    runs = [
-        {"rc": int((tmp_path / f"kept.{step}.rc").read_text()), "log": (tmp_path / f"kept.{step}.log").read_text()}
-        for step in range(len(mounts))
-    ]
+    if not cli_server.private_mounts:
+        pytest.skip("the CLI server has no private mount namespace here (unshare --mount failed)")
+    out, kept = tmp_path / "out", tmp_path / "kept"
+    out.mkdir()
+    runs = []
+    try:
+        for step, options in enumerate(mounts):
+            mount = (
+                ["mount", "-t", "tmpfs", "-o", options, "tmpfs"] if step == 0 else ["mount", "-o", f"remount,{options}"]
+            )
+            mounted = cli_server.call([*mount, out])
+            if mounted.returncode != 0:
+                pytest.skip(f"cannot mount a tmpfs here: {mounted.stdout[-300:]}")
+            done = cli_server.run([*ARGS, f"output_root={out}"], cwd=tmp_path, timeout=600)
+            runs.append({"rc": done.returncode, "log": done.stdout + done.stderr})
+        copied = cli_server.call(["cp", "-a", out, kept])
+        assert copied.returncode == 0, copied.stdout
+    finally:
+        cli_server.call(["umount", out])
     return runs, kept / "single"
 
 
@@ -105,10 +74,12 @@ def _assert_complete_and_tidy(sweep) -> None:
     assert leftovers == []
 
 
-def test_a_read_only_folder_and_out_of_space_are_one_line_each_and_the_rerun_completes(tmp_path):
+def test_a_read_only_folder_and_out_of_space_are_one_line_each_and_the_rerun_completes(tmp_path, cli_server):
     # One folder, three runs: read-only (nothing can be written, so the next run starts from an empty
     # folder as a first run would), then too small (a run cut off mid-write), then large enough.
-    (read_only, out_of_space, rerun), sweep = _run_on_small_mount(tmp_path, "size=64m,ro", "rw,size=300k", "size=64m")
+    (read_only, out_of_space, rerun), sweep = _run_on_small_mount(
+        cli_server, tmp_path, "size=64m,ro", "rw,size=300k", "size=64m"
+    )
     assert read_only["rc"] == 1
     _assert_one_clear_line(read_only["log"], "cannot write ", "Read-only file system", "output_root=")
     assert out_of_space["rc"] == 1
