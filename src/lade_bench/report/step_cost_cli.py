@@ -89,6 +89,13 @@ def parse_sweeps(specs: Sequence[str]) -> list[tuple[Path, list[StoredProfile]]]
     return out
 
 
+def check_of(sweeps: Sequence[tuple[Path, list[StoredProfile]]], n_boot: int = stats.N_BOOT) -> pd.DataFrame:
+    """The check of every sweep of :func:`parse_sweeps` (each loaded, summarised and checked), in order."""
+    return pd.concat(
+        [check_sweep(load_sweep(folder, n_boot=n_boot), given) for folder, given in sweeps], ignore_index=True
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Check every SWEEP's cells and write the table, the page and the figure; 2 on bad arguments."""
     args = parse_args(argv)
@@ -97,9 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, json.JSONDecodeError) as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
-    check = pd.concat(
-        [check_sweep(load_sweep(folder, n_boot=args.n_boot), given) for folder, given in sweeps], ignore_index=True
-    )
+    check = check_of(sweeps, n_boot=args.n_boot)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join([PROG, "--out", shlex.quote(args.out), *(shlex.quote(s) for s in args.sweeps)])
