@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -152,7 +151,7 @@ def _state_modes(sweep: Sweep) -> dict[tuple[str, str], str]:
     ``"warm per benchmark"``), from its recorded config; a config recorded before the scope ran per cell."""
     modes = {}
     for cell in sweep.cells:
-        config = (yaml.safe_load(cell.config_text) or {}) if cell.config_text else {}
+        config = sweep.cell_config((cell.sweep, cell.cell_id))
         section = config.get("method_state") or {}
         mode = section.get("mode")
         if mode is not None:
