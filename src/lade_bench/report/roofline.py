@@ -21,7 +21,6 @@ model pools them. Only greedy rows whose cell has a matching profile are drawn.
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +50,6 @@ NAME = "roofline"
 # The iso-speedup lines drawn (speedup = tokens per step / relative step cost).
 ISO_SPEEDUPS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 PREDICTED = "predicted_time_s"
-FASTER, SLOWER, TIE = "faster", "slower", "cannot tell"
 # The columns of the full-precision CSV, in order.
 CSV_COLUMNS = (
     "model", "arm", "label", "setting", "group", "n_units", "accepted_per_step", "relative_step_cost",
@@ -138,13 +136,6 @@ def _decode_steps(rows: pd.DataFrame) -> int:
     return sum(len(steps) - 1 for steps in rows["step_tokens"])
 
 
-def verdict(low: float, high: float) -> str:
-    """Faster or slower where the interval excludes 1; "cannot tell" where it includes 1 or is missing."""
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return TIE
-    return FASTER if low > 1.0 else SLOWER if high < 1.0 else TIE
-
-
 def roofline_point(paired: pd.DataFrame, arm: str, intervals: stats.IntervalSettings) -> dict[str, Any]:
     """One method-and-group point from paired rows carrying their predicted times (``predicted_time_s``).
 
@@ -167,7 +158,7 @@ def roofline_point(paired: pd.DataFrame, arm: str, intervals: stats.IntervalSett
         "measured_ci_low": estimate.low,
         "measured_ci_high": estimate.high,
         "measured_ci_note": estimate.note,
-        "verdict": verdict(estimate.low, estimate.high),
+        "verdict": stats.speedup_verdict(estimate.low, estimate.high),
         "arm_rows": len(arm_rows),
         "arm_rows_without_outside_time": unmeasured,
     }
