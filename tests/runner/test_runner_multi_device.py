@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -39,20 +37,22 @@ def _tiny_checkpoint(folder):
 
 
 @pytest.mark.slow
-def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tmp_path):
+def test_torchrun_cell_runs_lookahead_parallel_and_tensor_parallel_ar_exactly(tmp_path, cli_server):
     """The documented command on 2 gloo ranks: both multi-device arms equal AR; only rank 0 wrote,
     and the manifest names the ranks."""
     runs = tmp_path / "runs"
     checkpoint = _tiny_checkpoint(tmp_path / "tiny-llama-checkpoint")
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "lade_bench.run",
+    # `python -m torch.distributed.run ...`: the launcher forked from the CLI server (torch imported once);
+    # its two ranks are processes of their own, as torchrun starts them.
+    args = [
+        "--standalone", "--nproc-per-node", "2", "-m", "lade_bench.run",
         "model=tiny_llama", "model.source=hf", f"model.name_or_path={checkpoint}", "dtype=float64",
         "lookahead.devices=2", "lookahead.window=3", "arms=[ar,lookahead,ar_tp]",
         "dataset.limit=1", "max_new_tokens=12", "warmup=0", "distributed.timeout_s=120",
         f"output_root={runs}", *QUIET,
     ]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=400, env=env)
+    result = cli_server.run(args, cwd=tmp_path, env=env, module="torch.distributed.run", timeout=400)
     assert result.returncode == 0, result.stderr[-4000:]
 
     sweep = runs / "single"
