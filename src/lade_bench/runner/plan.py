@@ -230,7 +230,8 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
             profile.context_tokens,
             profile.warmup,
             profile.repeats,
-            tuple(int(kv) for kv in profile.kv_lengths),
+            # A config recorded before the KV grid existed lacks the key: it measured one context.
+            tuple(int(kv) for kv in profile.get("kv_lengths") or ()),
         ),
         allow_unsandboxed=allow_unsandboxed,
         compile_options=compile_options,
