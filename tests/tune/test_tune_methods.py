@@ -146,6 +146,10 @@ def test_every_candidate_is_searched_and_predicted_by_the_step_cost_model_on_a_2
             assert len(arm) == candidate["units"] > 0
             assert candidate["predicted_speedup"] == pytest.approx(predicted_speedup(arm, ar, record["profile"]))
             assert candidate["outputs_equal_ar"] == candidate["units"]  # exact: every output AR's
+    # Round i's cell runs AR and the methods that have an i-th candidate, nothing else.
+    for cell in search_dir.iterdir():
+        expected = {c["method"] for n in TUNED for c in record["candidates"][n] if c["cell"] == cell.name}
+        assert set(load_rows(cell)["arm"]) == {"ar", *expected}
 
 
 @pytest.mark.slow

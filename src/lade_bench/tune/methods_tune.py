@@ -154,7 +154,8 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
     settings, plan, tune_dir = prep.settings, prep.defaults_plan, prep.tune_dir
     console.print(f"tune folder: {tune_dir} (run {me.run_id})", markup=False, highlight=False)
     rounds = search_rounds(prep.candidates)
-    round_plans = [plan_cell(method_cell_config(cfg, plan.arms, r, tune_dir / SEARCH_DIR)) for r in rounds]
+    # Each round's cell runs AR and the methods that have an i-th candidate, nothing else.
+    round_plans = [plan_cell(method_cell_config(cfg, (REFERENCE, *r), r, tune_dir / SEARCH_DIR)) for r in rounds]
     cell_model = load_cell_model(plan, None)
     assert cell_model.model is not None  # single device: the full replica is loaded
     kept = list(samples)

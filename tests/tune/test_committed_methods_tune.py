@@ -1,0 +1,82 @@
+"""The committed methods tune (paper_figures/tune/methods/, scripts/tune_methods_reference.sh) recomputed from its rows.
+
+The search: every candidate's predicted speedup from the committed search cells' rows on the committed
+profile, the declared winner the top prediction, the search samples one per Spec-Bench group. The tuned
+leaderboard, once the timed held-out check is committed beside it: every number from the held-out rows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lade_bench.datasets.spec_bench import GROUP_OF, GROUPS
+from lade_bench.methods import get_method, methods_where
+from lade_bench.methods.budget import candidate_grid, candidate_key
+from lade_bench.results import load_rows
+from lade_bench.stats.step_cost import predicted_speedup
+from lade_bench.tune.budget_search import paired_rows
+from lade_bench.tune.leaderboard import heldout_methods, leaderboard_table
+
+REPO = Path(__file__).resolve().parents[2]
+METHODS_DIR = REPO / "paper_figures" / "tune" / "methods"
+SEARCH = json.loads((METHODS_DIR / "methods_search.json").read_text(encoding="utf-8"))
+
+
+def test_the_committed_search_ran_on_the_committed_profile_and_one_question_per_group():
+    profile = json.loads((METHODS_DIR / "profile-smollm2-135m-instruct-1thread.json").read_text(encoding="utf-8"))
+    assert SEARCH["profile"] == profile and len(profile["kv_lengths"]) >= 2
+    assert SEARCH["model"] == "smollm2-135m-instruct" and SEARCH["dataset"] == "spec_bench"
+    assert set(SEARCH["methods"]) == set(methods_where(lambda m: m.budget is not None))  # every rival with a budget
+    assert not set(SEARCH["search_sample_ids"]) & set(SEARCH["heldout_sample_ids"])
+    # A Spec-Bench sample id is <category>-<question id>: one search question per group.
+    groups = [GROUP_OF[str(i).rsplit("-", 1)[0]] for i in SEARCH["search_sample_ids"]]
+    assert sorted(groups) == sorted(GROUPS)
+    heldout = [GROUP_OF[str(i).rsplit("-", 1)[0]] for i in SEARCH["heldout_sample_ids"]]
+    assert sorted(heldout) == sorted([*GROUPS, *GROUPS])
+
+
+@pytest.mark.parametrize("method", sorted(SEARCH["methods"]))
+def test_every_committed_prediction_recomputes_from_the_committed_search_rows_and_the_winner_is_the_top(method):
+    candidates = SEARCH["candidates"][method]
+    declared = [candidate_key(c) for c in candidate_grid(get_method(method).budget.values)]
+    assert sorted(c["key"] for c in candidates) == sorted(declared)
+    for candidate in candidates:
+        rows = load_rows(METHODS_DIR / "search_rows" / candidate["cell"])
+        arm, ar = paired_rows(rows, method, SEARCH["search_sample_ids"])
+        assert len(arm) == candidate["units"] > 0
+        assert candidate["outputs_equal_ar"] == candidate["units"]  # exact at every candidate
+        assert candidate["predicted_speedup"] == pytest.approx(predicted_speedup(arm, ar, SEARCH["profile"]))
+    winner = SEARCH["winners"][method]
+    assert winner["predicted_speedup"] == max(c["predicted_speedup"] for c in candidates)
+    assert winner["key"] == candidates[0]["key"] and candidates[0]["rank"] == 1
+
+
+def test_the_committed_tuned_leaderboard_recomputes_from_the_committed_held_out_rows():
+    if not (METHODS_DIR / "leaderboard.csv").is_file():
+        pytest.skip("the timed held-out check is not committed yet (scripts/tune_methods_reference.sh --search-from)")
+    record = json.loads((METHODS_DIR / "methods_record.json").read_text(encoding="utf-8"))
+    assert record["winners"] == SEARCH["winners"]  # the held-out check reused the committed search
+    cells = record["heldout"]["cells"]
+    rows = {which: load_rows(METHODS_DIR / "heldout_rows" / cell) for which, cell in cells.items()}
+    configured = {which: {m: v[which]["settings"] for m, v in record["heldout"]["methods"].items()} for which in cells}
+    again = heldout_methods(rows, record["methods"], record["heldout"]["sample_ids"], record["profile"], configured)
+    assert json.dumps(again, sort_keys=True) == json.dumps(record["heldout"]["methods"], sort_keys=True)
+    committed = pd.read_csv(METHODS_DIR / "leaderboard.csv", dtype=str, keep_default_na=False)
+    pd.testing.assert_frame_equal(committed, leaderboard_table(record).astype(str))
+
+
+def test_docs_quote_the_committed_search_declarations():
+    """docs/tuning.md's list of the declared winners and predictions is the committed record's."""
+    from lade_bench.methods import method_label
+
+    text = " ".join((REPO / "docs" / "tuning.md").read_text(encoding="utf-8").split())
+    for method, candidates in SEARCH["candidates"].items():
+        winner = SEARCH["winners"][method]
+        defaults = next(c for c in candidates if c["defaults"])
+        label = method_label(method).split(" (")[0]
+        quoted = f"{label} {winner['key']} {winner['predicted_speedup']:.3f}x ({defaults['predicted_speedup']:.3f}x)"
+        assert quoted in text, quoted
