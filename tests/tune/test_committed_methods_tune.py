@@ -80,3 +80,29 @@ def test_docs_quote_the_committed_search_declarations():
         label = method_label(method).split(" (")[0]
         quoted = f"{label} {winner['key']} {winner['predicted_speedup']:.3f}x ({defaults['predicted_speedup']:.3f}x)"
         assert quoted in text, quoted
+
+
+def test_docs_quote_the_committed_held_out_check():
+    """docs/tuning.md's held-out numbers (defaults -> tuned, measured with intervals and n) are the committed
+    leaderboard's, and its verdicts against AR are the intervals' (stats.speedup_verdict)."""
+    from lade_bench.stats import speedup_verdict
+
+    table = pd.read_csv(METHODS_DIR / "leaderboard.csv", dtype=str, keep_default_na=False)
+    text = " ".join((REPO / "docs" / "tuning.md").read_text(encoding="utf-8").split())
+    verdicts = {}
+    for _, row in table.iterrows():
+        quoted = f"{row['Method']} {row['Defaults: measured vs AR']} → {row['Tuned: measured vs AR']}"
+        assert quoted in text, quoted
+        for which in ("Defaults", "Tuned"):
+            low, high = (float(x) for x in row[f"{which}: measured vs AR"].split("[")[1].split("]")[0].split(","))
+            verdicts[(row["Method"], which)] = speedup_verdict(low, high)
+    expected = {
+        ("Prompt lookup", "Tuned"): "faster",
+        ("Prompt lookup", "Defaults"): "cannot tell",
+        ("SuffixDecoding", "Defaults"): "cannot tell",
+        ("SuffixDecoding", "Tuned"): "cannot tell",
+        ("PIA (Ant trie lookahead)", "Defaults"): "slower",
+        ("PIA (Ant trie lookahead)", "Tuned"): "cannot tell",
+    }
+    expected |= {(m, w): "slower" for m in ("Token Recycling", "SAM-Decoding", "REST") for w in ("Defaults", "Tuned")}
+    assert verdicts == expected
