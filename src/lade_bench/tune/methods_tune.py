@@ -16,8 +16,6 @@ cells keep their rows.
 from __future__ import annotations
 
 import json
-import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,14 +28,13 @@ from rich.console import Console
 
 from lade_bench.methods import REFERENCE, get_method
 from lade_bench.methods.budget import candidate_key, plain
-from lade_bench.profiling.device_profile import describe_device, device_kind, kind_slug
-from lade_bench.results.atomic import atomic_write_json, remove_temp_files
+from lade_bench.profiling.device_profile import device_kind, kind_slug
+from lade_bench.results.atomic import atomic_write_json
 from lade_bench.runner.cell import load_cell_model, profile_key
 from lade_bench.runner.console import progress_bar
 from lade_bench.runner.execute import CellModel, count_units
-from lade_bench.runner.locks import LockSettings, claim
 from lade_bench.runner.plan import CellPlan, plan_cell
-from lade_bench.runner.provenance import RunIdentity, current_run
+from lade_bench.runner.provenance import RunIdentity
 from lade_bench.runner.samples import fit_samples, load_samples
 from lade_bench.tune.budget_search import (
     candidate_evidence,
@@ -51,11 +48,16 @@ from lade_bench.tune.budget_search import (
 from lade_bench.tune.config import TuneConfigError, TuneSettings
 from lade_bench.tune.leaderboard import heldout_methods, write_leaderboard
 from lade_bench.tune.profile import obtain_surface
+from lade_bench.tune.tuner import (
+    check_sample_count,
+    print_outcome_lines,
+    record_run_fields,
+    run_in_tune_folder,
+    safe_name,
+    split_fitted,
+)
 from lade_bench.tune.validate import run_tune_cell
 
-log = logging.getLogger(__name__)
-
-LOCK_NAME = "tune.lock"
 SEARCH_RECORD = "methods_search.json"  # the search: candidates, predictions, declared winners (before held-out)
 RECORD = "methods_record.json"  # the whole tune: the search's record plus the held-out check
 SEARCH_DIR = "search"  # sweep folder of the search cells, inside the tune folder
@@ -115,7 +117,7 @@ def prepare_methods(cfg: DictConfig, settings: TuneSettings) -> _Prepared:
             "device_profile.kv_lengths=[] measures one context only; the step-cost search reads every step at its "
             "KV length: give lengths (e.g. [8, 64, 256, 1024, 2048]) or tune.profile_from a two-dimensional profile"
         )
-    model_name = re.sub(r"[^A-Za-z0-9._-]+", "_", cfg.model.name.split("/")[-1])
+    model_name = safe_name(cfg.model.name.split("/")[-1])
     device = kind_slug(device_kind(defaults_plan.device))
     name = settings.name or f"{device}-{model_name}-{defaults_plan.dataset_spec.name}-methods"
     source = _load_search_record(settings.search_from) if settings.search_from is not None else None
@@ -127,27 +129,15 @@ def run_methods_tune(cfg: DictConfig, settings: TuneSettings, console: Console) 
     prep = prepare_methods(cfg, settings)
     plan = prep.defaults_plan
     samples = load_samples(plan)  # a missing dataset file fails here, before the model loads
-    needed = settings.probe_samples + settings.heldout_samples
-    if len(samples) < needed:
-        raise TuneConfigError(
-            f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s); tune.probe_samples + "
-            f"tune.heldout_samples = {needed}: lower them or select more samples (dataset.limit, per_category_limit)"
-        )
+    check_sample_count(
+        settings,
+        len(samples),
+        f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s)",
+        "lower them or select more samples (dataset.limit, per_category_limit)",
+    )
     if settings.interleave_groups:
         samples = _interleaved(plan, samples)
-    me = current_run()
-    prep.tune_dir.mkdir(parents=True, exist_ok=True)
-    ownership = claim(prep.tune_dir / LOCK_NAME, me, LockSettings.from_config(cfg.cell_lock), f"tune {prep.tune_dir}")
-    if ownership is None:
-        raise TuneConfigError(
-            f"another live process is running the tune in {prep.tune_dir}; wait for it or pick tune.name"
-        )
-    try:
-        for leftover in remove_temp_files(prep.tune_dir):
-            log.info("removed %s, left by an interrupted run", leftover)
-        return _run_locked(cfg, prep, samples, me, console)
-    finally:
-        ownership.release()
+    return run_in_tune_folder(cfg, prep.tune_dir, lambda me: _run_locked(cfg, prep, samples, me, console))
 
 
 def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity, console: Console) -> MethodsOutcome:
@@ -161,12 +151,7 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
     kept = list(samples)
     for each in [plan, *round_plans]:  # every cell's samples are the same: those every configuration fits
         kept = fit_samples(each, kept, cell_model.model, cell_model.tokenizer).samples
-    needed = settings.probe_samples + settings.heldout_samples
-    if len(kept) < needed:
-        raise TuneConfigError(
-            f"only {len(kept)} sample(s) fit the model's context; tune.probe_samples + tune.heldout_samples = {needed}"
-        )
-    search, heldout = kept[: settings.probe_samples], kept[settings.probe_samples : needed]
+    search, heldout = split_fitted(settings, kept)
     identity = _identity(cfg, plan, prep, search, heldout)
     search_path = tune_dir / SEARCH_RECORD
     if prep.source is not None:
@@ -260,11 +245,7 @@ def _search(
     record = {
         "version": RECORD_VERSION,
         "identity": identity,
-        "model": cfg.model.name,
-        "dataset": plan.dataset_spec.name,
-        "sampling": cfg.sampling.name,
-        "max_new_tokens": cfg.max_new_tokens,
-        "device": describe_device(plan.device),
+        **record_run_fields(cfg, plan),
         "methods": list(settings.methods),
         "search_sample_ids": ids,
         "heldout_sample_ids": identity["heldout_sample_ids"],
@@ -407,7 +388,5 @@ def _print_outcome(console: Console, outcome: MethodsOutcome, record: dict[str, 
         f"search record (candidates, predictions, declared winners): {outcome.search_record}",
         f"record: {outcome.record}",
         f"tuned leaderboard: {outcome.leaderboard} (and .csv)",
-        f"report of the held-out cells: python -m lade_bench.report {outcome.tune_dir / HELDOUT_DIR}",
     ]
-    for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    print_outcome_lines(console, lines, outcome.tune_dir / HELDOUT_DIR)

@@ -115,15 +115,7 @@ def obtain_profile(
     )
     shapes = [(max(space.ngram), max(space.window), max(space.guesses))]
     shapes += [(p.ngram, p.window, p.guesses) for p in also]
-    profile = sweep_profile(
-        model,
-        shapes,
-        context_tokens=settings.context_tokens,
-        warmup=settings.warmup,
-        repeats=settings.repeats,
-        model_name=key.model,
-        attn_implementation=key.attn_implementation,
-    )
+    profile = sweep_profile(model, shapes, **_measure_settings(settings, key))
     path = publish_profile(tune_dir, profile)
     return profile, f"measured, saved to {path}"
 
@@ -171,18 +163,21 @@ def obtain_surface(
         if problem is None:
             return profile, f"reused {own}"
         log.info("not reusing %s: %s; measuring again", own, problem)
-    profile = measure_forward_surface(
-        model,
-        counts,
-        list(settings.kv_lengths),
-        context_tokens=settings.context_tokens,
-        warmup=settings.warmup,
-        repeats=settings.repeats,
-        model_name=key.model,
-        attn_implementation=key.attn_implementation,
-    )
+    profile = measure_forward_surface(model, counts, list(settings.kv_lengths), **_measure_settings(settings, key))
     path = publish_profile(tune_dir, profile)
     return profile, f"measured over {len(counts)} widths x KV lengths {profile['kv_lengths']}, saved to {path}"
+
+
+def _measure_settings(settings: Any, key: ProfileKey) -> dict[str, Any]:
+    """How a tune measures a profile: the ``device_profile`` section's context, warm-up and repeats, and the
+    key's model and attention implementation (recorded in the profile, so it is reused for this key only)."""
+    return {
+        "context_tokens": settings.context_tokens,
+        "warmup": settings.warmup,
+        "repeats": settings.repeats,
+        "model_name": key.model,
+        "attn_implementation": key.attn_implementation,
+    }
 
 
 def _profile_from(profile_from: Path, key: ProfileKey, aliases: Sequence[str]) -> tuple[Path, dict[str, Any]]:

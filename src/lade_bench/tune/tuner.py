@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -72,6 +73,7 @@ LOCK_NAME = "tune.lock"
 # The identity fields known only once the model has filtered the samples.
 _SAMPLE_ID_FIELDS = ("probe_sample_ids", "heldout_sample_ids")
 FIGURES_DIR = "figures"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ def prepare(cfg: DictConfig) -> _Prepared:
     # The runner's own checks (model, dataset, sampling, arms, sandbox, device) on a cell of the tune;
     # this plan writes nothing (its folder is never created).
     base_plan = plan_cell(cell_config(cfg, widest, arms, settings.output_root.resolve() / "_check"))
-    model_name = _safe_name(cfg.model.name.split("/")[-1])
+    model_name = safe_name(cfg.model.name.split("/")[-1])
     device = kind_slug(device_kind(base_plan.device))
     name = settings.name or f"{device}-{model_name}-{base_plan.dataset_spec.name}"
     tune_dir = settings.output_root.resolve() / name
@@ -160,24 +162,55 @@ def run_tune(cfg: DictConfig, console: Console | None = None) -> Any:
     prep = prepare(cfg)
     settings, plan = prep.settings, prep.base_plan
     samples = load_samples(plan)  # a missing dataset file fails here, before the model loads
+    check_sample_count(
+        settings,
+        len(samples),
+        f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s) (dataset.limit={cfg.dataset.limit}, "
+        f"dataset.offset={cfg.dataset.offset})",
+        "lower them or raise dataset.limit",
+    )
+    return run_in_tune_folder(cfg, prep.tune_dir, lambda me: _run_locked(cfg, prep, samples, me, console))
+
+
+def check_sample_count(settings: TuneSettings, count: int, found: str, fix: str | None = None) -> None:
+    """Refuse ``count`` samples fewer than the tune's search and held-out splits need together.
+
+    Raises:
+        TuneConfigError: ``found`` (what gave too few), the number needed and, where given, ``fix``.
+    """
     needed = settings.probe_samples + settings.heldout_samples
-    if len(samples) < needed:
-        raise TuneConfigError(
-            f"dataset {plan.dataset_spec.name!r} gives {len(samples)} sample(s) (dataset.limit={cfg.dataset.limit}, "
-            f"dataset.offset={cfg.dataset.offset}); "
-            f"tune.probe_samples + tune.heldout_samples = {needed}: lower them or raise dataset.limit"
-        )
+    if count < needed:
+        message = f"{found}; tune.probe_samples + tune.heldout_samples = {needed}"
+        raise TuneConfigError(f"{message}: {fix}" if fix else message)
+
+
+def split_fitted(settings: TuneSettings, kept: list) -> tuple[list, list]:
+    """The search (probe) and held-out samples, in order, from those that fit the model's context.
+
+    Raises:
+        TuneConfigError: fewer fit than the two splits need.
+    """
+    check_sample_count(settings, len(kept), f"only {len(kept)} sample(s) fit the model's context")
+    needed = settings.probe_samples + settings.heldout_samples
+    return kept[: settings.probe_samples], kept[settings.probe_samples : needed]
+
+
+def run_in_tune_folder(cfg: DictConfig, tune_dir: Path, run: Callable[[RunIdentity], T]) -> T:
+    """``run`` (given this process's run identity) holding the tune folder's lock, after removing the
+    temporary files an interrupted run left there; two tunes never write one folder.
+
+    Raises:
+        TuneConfigError: another live process holds the folder's lock.
+    """
     me = current_run()
-    prep.tune_dir.mkdir(parents=True, exist_ok=True)
-    ownership = claim(prep.tune_dir / LOCK_NAME, me, LockSettings.from_config(cfg.cell_lock), f"tune {prep.tune_dir}")
+    tune_dir.mkdir(parents=True, exist_ok=True)
+    ownership = claim(tune_dir / LOCK_NAME, me, LockSettings.from_config(cfg.cell_lock), f"tune {tune_dir}")
     if ownership is None:
-        raise TuneConfigError(
-            f"another live process is running the tune in {prep.tune_dir}; wait for it or pick tune.name"
-        )
+        raise TuneConfigError(f"another live process is running the tune in {tune_dir}; wait for it or pick tune.name")
     try:
-        for leftover in remove_temp_files(prep.tune_dir):
+        for leftover in remove_temp_files(tune_dir):
             log.info("removed %s, left by an interrupted run", leftover)
-        return _run_locked(cfg, prep, samples, me, console)
+        return run(me)
     finally:
         ownership.release()
 
@@ -188,12 +221,7 @@ def _run_locked(cfg: DictConfig, prep: _Prepared, samples: list, me: RunIdentity
     cell_model = load_cell_model(plan, None)
     assert cell_model.model is not None  # single device (ranks None): the full replica is loaded
     kept = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer).samples
-    needed = settings.probe_samples + settings.heldout_samples
-    if len(kept) < needed:
-        raise TuneConfigError(
-            f"only {len(kept)} sample(s) fit the model's context; tune.probe_samples + tune.heldout_samples = {needed}"
-        )
-    probe, heldout = kept[: settings.probe_samples], kept[settings.probe_samples : needed]
+    probe, heldout = split_fitted(settings, kept)
     identity = _identity(cfg, plan, settings, probe, heldout)
     if prep.source is not None:
         check_same_tune(prep.source, identity)
@@ -360,14 +388,21 @@ def _identity(cfg: DictConfig, plan: CellPlan, settings: TuneSettings, probe: li
     }
 
 
-def _record_base(cfg, plan: CellPlan, settings: TuneSettings, identity, profile, probe, heldout) -> dict[str, Any]:
+def record_run_fields(cfg: DictConfig, plan: CellPlan) -> dict[str, Any]:
+    """What a tune's record says it ran: model, dataset, sampling, new-token budget and the device."""
     return {
-        "identity": identity,
         "model": cfg.model.name,
         "dataset": plan.dataset_spec.name,
         "sampling": cfg.sampling.name,
         "max_new_tokens": cfg.max_new_tokens,
         "device": describe_device(plan.device),
+    }
+
+
+def _record_base(cfg, plan: CellPlan, settings: TuneSettings, identity, profile, probe, heldout) -> dict[str, Any]:
+    return {
+        "identity": identity,
+        **record_run_fields(cfg, plan),
         "device_kind": device_kind(plan.device),
         "probe_sample_ids": [s.sample_id for s in probe],
         "heldout_sample_ids": [s.sample_id for s in heldout],
@@ -586,11 +621,17 @@ def _print_outcome(
         f"record of every configuration: {outcome.record}",
         f"held-out table: {outcome.table} (and .csv)",
         f"figure: {outcome.figure} (and .pdf)",
-        f"report of the held-out cells: python -m lade_bench.report {outcome.tune_dir}",
     ]
-    for line in lines:
+    print_outcome_lines(console, lines, outcome.tune_dir)
+
+
+def print_outcome_lines(console: Console, lines: list[str], heldout_dir: Path) -> None:
+    """A finished tune's lines, then the command that reports its held-out cells, as plain text (paths and
+    commands are printed as they are: no markup, no highlighting, no wrapping inside them)."""
+    for line in [*lines, f"report of the held-out cells: python -m lade_bench.report {heldout_dir}"]:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-def _safe_name(text: str) -> str:
+def safe_name(text: str) -> str:
+    """``text`` with every run of characters unsafe in a folder or file name replaced by ``_``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
