@@ -29,6 +29,7 @@ from lade_bench.predict.profiles import PredictError, ProfileFile
 from lade_bench.report.conditions import cell_processor, short_processor
 from lade_bench.report.sweep import Sweep, SweepFolders
 from lade_bench.stats.step_cost import outside_forward_time, predicted_times, prediction_basis
+from lade_bench.stats.summary import CELL_READING_ORDER
 
 # The summary columns a predicted record keeps, renamed; the rest of a record is the measured summary's.
 _PREDICTED = {
@@ -50,15 +51,7 @@ NOTHING_TO_PRICE = "nothing to price: no decode step after the prefill and no ti
 RECORD_COLUMNS: tuple[str, ...] = (
     "sweep",
     "cell_id",
-    "model",
-    "dataset",
-    "do_sample",
-    "temperature",
-    "top_p",
-    "top_k",
-    "ngram",
-    "window",
-    "guesses",
+    *CELL_READING_ORDER,
     "arm",
     "method",
     "n_units",

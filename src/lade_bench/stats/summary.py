@@ -86,9 +86,9 @@ CLOCK_COLUMNS: tuple[str, ...] = (
     "draft_time_share",
     "compile_time_s",
 )
-# The columns summary records are sorted by, in reading order (arm order last, see sort_summary).
-SORT_COLUMNS: tuple[str, ...] = (
-    "sweep",
+# A cell's model, dataset, sampling and lookahead shape in the order a reader looks them up: the order
+# summary records are sorted in and the leading columns of a predicted leaderboard's records.
+CELL_READING_ORDER: tuple[str, ...] = (
     "model",
     "dataset",
     "do_sample",
@@ -98,6 +98,11 @@ SORT_COLUMNS: tuple[str, ...] = (
     "ngram",
     "window",
     "guesses",
+)
+# The columns summary records are sorted by, in reading order (arm order last, see sort_summary).
+SORT_COLUMNS: tuple[str, ...] = (
+    "sweep",
+    *CELL_READING_ORDER,
     "prompt_as_reference",
     "verification",
     "compiled",
