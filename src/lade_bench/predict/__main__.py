@@ -32,6 +32,7 @@ from lade_bench.predict.output import write_leaderboard
 from lade_bench.predict.profiles import PredictError, match_profiles, read_profile_file
 from lade_bench.report.conditions import cell_dtypes
 from lade_bench.report.sweep import SweepFolders, read_sweep_folders
+from lade_bench.stats.rules import add_interval_arguments
 
 # Where the files go without --out: beside the command, never inside a (committed) sweep folder.
 DEFAULT_OUT = Path("predicted")
@@ -54,15 +55,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="device profile(s) measured by the suite, one per model of the sweep",
     )
     parser.add_argument("--out", default=None, help=f"output folder (default: {DEFAULT_OUT}/<sweep name>)")
-    parser.add_argument(
-        "--n-boot", type=int, default=stats.N_BOOT, help="bootstrap resamples per interval (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--min-ci-units",
-        type=int,
-        default=stats.MIN_CI_UNITS,
-        help="fewest samples an interval is computed from (default: %(default)s)",
-    )
+    add_interval_arguments(parser, "bootstrap resamples per interval", "fewest samples an interval is computed from")
     return parser.parse_args(argv)
 
 

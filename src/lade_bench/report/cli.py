@@ -23,9 +23,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from lade_bench import stats
 from lade_bench.export.spec_bench_answers import AnswerFileError
 from lade_bench.report.build import build_report
+from lade_bench.stats.rules import add_interval_arguments
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -40,14 +40,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", default=None, help="output folder (default: <first sweep>/report)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
-    parser.add_argument(
-        "--n-boot", type=int, default=stats.N_BOOT, help="bootstrap resamples per speedup CI (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--min-ci-units",
-        type=int,
-        default=stats.MIN_CI_UNITS,
-        help="fewest samples a CI is computed from; fewer: the point estimate and the reason (default: %(default)s)",
+    add_interval_arguments(
+        parser,
+        "bootstrap resamples per speedup CI",
+        "fewest samples a CI is computed from; fewer: the point estimate and the reason",
     )
     parser.add_argument(
         "--spec-bench-answers",

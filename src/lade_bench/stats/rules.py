@@ -7,6 +7,7 @@ the interval is missing (:func:`interval_note`). Every estimate carries its n (:
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -22,6 +23,15 @@ MIN_CI_UNITS = 10
 # Why a record has no interval, besides too few units.
 NOTE_BASELINE = "baseline"
 NOTE_NO_PAIRS = "no paired AR rows"
+
+
+def add_interval_arguments(parser: argparse.ArgumentParser, n_boot_help: str, min_ci_units_help: str) -> None:
+    """Add a command's ``--n-boot`` and ``--min-ci-units`` options (defaults :data:`N_BOOT`,
+    :data:`MIN_CI_UNITS`), each help text followed by its default."""
+    parser.add_argument("--n-boot", type=int, default=N_BOOT, help=f"{n_boot_help} (default: %(default)s)")
+    parser.add_argument(
+        "--min-ci-units", type=int, default=MIN_CI_UNITS, help=f"{min_ci_units_help} (default: %(default)s)"
+    )
 
 
 @dataclass(frozen=True)
