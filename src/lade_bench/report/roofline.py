@@ -71,7 +71,6 @@ TABLE = PaperTable(
     "profile and the context it measured (a one-context profile reads every step there); Overall = the "
     "groups pooled where one profile costs them all.",
     lambda sweep: roofline_table(roofline_records(sweep)),
-    "",  # written by build_report, not by a notebook
 )
 CAPTION = (
     "Roofline of speculative decoding: tokens accepted per decode step against the step's predicted cost "

@@ -100,7 +100,6 @@ LEADERBOARD = PaperTable(
     "Spec-Bench's speed.py arithmetic (mean tokens/s ratio on their baseline's recorded new_tokens, mean "
     "accept_lengths), no CI, never paired.",
     lambda sweep: leaderboard_table(board_records(sweep)),
-    "",  # written by build_report, not by a notebook
 )
 SPEEDUPS = PaperTable(
     "spec_bench_speedups",
@@ -110,7 +109,6 @@ SPEEDUPS = PaperTable(
     "tokens/s ratio, AR's tokens re-counted with the model's tokenizer; mean accept_lengths, prefill "
     "included). External rows: Spec-Bench answer files with Spec-Bench's own arithmetic.",
     lambda sweep: speedups_table(board_records(sweep)),
-    "",  # written by build_report, not by a notebook
 )
 # The leaderboard's tables by name, as PAPER_TABLES holds the others (the W&B report rebuilds them by name).
 BOARD_TABLES: dict[str, PaperTable] = {LEADERBOARD.name: LEADERBOARD, SPEEDUPS.name: SPEEDUPS}

@@ -362,12 +362,13 @@ def knob_contrasts_table(sweep: Sweep) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class PaperTable:
-    """One paper table: file stem, caption, builder, and the notebook in ``notebooks/`` that writes it."""
+    """One paper table: file stem, caption, builder, and the notebook in ``notebooks/`` that writes it
+    (empty: ``build_report`` writes it, no notebook does)."""
 
     name: str
     caption: str
     build: Callable[[Sweep], pd.DataFrame]
-    notebook: str
+    notebook: str = ""
 
     @property
     def label(self) -> str:
