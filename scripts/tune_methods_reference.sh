@@ -39,10 +39,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=this_checkout.sh
 source scripts/this_checkout.sh
 usage="usage: bash scripts/tune_methods_reference.sh OUTPUT_ROOT SHARED_DATA_DIR [--search-from DIR]"
-if [ $# -ne 2 ] && [ $# -ne 4 ]; then
-    echo "$usage" >&2
-    exit 2
-fi
+require_arg_count "$usage" $# 2 4
 out=$1
 questions=$2/spec_bench/question.jsonl
 if [ ! -f "$questions" ]; then
@@ -50,6 +47,16 @@ if [ ! -f "$questions" ]; then
     exit 2
 fi
 dest=paper_figures/tune/methods
+# Each cell of the sweep folder $1 (its rows, config and manifest) copied into $2/<cell>/, replacing $2:
+# what the committed records are recomputed from.
+copy_cell_rows() {
+    rm -rf "$2"
+    mkdir -p "$2"
+    for cell in "$1"/*/; do
+        mkdir -p "$2/$(basename "$cell")"
+        cp "$cell"/rows.jsonl "$cell"/config.yaml "$cell"/manifest.json "$2/$(basename "$cell")/"
+    done
+}
 profile=$dest/profile-smollm2-135m-instruct-1thread.json
 name=smollm2-spec_bench-methods
 reuse=(tune.search_only=true)
@@ -73,19 +80,10 @@ export OMP_NUM_THREADS=1  # the committed profile is one thread's: the tune's de
 mkdir -p "$dest"
 if [ $# -eq 2 ]; then
     cp "$out/tune/$name/methods_search.json" "$dest/"
-    rm -rf "$dest/search_rows"
-    for cell in "$out/tune/$name/search"/*/; do
-        mkdir -p "$dest/search_rows/$(basename "$cell")"
-        cp "$cell"/rows.jsonl "$cell"/config.yaml "$cell"/manifest.json "$dest/search_rows/$(basename "$cell")/"
-    done
+    copy_cell_rows "$out/tune/$name/search" "$dest/search_rows"
     echo "search record in $dest/methods_search.json; the timed held-out check: $0 $out $2 --search-from $dest"
 else
     cp "$out/tune/$name/leaderboard.md" "$out/tune/$name/leaderboard.csv" "$out/tune/$name/methods_record.json" "$dest/"
-    rm -rf "$dest/heldout_rows"
-    mkdir -p "$dest/heldout_rows"
-    for cell in "$out/tune/$name/heldout"/*/; do
-        mkdir -p "$dest/heldout_rows/$(basename "$cell")"
-        cp "$cell"/rows.jsonl "$cell"/config.yaml "$cell"/manifest.json "$dest/heldout_rows/$(basename "$cell")/"
-    done
+    copy_cell_rows "$out/tune/$name/heldout" "$dest/heldout_rows"
     echo "tuned leaderboard in $dest/leaderboard.md (record, held-out rows beside it)"
 fi

@@ -26,10 +26,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=this_checkout.sh
 source scripts/this_checkout.sh
 usage="usage: bash scripts/tune_reference.sh OUTPUT_ROOT [--search-from DIR]"
-if [ $# -ne 1 ] && [ $# -ne 3 ]; then
-    echo "$usage" >&2
-    exit 2
-fi
+require_arg_count "$usage" $# 1 3
 out=$1
 search_from=""
 if [ $# -eq 3 ]; then
