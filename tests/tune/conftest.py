@@ -12,9 +12,9 @@ from lade_bench.tune.config import register_tune_configs
 
 REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = PACKAGE_CONF_DIR  # the top-level conf/ (the package lade_bench.conf)
-# A tiny, fast tune: the tiny llama in float64 (exact argmaxes), 8 new tokens, MT-Bench (two turns per
-# sample), a short device profile. Output folders are set per test (never the checkout's conf/).
-TINY_TUNE = [
+# The tiny run every tune test starts from: the tiny llama in float64 (exact argmaxes), 8 new tokens,
+# MT-Bench (two turns per sample), a short device profile.
+TINY_RUN = [
     "model=tiny_llama",
     "dtype=float64",
     "device=cpu",
@@ -23,6 +23,10 @@ TINY_TUNE = [
     "device_profile.warmup=0",
     "device_profile.repeats=1",
     "device_profile.context_tokens=16",
+]
+# A tiny, fast tune of that run. Output folders are set per test (never the checkout's conf/).
+TINY_TUNE = [
+    *TINY_RUN,
     "tune.probe_samples=2",
     "tune.heldout_samples=2",
     "tune.top_k=2",

@@ -25,7 +25,7 @@ from lade_bench.tune.budget_search import paired_rows
 from lade_bench.tune.config import TuneConfigError, tune_settings
 from lade_bench.tune.methods_tune import prepare_methods
 
-from .conftest import compose_tune, tmp_outputs
+from .conftest import TINY_RUN, compose_tune, tmp_outputs
 
 # The settings each method's budget must cover (the issue's list), read from the registry entries.
 ISSUE_BUDGETS = {
@@ -39,14 +39,7 @@ ISSUE_BUDGETS = {
 TUNED = ["prompt_lookup", "suffix_decoding"]
 # A tiny tune: tiny llama in float64, 8 new tokens, MT-Bench (two turns), a short 2D profile.
 TINY_METHODS_TUNE = [
-    "model=tiny_llama",
-    "dtype=float64",
-    "device=cpu",
-    "max_new_tokens=8",
-    "warmup_new_tokens=4",
-    "device_profile.warmup=0",
-    "device_profile.repeats=1",
-    "device_profile.context_tokens=16",
+    *TINY_RUN,
     "device_profile.kv_lengths=[8,512]",
     "tune.probe_samples=2",
     "tune.heldout_samples=2",
