@@ -635,6 +635,58 @@ def forward_time_at(profile: Mapping[str, Any], tokens: float, kv_length: float 
     return value
 
 
+def forward_times_at(
+    profile: Mapping[str, Any],
+    tokens: Sequence[float] | np.ndarray,
+    kv_lengths: Sequence[float] | np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`forward_time_at` of many steps at once: element ``i`` is ``forward_time_at(profile, tokens[i],
+    kv_lengths[i])`` to the last bit (the same ``np.interp`` over the widths, then numpy's own interpolation
+    formula over the KV lengths), priced in a few array operations instead of a Python call per step.
+
+    Raises:
+        ValueError: the first step outside the measured range, or with a non-positive time, with the
+            message :func:`forward_time_at` gives for it.
+    """
+    widths = np.asarray(tokens)
+    ks = np.asarray(profile["token_counts"], dtype=np.float64)
+    wide = widths.astype(np.float64)
+    bad = ~((ks[0] <= wide) & (wide <= ks[-1]))
+    if kv_lengths is None or not profile_measures_kv(profile):
+        values = np.interp(wide, ks, np.asarray(profile["forward_time_s"], dtype=np.float64))
+    else:
+        kv = np.asarray(kv_lengths, dtype=np.float64)
+        lengths = np.asarray(profile["kv_lengths"], dtype=np.float64)
+        bad |= ~((lengths[0] <= kv) & (kv <= lengths[-1]))
+        values = _grid_times(profile, ks, lengths, np.where(bad, ks[0], wide), np.where(bad, lengths[0], kv))
+    bad |= ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        # The scalar function raises the exact message for the first refused step.
+        first = int(np.argmax(bad))
+        forward_time_at(profile, widths[first], None if kv_lengths is None else float(kv_lengths[first]))
+    return values
+
+
+def _grid_times(
+    profile: Mapping[str, Any], ks: np.ndarray, lengths: np.ndarray, widths: np.ndarray, kv: np.ndarray
+) -> np.ndarray:
+    """Bilinear times on a measured grid, every point inside it: each KV row interpolated over the widths
+    (``np.interp``, as :func:`forward_time_at`), then numpy's interpolation formula over the KV lengths
+    written out per step (``interp`` takes one curve, here every step has its own)."""
+    grid = np.asarray(profile["forward_time_grid_s"], dtype=np.float64)
+    per_length = np.stack([np.interp(widths, ks, row) for row in grid])  # (lengths, steps)
+    last = len(lengths) - 1
+    j = np.clip(np.searchsorted(lengths, kv, side="right") - 1, 0, max(last - 1, 0))
+    steps = np.arange(len(kv))
+    low, high = per_length[j, steps], per_length[np.minimum(j + 1, last), steps]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = (high - low) / (lengths[np.minimum(j + 1, last)] - lengths[j])
+        between = slope * (kv - lengths[j]) + low
+    # np.interp's special cases: a point on the last length takes its value, one on a measured length its own.
+    out = np.where(kv == lengths[j], low, between)
+    return np.where(kv >= lengths[last], per_length[last, steps], out)
+
+
 def step_cost(profile: Mapping[str, Any], tokens: float, token_time_s: float | None = None) -> float:
     """Forward time of a step with ``tokens`` input tokens in units of one AR token, ``t(k) / tau``.
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from lade_bench.profiling.device_profile import forward_time_at, profile_measures_kv
+from lade_bench.profiling.device_profile import forward_times_at, profile_measures_kv
 
 
 def step_kv_lengths(prompt_tokens: int, accept_lengths: Sequence[int]) -> np.ndarray:
@@ -66,13 +66,30 @@ def predicted_forward_time(
         ValueError: a step's width or KV length outside the profile's measured range
             (``forward_time_at`` names it), or ``step_tokens`` and ``accept_lengths`` of different lengths.
     """
-    widths = list(step_tokens)
+    widths, kv = _decode_steps(step_tokens, accept_lengths, prompt_tokens)
+    return _summed(forward_times_at(profile, widths, kv if profile_measures_kv(profile) else None))
+
+
+def _decode_steps(
+    step_tokens: Sequence[int], accept_lengths: Sequence[int], prompt_tokens: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The widths and KV lengths of a generation's steps after the prefill.
+
+    Raises:
+        ValueError: ``step_tokens`` and ``accept_lengths`` of different lengths.
+    """
+    widths = np.asarray(step_tokens)
     if len(widths) != len(accept_lengths):
         raise ValueError(
             f"step_tokens ({len(widths)} steps) and accept_lengths ({len(accept_lengths)}) must describe the same steps"
         )
-    kv = step_kv_lengths(prompt_tokens, accept_lengths)
-    return decode_forward_time(widths, kv.tolist() if profile_measures_kv(profile) else None, profile)
+    return widths[1:], step_kv_lengths(prompt_tokens, accept_lengths)[1:]
+
+
+def _summed(times: np.ndarray) -> float:
+    """Python's ``sum`` of the steps' times, in step order: the committed predictions were summed so, and
+    its float sum differs from numpy's pairwise one in the last bits."""
+    return sum(times.tolist())
 
 
 def decode_forward_time(
@@ -84,11 +101,9 @@ def decode_forward_time(
     Raises:
         ValueError: a width or KV length outside the profile's measured range.
     """
-    return sum(
-        forward_time_at(profile, width, None if kv_lengths is None else float(kv_lengths[i]))
-        for i, width in enumerate(step_tokens)
-        if i >= 1
-    )
+    widths = np.asarray(step_tokens)[1:]
+    kv = None if kv_lengths is None else np.asarray(kv_lengths)[1:]
+    return _summed(forward_times_at(profile, widths, kv))
 
 
 def predicted_row_time(row: Mapping[str, Any], profile: Mapping[str, Any]) -> float:
@@ -99,8 +114,29 @@ def predicted_row_time(row: Mapping[str, Any], profile: Mapping[str, Any]) -> fl
 
 
 def predicted_times(rows: pd.DataFrame, profile: Mapping[str, Any]) -> pd.Series:
-    """:func:`predicted_row_time` of every row, indexed like ``rows``."""
-    return pd.Series([predicted_row_time(row, profile) for _, row in rows.iterrows()], index=rows.index, dtype=float)
+    """:func:`predicted_row_time` of every row, indexed like ``rows``: every row's steps priced in one
+    :func:`forward_times_at` call (a step refused is the first in row order, as row by row), each row's
+    times summed in step order.
+
+    Raises:
+        ValueError: as :func:`predicted_row_time`.
+    """
+    # Only the columns read here: a records list of the whole frame would copy every row's texts and ids.
+    used = [c for c in ("step_tokens", "accept_lengths", "prompt_tokens", "wall_time_s", "forward_time_s") if c in rows]
+    records = rows[used].to_dict("records")
+    steps = [_decode_steps(r["step_tokens"], r["accept_lengths"], int(r["prompt_tokens"])) for r in records]
+    if not steps:
+        return pd.Series([], index=rows.index, dtype=float)
+    widths = np.concatenate([w for w, _ in steps])
+    kv = np.concatenate([k for _, k in steps]) if profile_measures_kv(profile) else None
+    times = forward_times_at(profile, widths, kv).tolist()
+    ends = np.cumsum([len(w) for w, _ in steps]).tolist()
+    starts = [0, *ends[:-1]]
+    return pd.Series(
+        [sum(times[a:b]) + (outside_forward_time(r) or 0.0) for a, b, r in zip(starts, ends, records, strict=True)],
+        index=rows.index,
+        dtype=float,
+    )
 
 
 def predicted_speedup(arm_rows: pd.DataFrame, ar_rows: pd.DataFrame, profile: Mapping[str, Any]) -> float:
