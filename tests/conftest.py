@@ -11,6 +11,8 @@ import torch
 
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 
+from .runner.cli_server import CliServer
+
 # pytest >= 9 attaches its log capture to every logger that does not propagate, and torch's
 # structured trace (logger "torch.__trace", non-propagating on purpose) builds its payloads whenever
 # that logger has a handler: every torch.compile then serialises each graph it makes into the captured
@@ -83,3 +85,12 @@ def shared_data_dir(request) -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data folder not found at {path}: pass --shared-data=DIR")
     return path
+
+
+@pytest.fixture(scope="session")
+def cli_server(tmp_path_factory):
+    """The CLI server of this pytest worker (runner/cli_server.py): the CLI's modules imported once, each
+    run of ``python -m lade_bench.run`` or ``python -m lade_bench.tune`` forked from it."""
+    server = CliServer(tmp_path_factory.mktemp("cli_server") / "server.log")
+    yield server
+    server.close()

@@ -19,7 +19,8 @@ Protocol (one JSON line per request on the server's stdin, one JSON line per ans
   fork a child, answer ``{"pid": N}`` at once. ``stdout``/``stderr`` are paths (the same path: one file,
   as ``stderr=STDOUT``; a FIFO: read while the child runs). ``patch`` is null or ``[helper, argument]``:
   the child calls ``install(argument)`` of the helper module beside this file (``kill_mid_cell``,
-  ``kill_during_finalisation``) before it runs the module; the patch lives in that child only.
+  ``kill_during_finalisation``), or of the helper file whose path ends in ``.py`` (tests/tune's
+  ``kill_mid_trial.py``), before it runs the module; the patch lives in that child only.
 * ``{"op": "poll", "pid"}``: ``{"returncode": N or null}`` (null while it runs);
 * ``{"op": "wait", "pid", "kill_group"}``: wait for it, answer ``{"returncode": N}`` (negative: killed by
   that signal, as :class:`subprocess.Popen` says it); ``kill_group`` then kills what the child's session
@@ -36,6 +37,7 @@ A child still running after ``timeout_s`` gets SIGALRM (and its test fails on th
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import runpy
@@ -84,6 +86,10 @@ CLI_MODULES = (
     "lade_bench.runner.output_check",
     "lade_bench.decoding.lookahead.lookahead",
     "lade_bench.sandbox.judge",
+    # The tuner's command line (tests/tune forks `python -m lade_bench.tune` from here too).
+    "optuna",
+    "lade_bench.tune.tuner",
+    "lade_bench.tune.methods_tune",
 )
 
 # The default limit of one child (seconds); a test passes its own where it waits on something slower.
@@ -120,7 +126,7 @@ def _run_in_this_child(request: dict[str, Any]) -> None:
         signal.alarm(int(request["timeout_s"]))
         if request.get("patch"):
             helper, argument = request["patch"]
-            importlib.import_module(helper).install(argument)
+            _helper(helper).install(argument)
         module = request["module"]
         # As `python -m MODULE ARGS` sets them: the arguments, and the current folder first on the path.
         sys.argv = [module, *request["args"]]
@@ -137,6 +143,17 @@ def _run_in_this_child(request: dict[str, Any]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _helper(name: str) -> Any:
+    """A patch helper: a module beside this file by name, or another folder's helper by its file's path."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(Path(name).stem, name)
+    assert spec is not None and spec.loader is not None, f"no patch helper at {name}"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _returncode(status: int) -> int:

@@ -13,8 +13,6 @@ from hydra import compose, initialize_config_dir
 from lade_bench.conf import PACKAGE_CONF_DIR
 from lade_bench.runner import register_configs
 
-from .cli_server import CliServer
-
 REPO = Path(__file__).resolve().parents[2]
 CONF_DIR = PACKAGE_CONF_DIR  # the top-level conf/ (the package lade_bench.conf)
 FIXTURE_DATA = REPO / "tests" / "fixtures" / "datasets"
@@ -38,14 +36,6 @@ def compose_cfg():
             return compose("config", overrides=list(overrides), return_hydra_config=hydra)
 
     return _compose
-
-
-@pytest.fixture(scope="session")
-def cli_server(tmp_path_factory):
-    """The CLI server of this pytest worker (cli_server.py): the CLI's modules imported once, each run forked."""
-    server = CliServer(tmp_path_factory.mktemp("cli_server") / "server.log")
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -1,9 +1,10 @@
 """Test helper: ``python -m lade_bench.tune`` that SIGKILLs itself inside its K-th measured configuration.
 
-Usage: ``python kill_mid_trial.py K [overrides...]``. The kill comes after the first probe unit of the
-K-th configuration measured, like ``kill -9`` from a scheduler or the OOM killer: no ``finally`` runs,
-so that trial stays RUNNING in the study and the tune's lock file stays behind. The patch lives only
-in this process.
+Usage: ``python kill_mid_trial.py K [overrides...]``, or as the CLI server's patch helper
+(tests/runner/cli_server.py, ``patch=(path of this file, K)``), as test_tune_end_to_end runs it. The
+kill comes after the first probe unit of the K-th configuration measured, like ``kill -9`` from a
+scheduler or the OOM killer: no ``finally`` runs, so that trial stays RUNNING in the study and the
+tune's lock file stays behind. The patch lives only in this process.
 """
 
 from __future__ import annotations

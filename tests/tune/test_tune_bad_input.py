@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
 from hydra.errors import ConfigCompositionException
@@ -74,9 +72,10 @@ def test_preset_of_another_tune_is_not_overwritten(tmp_path):
 
 
 @pytest.mark.slow
-def test_cli_too_few_samples_is_a_one_line_error_before_the_model_loads(tmp_path):
-    command = [sys.executable, "-m", "lade_bench.tune", *TINY_TUNE, *tmp_outputs(tmp_path), "dataset.limit=3"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+def test_cli_too_few_samples_is_a_one_line_error_before_the_model_loads(tmp_path, cli_server):
+    # `python -m lade_bench.tune`, forked from the CLI server (tests/runner/cli_server.py): no interpreter start.
+    args = [*TINY_TUNE, *tmp_outputs(tmp_path), "dataset.limit=3"]
+    done = cli_server.run(args, cwd=tmp_path, module="lade_bench.tune", timeout=300)
     printed = done.stdout + done.stderr  # Hydra logs to stdout
     assert done.returncode == 2, printed[-2000:]
     assert "gives 3 sample(s)" in printed and "tune.probe_samples + tune.heldout_samples = 4" in printed

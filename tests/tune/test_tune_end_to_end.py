@@ -1,7 +1,7 @@
 """The tuner end to end on the tiny model: killed mid-search, resumed, validated, preset run by ``lade_bench.run``.
 
-One tune serves every test of this module (a module fixture): a subprocess runs it and is SIGKILLed
-inside its third measured configuration, then the same command runs again in-process and finishes.
+One tune serves every test of this module (a module fixture): a child of the CLI server runs it and is
+SIGKILLed inside its third measured configuration, then the same command runs again in-process and finishes.
 """
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
@@ -44,15 +42,17 @@ def _study_trials(tune_dir: Path) -> list[optuna.trial.FrozenTrial]:
 
 
 @pytest.fixture(scope="module")
-def tune(tmp_path_factory):
+def tune(tmp_path_factory, cli_server):
     """Run a tune, kill it mid-trial, resume it; return what the tests look at."""
     root = tmp_path_factory.mktemp("tune")
     # Pruning off: every configuration is measured, so the third measured one (where the kill comes)
     # exists whatever the timings (pruning has its own tests in test_tune_bound.py).
     overrides = [*TINY_TUNE, *tmp_outputs(root), f"tune.trials={TRIALS}", "tune.name=t", "tune.prune=false"]
-    command = [sys.executable, str(HERE / "kill_mid_trial.py"), str(KILL_IN), *overrides]
-    killed = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
-    assert killed.returncode == -signal.SIGKILL, (killed.stdout + killed.stderr)[-3000:]
+    # `python -m lade_bench.tune`, forked from the CLI server with kill_mid_trial's patch (no interpreter start).
+    patch = (str(HERE / "kill_mid_trial.py"), KILL_IN)
+    log = root / "killed.log"
+    killed = cli_server.start(overrides, cwd=root, output=log, module="lade_bench.tune", patch=patch, timeout=300)
+    assert killed.wait(kill_group=True) == -signal.SIGKILL, log.read_text()[-3000:]
     tune_dir = root / "tunes" / "t"
     before = _study_trials(tune_dir)
     outcome = run_tune(compose_tune(overrides))

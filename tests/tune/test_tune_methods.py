@@ -1,6 +1,7 @@
 """Every method tuned for the device: declared budgets, the step-cost search, the held-out check, the leaderboard.
 
-One tiny tune of two rival methods runs through the real command line (a module fixture, the slow lane):
+One tiny tune of two rival methods runs through the real command line (a module fixture, the slow lane; each
+run forked from the CLI server, tests/runner/cli_server.py, so the imports are paid once):
 its device profile measured over widths and KV lengths by the tune, every candidate of each method's
 declared budget run on the search samples, predicted by the step-cost model, the winners declared, then
 AR with both methods at their defaults and at their tuned settings on held-out samples. The same command
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +25,7 @@ from lade_bench.tune.budget_search import paired_rows
 from lade_bench.tune.config import TuneConfigError, tune_settings
 from lade_bench.tune.methods_tune import prepare_methods
 
+from ..runner.cli_server import CliServer
 from .conftest import TINY_RUN, compose_tune, tmp_outputs
 
 # The settings each method's budget must cover (the issue's list), read from the registry entries.
@@ -59,9 +60,10 @@ def test_every_method_declares_the_budget_the_issue_names_with_its_defaults_amon
         assert any(all(getattr(defaults, k) == v for k, v in c.items()) for c in grid), f"{name}: defaults missing"
 
 
-def _cli(root: Path, overrides: list[str]) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "lade_bench.tune", *TINY_METHODS_TUNE, *tmp_outputs(root), *overrides]
-    return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+def _cli(cli_server: CliServer, root: Path, overrides: list[str]) -> subprocess.CompletedProcess:
+    """``python -m lade_bench.tune`` in ``root``, forked from the CLI server (its imports paid once)."""
+    args = [*TINY_METHODS_TUNE, *tmp_outputs(root), *overrides]
+    return cli_server.run(args, cwd=root, module="lade_bench.tune", timeout=600)
 
 
 @pytest.mark.parametrize(
@@ -82,8 +84,8 @@ def test_bad_method_or_budget_is_refused_before_the_model_loads(tmp_path, overri
     assert not (tmp_path / "tunes").exists()  # nothing written
 
 
-def test_the_command_line_refuses_a_bad_budget_in_one_line_without_loading_the_model(tmp_path):
-    done = _cli(tmp_path, ["+tune.budgets.suffix_decoding.max_spec_factor=[-1]"])
+def test_the_command_line_refuses_a_bad_budget_in_one_line_without_loading_the_model(tmp_path, cli_server):
+    done = _cli(cli_server, tmp_path, ["+tune.budgets.suffix_decoding.max_spec_factor=[-1]"])
     assert done.returncode != 0
     printed = done.stdout + done.stderr
     errors = [line for line in printed.splitlines() if "ERROR" in line]
@@ -92,27 +94,27 @@ def test_the_command_line_refuses_a_bad_budget_in_one_line_without_loading_the_m
 
 
 @pytest.fixture(scope="module")
-def tune(tmp_path_factory):
+def tune(tmp_path_factory, cli_server):
     """The tiny tune through the command line: the search alone (tune.search_only), the same command without
     it (the held-out check), once more (everything reused), then another tune reusing the search
     (tune.search_from)."""
     root = tmp_path_factory.mktemp("methods_tune")
-    searched = _cli(root, ["tune.search_only=true"])
+    searched = _cli(cli_server, root, ["tune.search_only=true"])
     assert searched.returncode == 0, (searched.stdout + searched.stderr)[-4000:]
     tune_dir = root / "tunes" / "m"
     search_only = {
         "search": json.loads((tune_dir / "methods_search.json").read_text()),
         "heldout_ran": (tune_dir / "heldout").exists() or (tune_dir / "methods_record.json").exists(),
     }
-    first = _cli(root, [])
+    first = _cli(cli_server, root, [])
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
     record = json.loads((tune_dir / "methods_record.json").read_text())
     rows_before = {p: len(load_rows(p.parent)) for p in tune_dir.glob("*/*/rows.jsonl")}
-    second = _cli(root, [])
+    second = _cli(cli_server, root, [])
     assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
     rows_after = {p: len(load_rows(p.parent)) for p in tune_dir.glob("*/*/rows.jsonl")}
     again = json.loads((tune_dir / "methods_record.json").read_text())
-    reused = _cli(root, ["tune.name=m2", f"tune.search_from={tune_dir}"])
+    reused = _cli(cli_server, root, ["tune.name=m2", f"tune.search_from={tune_dir}"])
     assert reused.returncode == 0, (reused.stdout + reused.stderr)[-4000:]
     reused_dir = root / "tunes" / "m2"
     search_only["reused"] = json.loads((reused_dir / "methods_record.json").read_text())
