@@ -106,3 +106,12 @@ def test_docs_quote_the_committed_held_out_check():
     }
     expected |= {(m, w): "slower" for m in ("Token Recycling", "SAM-Decoding", "REST") for w in ("Defaults", "Tuned")}
     assert verdicts == expected
+
+
+def test_docs_quote_the_committed_profiles_eight_token_step_cost():
+    """docs/tuning.md's 8-token step cost relative to a one-token step is the committed profile's, at its context."""
+    profile = json.loads((METHODS_DIR / "profile-smollm2-135m-instruct-1thread.json").read_text(encoding="utf-8"))
+    counts, times = profile["token_counts"], profile["forward_time_s"]
+    ratio = times[counts.index(8)] / times[counts.index(1)]
+    text = " ".join((REPO / "docs" / "tuning.md").read_text(encoding="utf-8").split())
+    assert f"an 8-token step costs {ratio:.2f}x a one-token step ({profile['context_tokens']} cached tokens)" in text
