@@ -13,9 +13,9 @@ from transformers.utils import is_torch_flex_attn_available
 
 # The attention names and UnsupportedModelError live in params (no torch), so that a plan checks the
 # names, and a job catches the error, before torch loads.
+from lade_bench.decoding.core.params import BATCH_INVARIANT_ATTENTION, DecodingConfigError
 from lade_bench.decoding.core.params import BLOCK_MASK_ATTENTION as BLOCK_MASK_ATTENTION
 from lade_bench.decoding.core.params import MASK_CAPABLE_ATTENTION as MASK_CAPABLE_ATTENTION
-from lade_bench.decoding.core.params import DecodingConfigError
 from lade_bench.decoding.core.params import UnsupportedModelError as UnsupportedModelError
 
 # transformers families whose attention always adds ALiBi biases (Falcon only with alibi=True, which
@@ -144,7 +144,7 @@ def check_attention_implementation(implementation: str) -> None:
 
     flex_attention also needs a torch that ships ``torch.nn.attention.flex_attention``.
     """
-    if implementation not in MASK_CAPABLE_ATTENTION:
+    if implementation not in MASK_CAPABLE_ATTENTION and implementation != BATCH_INVARIANT_ATTENTION:
         raise UnsupportedModelError(
             f"attn_implementation={implementation!r} cannot take lookahead's custom attention mask; lookahead "
             f"needs one of {list(MASK_CAPABLE_ATTENTION)} (FlashAttention still serves the autoregressive baseline)"

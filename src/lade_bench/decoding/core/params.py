@@ -16,6 +16,10 @@ MASK_CAPABLE_ATTENTION = ("eager", "sdpa", "flex_attention")
 # Those of them that take the mask as a flex_attention BlockMask rather than a float tensor.
 BLOCK_MASK_ATTENTION = ("flex_attention",)
 
+# The batch-invariant step path's attention (``core.batch_invariant``): not a config value of its own
+# (``step_path=batch_invariant`` selects it) but what such a model runs, taking the float mask.
+BATCH_INVARIANT_ATTENTION = "lade_batch_invariant"
+
 
 class DecodingConfigError(ValueError):
     """A decoding parameter has a value outside its allowed range."""
