@@ -28,6 +28,7 @@ from tqdm import tqdm
 
 from lade_bench.datasets import load_dataset_samples, render_prompt
 from lade_bench.decoding import VERIFICATION_LAYOUTS, CompiledForwards, DecodeResult, LookaheadParams
+from lade_bench.decoding.core import batch_invariant
 from lade_bench.decoding.core.timing import model_device
 from lade_bench.methods import (
     REFERENCE,
@@ -281,8 +282,24 @@ def main(argv: list[str] | None = None) -> Path:
     )
     parser.add_argument("--step-cost-dtypes", nargs="+", default=["float32", "bfloat16"], choices=list(_DTYPES))
     parser.add_argument("--step-cost-modes", nargs="+", default=["eager", "compiled"], choices=["eager", "compiled"])
+    parser.add_argument(
+        "--step-path",
+        default="standard",
+        choices=["standard", "batch_invariant"],
+        help="batch_invariant: every arm (and the step-cost curves) on the batch-invariant step path "
+        "(decoding.core.batch_invariant; CPU, bfloat16); the ar_standard method then times plain AR beside it",
+    )
     parser.add_argument("--output", default="runs/bench", help="folder for the JSON report (default runs/bench)")
     args = parser.parse_args(argv)
+    if args.step_path == "batch_invariant":
+        dtypes = args.step_cost_dtypes if args.step_cost else [args.dtype]
+        device_type = torch.device(args.device).type
+        refusals = [batch_invariant.supported_message(device_type, dtype) for dtype in dtypes]
+        refused = next((message for message in refusals if message), None)
+        if refused:
+            parser.error(refused)
+        if args.compile or (args.step_cost and "compiled" in args.step_cost_modes):
+            parser.error("--step-path batch_invariant runs eager only: drop --compile, or pass --step-cost-modes eager")
     configs = args.lookahead or [parse_lookahead(c) for c in ("5,7,7", "4,3,3", "3,2,2", "2,4,4")]
     methods = [*args.methods, *(["jacobi"] if args.jacobi and "jacobi" not in args.methods else [])]
 
@@ -306,6 +323,8 @@ def main(argv: list[str] | None = None) -> Path:
         parser.error(str(err))
     console.print(f"Engine benchmark; the report will be written under {output_dir}")
     model, tokenizer = load_embedded_smollm2(args.cache_dir, dtype=getattr(torch, args.dtype), device=args.device)
+    if args.step_path == "batch_invariant":
+        batch_invariant.enable(model)
     samples = load_dataset_samples("mt_bench", limit=args.prompts)
     prompts = [render_prompt(tokenizer, sample, 0, [], chat=True) for sample in samples]
     compiled = CompiledForwards() if args.compile else None
@@ -322,7 +341,8 @@ def main(argv: list[str] | None = None) -> Path:
     mode = f"compiled ({compiled.mode_on(model_device(model))})" if compiled is not None else "eager"
     title = (
         f"SmolLM2-135M-Instruct, {len(prompts)} MT-Bench prompts, {args.max_new_tokens} new tokens max, "
-        f"{args.dtype} {mode} on {device} ({torch.get_num_threads()} threads)"
+        f"{args.dtype} {mode}{', batch-invariant step path' if args.step_path == 'batch_invariant' else ''} "
+        f"on {device} ({torch.get_num_threads()} threads)"
     )
     console.print(render_table(rows, title))
     report = {
@@ -389,12 +409,16 @@ def step_cost_main(
     counts = default_token_counts(shapes, largest=64)
 
     def load(dtype: torch.dtype) -> torch.nn.Module:
-        return load_embedded_smollm2(args.cache_dir, dtype=dtype, device=args.device)[0]
+        model = load_embedded_smollm2(args.cache_dir, dtype=dtype, device=args.device)[0]
+        if args.step_path == "batch_invariant":
+            batch_invariant.enable(model)
+        return model
 
     console.print(f"Step-cost curves for {args.step_cost_dtypes} x {args.step_cost_modes} at {counts} tokens per step")
     curves = step_cost_curves(load, args.step_cost_dtypes, args.step_cost_modes, counts)
     where = ", ".join(part for part in (curves[0]["device"], curves[0].get("processor")) if part)
-    title = f"SmolLM2-135M-Instruct forward time per step, {where} (context 128 tokens, median)"
+    path_note = ", batch-invariant step path" if args.step_path == "batch_invariant" else ""
+    title = f"SmolLM2-135M-Instruct forward time per step{path_note}, {where} (context 128 tokens, median)"
     console.print(render_step_costs(curves, title))
     path = output_dir / f"step-cost-{time.strftime('%Y%m%d-%H%M%S')}.json"
     output_dir.mkdir(parents=True, exist_ok=True)

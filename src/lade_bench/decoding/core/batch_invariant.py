@@ -85,6 +85,61 @@ def register_attention() -> None:
     ALL_MASK_ATTENTION_FUNCTIONS.register(ATTENTION_NAME, eager_mask)
 
 
+@dataclass(frozen=True)
+class _StepLayout:
+    """What one step's visibility says, the same for every layer that shares its mask.
+
+    Attributes:
+        padded: compacted length, the longest row's visible key count rounded up to ``VALUE_BLOCK``.
+        identity: every row's visible keys are exactly its first ``count`` keys (no gather needed).
+        hidden: (q, padded) additive float32 mask of the compacted rows: 0 on a row's keys, -inf after.
+        index: (q, padded) key index of each compacted slot (padding slots point at key 0), or None.
+        shared: value blocks every row reads from the same keys (one stacked matmul).
+    """
+
+    padded: int
+    identity: bool
+    hidden: torch.Tensor
+    index: torch.Tensor | None
+    shared: int
+
+
+def _step_layout(visible: torch.Tensor) -> _StepLayout:
+    """The compaction of a (q, kv) visibility (see :class:`_StepLayout`)."""
+    kv_len = visible.shape[1]
+    counts = visible.sum(-1)
+    blocks = -(-int(counts.max()) // VALUE_BLOCK)
+    padded = blocks * VALUE_BLOCK
+    slots = torch.arange(padded, device=visible.device)
+    slot_used = slots[None, :] < counts[:, None]
+    hidden = torch.zeros(slot_used.shape, dtype=torch.float32, device=visible.device).masked_fill(
+        ~slot_used, float("-inf")
+    )
+    identity = padded >= kv_len and bool(torch.equal(visible, slot_used[:, :kv_len]))
+    if identity:
+        return _StepLayout(padded, True, hidden, None, blocks)
+    order = torch.argsort((~visible).to(torch.int8), dim=-1, stable=True)[:, :padded]
+    index = torch.nn.functional.pad(order, (0, padded - order.shape[1])).masked_fill(~slot_used, 0)
+    shared = min(_all_visible_prefix(visible) // VALUE_BLOCK, blocks)
+    return _StepLayout(padded, False, hidden, index, shared)
+
+
+def _layouts(mask: torch.Tensor | None, q_len: int, kv_len: int, batch: int, device: torch.device) -> list[_StepLayout]:
+    """Each batch entry's step layout; computed once per mask tensor and kept on it for the other layers."""
+    # The version counter moves on any in-place change, so a mask edited in place is read afresh.
+    key = (q_len, kv_len, batch, mask._version if mask is not None else None)
+    kept = getattr(mask, "_lade_step_layouts", None) if mask is not None else None
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    visible = _visible(mask, q_len, kv_len, batch, device)
+    layouts = [_step_layout(visible[b]) for b in range(batch)]
+    if mask is not None:
+        # The mask object is built once per forward and handed to every layer: keeping the layout on
+        # it saves each later layer the argsort and gather-index work.
+        mask._lade_step_layouts = (key, layouts)  # type: ignore[attr-defined]
+    return layouts
+
+
 def _visible(mask: torch.Tensor | None, q_len: int, kv_len: int, batch: int, device: torch.device) -> torch.Tensor:
     """(batch, q, kv) bool: which keys each query sees (a None mask: causal, queries last)."""
     if mask is None:
@@ -127,67 +182,69 @@ def batch_invariant_attention(
     if dropout:
         raise BatchInvarianceError(f"step_path=batch_invariant runs inference only, not dropout={dropout!r}")
     batch, heads, q_len, head_size = query.shape
-    groups = heads // key.shape[1]
-    if groups > 1:
-        key = key.repeat_interleave(groups, dim=1)
-        value = value.repeat_interleave(groups, dim=1)
-    kv_len = key.shape[2]
+    kv_heads, kv_len = key.shape[1], key.shape[2]
     scale = head_size**-0.5 if scaling is None else scaling
-    visible = _visible(attention_mask, q_len, kv_len, batch, query.device)
-    outputs = [
-        _one_sequence(query[b], key[b], value[b], visible[b], scale, kwargs.get("softcap")) for b in range(batch)
-    ]
-    return torch.stack(outputs).transpose(1, 2).contiguous(), None
+    layouts = _layouts(attention_mask, q_len, kv_len, batch, query.device)
+    # Grouped-query heads fold into rows: a kv head's query heads are rows of one matmul, so keys and
+    # values are never copied per query head (row counts do not change a row's bits, see the check).
+    folded = query.reshape(batch, kv_heads, heads // kv_heads, q_len, head_size)
+    softcap = kwargs.get("softcap")
+    outputs = [_one_sequence(folded[b], key[b], value[b], layouts[b], scale, softcap) for b in range(batch)]
+    out = torch.stack(outputs).reshape(batch, heads, q_len, head_size)
+    return out.transpose(1, 2).contiguous(), None
 
 
 def _one_sequence(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    visible: torch.Tensor,
+    layout: _StepLayout,
     scale: float,
     softcap: float | None,
 ) -> torch.Tensor:
-    """(heads, q, head size) attention output of one batch entry (see :func:`batch_invariant_attention`)."""
-    heads, q_len, head_size = query.shape
-    counts = visible.sum(-1)
-    longest = int(counts.max())
-    blocks = -(-longest // VALUE_BLOCK)
-    padded = blocks * VALUE_BLOCK
-    # Each query's visible keys in key order: key index of its j-th visible key (a padding slot
-    # points at key 0 and gets probability 0).
-    order = torch.argsort((~visible).to(torch.int8), dim=-1, stable=True)
-    index = torch.zeros(q_len, padded, dtype=torch.long, device=query.device)
-    index[:, : min(padded, order.shape[1])] = order[:, :padded]
-    slot_used = torch.arange(padded, device=query.device)[None, :] < counts[:, None]
-    index = index.masked_fill(~slot_used, 0)
+    """(kv heads, groups, q, head size) attention output of one batch entry (:func:`batch_invariant_attention`).
 
-    scores = torch.matmul(query, key.transpose(1, 2)) * scale  # (heads, q, kv): elementwise row-invariant
+    ``query``: (kv heads, groups, q, head size); ``key``/``value``: (kv heads, kv, head size).
+    """
+    kv_heads, groups, q_len, head_size = query.shape
+    kv_len = key.shape[1]
+    padded, index, shared = layout.padded, layout.index, layout.shared
+    rows = query.reshape(kv_heads, groups * q_len, head_size)
+    scores = torch.matmul(rows, key.transpose(1, 2)) * scale  # an element: one dot product, row-invariant
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    compact = torch.gather(scores, 2, index[None].expand(heads, q_len, padded))
-    compact = compact.float().masked_fill(~slot_used[None], float("-inf"))
-    probs = torch.softmax(compact, dim=-1).to(query.dtype)  # (heads, q, padded)
+    scores = scores.view(kv_heads, groups, q_len, kv_len)
+    # A row whose visible keys are exactly its first ``count`` keys (AR, a prefill, a causal chunk)
+    # is already compact; otherwise its visible keys are gathered, in key order, to the front.
+    if index is None:
+        compact = torch.nn.functional.pad(scores.float(), (0, padded - kv_len))
+    else:
+        compact = torch.gather(scores, 3, index.expand(kv_heads, groups, q_len, padded)).float()
+    probs = torch.softmax(compact + layout.hidden, dim=-1).to(query.dtype)  # (kv heads, groups, q, padded)
 
-    # Blocks every query reads from the same keys (the all-visible prefix) take one shared matmul;
-    # the rest gather each query's own keys and take one single-row matmul per (query, block).
-    shared_keys = _all_visible_prefix(visible)
-    shared = min(shared_keys // VALUE_BLOCK, blocks)
+    # Value blocks: those every row reads from the same keys (a compact row's all, else the
+    # all-visible prefix's) take one matmul with the rows stacked; the rest gather each row's own
+    # keys and take one matmul per (row, block). Block partials are added in float32, in block order.
+    blocks = padded // VALUE_BLOCK
     partials = []
     if shared:
-        p_shared = probs[:, :, : shared * VALUE_BLOCK].reshape(heads, q_len, shared, VALUE_BLOCK).transpose(1, 2)
-        v_shared = value[:, : shared * VALUE_BLOCK].reshape(heads, shared, VALUE_BLOCK, head_size)
-        partials.append(torch.matmul(p_shared, v_shared))  # (heads, shared, q, head size)
+        v_shared = value[:, : shared * VALUE_BLOCK]
+        if v_shared.shape[1] < shared * VALUE_BLOCK:
+            v_shared = torch.nn.functional.pad(v_shared, (0, 0, 0, shared * VALUE_BLOCK - v_shared.shape[1]))
+        p_shared = probs[..., : shared * VALUE_BLOCK].reshape(kv_heads, groups * q_len, shared, VALUE_BLOCK)
+        out_shared = torch.matmul(
+            p_shared.transpose(1, 2), v_shared.reshape(kv_heads, shared, VALUE_BLOCK, head_size)
+        )  # (kv heads, shared, groups * q, head size)
+        partials.append(out_shared.reshape(kv_heads, shared, groups, q_len, head_size))
     own = blocks - shared
-    if own:
-        tail_index = index[:, shared * VALUE_BLOCK :]  # (q, own * block)
-        v_own = value[:, tail_index]  # (heads, q, own * block, head size)
-        v_own = v_own.reshape(heads, q_len, own, VALUE_BLOCK, head_size)
-        p_own = probs[:, :, shared * VALUE_BLOCK :].reshape(heads, q_len, own, 1, VALUE_BLOCK)
-        own_out = torch.matmul(p_own, v_own).squeeze(3)  # (heads, q, own, head size)
-        partials.append(own_out.transpose(1, 2))
-    summed = torch.cat(partials, dim=1).float().sum(dim=1)  # block partials added in float32, in block order
-    return summed.to(query.dtype)
+    if own and index is not None:
+        v_own = value[:, index[:, shared * VALUE_BLOCK :]]  # (kv heads, q, own * block, head size)
+        v_own = v_own.reshape(kv_heads, q_len, own, VALUE_BLOCK, head_size)
+        p_own = probs[..., shared * VALUE_BLOCK :].reshape(kv_heads, groups, q_len, own, VALUE_BLOCK)
+        out_own = torch.matmul(p_own.permute(0, 2, 3, 1, 4), v_own)  # (kv heads, q, own, groups, head size)
+        partials.append(out_own.permute(0, 2, 3, 1, 4))
+    stacked = torch.cat(partials, dim=1) if len(partials) > 1 else partials[0]
+    return stacked.float().sum(dim=1).to(query.dtype)
 
 
 def _all_visible_prefix(visible: torch.Tensor) -> int:
