@@ -52,6 +52,7 @@ BASE_ROW: dict[str, Any] = {
     "state_requests_seen": None,
     "state_size": None,
     "state_scope": "cell",
+    "step_path": "standard",
     "rouge1": None,
     "rouge2": None,
     "rougeL": None,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lade_bench.decoding.core.params import STANDARD_STEP_PATH
 from lade_bench.methods.state import STATE_LIFETIMES, STATE_SECTION, state_text
 
 # Model roles a method can run (``Method.models``); the runner loads each role a cell's arms need.
@@ -114,6 +115,7 @@ class CellFacts:
             (``models.loading.tokenizer_source``): models with the same word tokenize alike.
         model_cache_dir: the model cache (``model_cache_dir``), where resources built for a model live
             (REST's reference datastore); None: unknown.
+        step_path: the cell's step path (``step_path``): ``standard`` or ``batch_invariant``.
     """
 
     devices: int = 1
@@ -126,6 +128,7 @@ class CellFacts:
     dataset_path: str | None = None
     tokenizer: str = ""
     model_cache_dir: str | None = None
+    step_path: str = STANDARD_STEP_PATH
 
 
 @dataclass(frozen=True)

@@ -35,12 +35,13 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 import pyarrow as pa
 
+from lade_bench.decoding.core.params import STANDARD_STEP_PATH
 from lade_bench.methods import is_registered, unknown_method_message
 from lade_bench.methods.state import SCOPE_BEFORE
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # The config section whose values fill the shape columns (ngram, window, guesses, prompt_as_reference,
 # verification) of every row, also in a cell whose arms do not read it.
@@ -126,6 +127,17 @@ COLUMNS: tuple[Column, ...] = (
         before=False,
     ),
     Column("compile_mode", "str", "always", "identity", "torch.compile mode resolved for the device; null: eager", 6),
+    # The cell's step path (step_path): every arm of a cell runs on it, and the runner writes it on every row
+    # (nullable as state_scope is, for rows built column by column); every cell before version 11 ran standard.
+    Column(
+        "step_path",
+        "str",
+        "always",
+        "identity",
+        "the cell's step path: standard, or batch_invariant (every row bit-identical however many share a forward)",
+        11,
+        before=STANDARD_STEP_PATH,
+    ),
     # The budget, so "how many outputs stopped at it instead of ending by themselves" comes from rows alone.
     Column("max_new_tokens", "int", "always", "identity", "the cell's most new tokens per turn; null before v7", 7),
     Column("do_sample", "bool", "never", "identity", "sampling (true) or greedy (false)"),

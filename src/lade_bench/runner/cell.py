@@ -38,6 +38,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import Sample
 from lade_bench.decoding.core.compiled import CompiledForwards
+from lade_bench.decoding.core.params import BATCH_INVARIANT_ATTENTION, BATCH_INVARIANT_STEP_PATH
 from lade_bench.models.loading import describe_device
 from lade_bench.profiling.device_profile import (
     EAGER,
@@ -216,7 +217,9 @@ def _run_owned_cell(
         _profile_device_once(plan, cell_model, me)
         assert cell_model.model is not None  # rank 0 always loads the full replica (load_cell_model)
         sample_set = fit_samples(plan, samples, cell_model.model, cell_model.tokenizer)
-        manifest = _manifest(plan, sample_set, len(samples), inputs, stored, me, ranks, conditions)
+        manifest = _manifest(
+            plan, sample_set, len(samples), inputs, stored, me, ranks, conditions, cell_model.invariance
+        )
         writer.write_json(MANIFEST_JSON, manifest)
         appended = _generate(plan, cell_model, sample_set, writer, me)
         # The end snapshot, into this run's manifest (not a new run: previous_runs stays as it is).
@@ -451,12 +454,16 @@ def compiled_forwards(plan: CellPlan) -> CompiledForwards | None:
 def profile_key(plan: CellPlan) -> ProfileKey:
     """The device profile a cell's speedups are predicted from: its device kind, model, dtype, attention,
     compile mode (a compiled cell's forwards cost what compiled forwards cost) and, on a CPU, the
-    processor it runs on (a resumed sweep's later cells may run on another machine's CPU)."""
+    processor it runs on (a resumed sweep's later cells may run on another machine's CPU).
+
+    A batch-invariant cell's attention is the path's (``lade_batch_invariant``): its forwards cost what
+    the path's cost, so they are not priced on a standard cell's profile, nor it on theirs."""
+    batch_invariant = plan.step_path == BATCH_INVARIANT_STEP_PATH
     return ProfileKey(
         device_kind=device_kind(plan.device),
         model=plan.model.name,
         dtype=str(plan.semantic["dtype"]),
-        attn_implementation=plan.facts.attn_implementation,
+        attn_implementation=BATCH_INVARIANT_ATTENTION if batch_invariant else plan.facts.attn_implementation,
         compile_mode=plan.compile_mode or EAGER,
         processor=device_processor(plan.device),
     )
@@ -526,6 +533,7 @@ def _manifest(
     me: RunIdentity,
     ranks: Ranks | None = None,
     conditions: dict[str, Any] | None = None,
+    invariance: Any = None,
 ) -> dict[str, Any]:
     # A manifest set aside as damaged takes its runs' records with it; the rows still name the runs
     # that timed them, so their provenance is carried over from there rather than lost.
@@ -565,8 +573,23 @@ def _manifest(
             "previous_runs": previous,
             # Warm or cold, and the sample order stateful arms' states followed (None: no such arm).
             "method_state": state_record(plan, sample_set.samples),
+            # Standard or batch-invariant, and what the batch-invariant path's load-time check ran.
+            "step_path": step_path_record(plan, invariance),
         },
     )
+
+
+def step_path_record(plan: CellPlan, invariance: Any) -> dict[str, Any]:
+    """The manifest's ``step_path``: the cell's path and, on the batch-invariant one, what its load-time check
+    ran on this device (every linear shape at every row count, the attention cases), all rows identical."""
+    check = None
+    if invariance is not None:
+        check = {
+            "linear_shapes": [list(shape) for shape in invariance.linear_shapes],
+            "linear_row_counts": list(invariance.linear_row_counts),
+            "attention_cases": invariance.attention_cases,
+        }
+    return {"path": plan.step_path, "check": check}
 
 
 def _cell_summary(plan: CellPlan, sample_set: SampleSet, rows) -> dict[str, Any]:

@@ -23,6 +23,8 @@ class CellModel:
         compiled: a compiled cell's ``lade_bench.decoding.core.compiled.CompiledForwards``, one for the whole
             cell (warm-up included) and shared by its arms, so a shape compiled once is not compiled
             again; None: an eager cell.
+        invariance: on ``step_path=batch_invariant``, what the path's load-time check measured on the
+            full model (``decoding.core.batch_invariant.InvarianceReport``); None: the standard path.
     """
 
     models: dict[str, Any] = field(default_factory=dict)
@@ -30,6 +32,7 @@ class CellModel:
     stop_ids: list[int] = field(default_factory=list)
     ranks: Ranks | None = None
     compiled: Any = None
+    invariance: Any = None
 
     @property
     def model(self) -> Any:

@@ -8,7 +8,7 @@ fails with "Key 'windw' not in 'LookaheadConfig'" and ``lookahead.window=abc`` w
 could not be converted to Integer", before anything runs. The group schemas are not stored inside
 their groups because Hydra would then list them as selectable options (``model=ModelConfig``).
 
-Closed vocabularies (model source, device, dtype, attention) are Enums so a wrong word fails
+Closed vocabularies (model source, device, dtype, attention, step path) are Enums so a wrong word fails
 at composition too, listing the allowed words. Arms are the exception: they are the names of the
 method registry (``lade_bench.methods``), which grows at run time (a test's toy method, a new arm),
 so ``arms`` is a list of strings that the plan checks against the registry before any model loads.
@@ -67,6 +67,18 @@ class AttnImplementation(Enum):
     eager = "eager"
     flex_attention = "flex_attention"
     flash_attention_2 = "flash_attention_2"
+
+
+class StepPath(Enum):
+    """How a cell's forwards compute their rows (``lade_bench.decoding.core.params.STEP_PATHS``).
+
+    standard runs the model's own kernels; batch_invariant (``decoding.core.batch_invariant``) makes
+    every row bit-identical however many rows share the forward, so every method's greedy output equals
+    AR's in bfloat16 on the CPU (issue 68).
+    """
+
+    standard = "standard"
+    batch_invariant = "batch_invariant"
 
 
 @dataclass
@@ -297,6 +309,7 @@ class LadeBenchConfig:
     device: Device = MISSING
     dtype: DType = MISSING
     attn_implementation: AttnImplementation = MISSING
+    step_path: StepPath = MISSING
     # Eager (false) or compiled (true) forwards for every arm of the cell (see compile_options).
     compile: bool = MISSING
     output_root: str = MISSING

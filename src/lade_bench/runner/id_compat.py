@@ -96,6 +96,13 @@ ID_COMPAT: tuple[IdCompat, ...] = (
         with_it=("compile_options",),
     ),
     IdCompat(
+        "step_path",
+        "issue 68 (after 948c4e5)",
+        "standard",
+        "the step path (batch_invariant: every row bit-identical however many share a forward); every cell "
+        "before it ran the model's own kernels",
+    ),
+    IdCompat(
         "lookahead.verification",
         "bb38b96",
         "flat",

@@ -21,8 +21,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import DatasetSpec, category_selection, get_spec
 from lade_bench.decoding.core.params import (
+    BATCH_INVARIANT_LOAD_ATTENTION,
+    BATCH_INVARIANT_STEP_PATH,
     BLOCK_MASK_ATTENTION,
     MASK_CAPABLE_ATTENTION,
+    STANDARD_STEP_PATH,
+    STEP_PATHS,
     DecodingConfigError,
     SamplingParams,
     validate_max_new_tokens,
@@ -99,6 +103,9 @@ class CellPlan:
             ``runner.legacy_ids``); ``cell_id`` is then that id. None: the cell has its current id.
         shape_section: the ``SHAPE_SECTION`` (lookahead) section as composed: the rows' shape columns (the schema's
             always-present ngram/window/guesses) of a cell whose arms parse no ``lookahead`` setting.
+        step_path: how the cell's forwards compute their rows (``step_path``): ``standard``, or
+            ``batch_invariant`` (every row bit-identical however many share the forward; checked here
+            against the device, dtype, attention, compile and devices, and at load on the model).
     """
 
     cfg: DictConfig
@@ -125,6 +132,7 @@ class CellPlan:
     lock: LockSettings = LockSettings()
     legacy_id: str | None = None
     shape_section: Any = None
+    step_path: str = STANDARD_STEP_PATH
 
     @property
     def cell_name(self) -> str:
@@ -156,8 +164,10 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         CellConfigError: bad arms, attention backend, counts, model, lock or output settings; an
             arm's setting its ``refuse`` refuses; a compiled cell (``compile=true``) that cannot
             compile (an arm without a compiled mode, several devices, flex or flash attention, an
-            unknown or device-less mode); or a code dataset where no sandbox can run its answers (and
-            ``sandbox.allow_unsandboxed`` is false).
+            unknown or device-less mode); ``step_path=batch_invariant`` where the path is not offered
+            (another device or dtype, compile=true, several devices, flex or flash attention); or a
+            code dataset where no sandbox can run its answers (and ``sandbox.allow_unsandboxed`` is
+            false).
         UnknownDatasetError: ``dataset.name`` is not registered (the message lists valid names).
         ValueError: CUDA requested but unavailable, or an unknown dtype.
     """
@@ -171,6 +181,10 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
     arms = _validate_arms(cfg.arms, sampling)
     devices = _validate_devices(cell_devices(cfg), arms)
     attention = _enum_value(cfg.attn_implementation)
+    step_path = step_path_of(cfg)
+    # Before the compile checks: under the batch-invariant path compile=true is refused for its own reason.
+    _validate_step_path(step_path, attention, devices, bool(cfg.compile))
+    _check_step_path_device(step_path, _enum_value(cfg.device), _enum_value(cfg.dtype))
     if cfg.compile:  # before the per-arm checks: a compiled cell's own limits are the first thing to say
         _validate_compile(cfg.compile_options, arms, devices, attention)
     _validate_attention(attention, arms)
@@ -193,6 +207,8 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         dtype = resolve_dtype(_enum_value(cfg.dtype), device)
     except ValueError as err:  # e.g. device=cuda without CUDA: a config mistake, said before any loading
         raise CellConfigError(str(err)) from err
+    # Again as resolved: device=auto or dtype=auto may mean what the path is not offered on.
+    _check_step_path_device(step_path, device.type, str(dtype).removeprefix("torch."))
     device = rank_device(device, devices)
     compile_mode = _compile_mode(cfg.compile, cfg.compile_options.mode, device)
     options = cfg.compile_options
@@ -239,6 +255,7 @@ def plan_cell(cfg: DictConfig) -> CellPlan:
         lock=lock,
         legacy_id=legacy.cell_id if legacy is not None else None,
         shape_section=cfg[SHAPE_SECTION],
+        step_path=step_path,
     )
 
 
@@ -282,6 +299,7 @@ def _cell_facts(cfg: DictConfig, devices: int, attention: str) -> CellFacts:
         dataset_path=cfg.dataset.path,
         tokenizer=tokenizer_source(cfg.model),
         model_cache_dir=cfg.model_cache_dir,
+        step_path=step_path_of(cfg),
     )
 
 
@@ -344,6 +362,8 @@ def semantic_config(
         "device": device,
         "dtype": dtype,
         "attn_implementation": _enum_value(cfg.attn_implementation),
+        # Hashed only away from standard (runner.id_compat): every committed cell ran the standard path.
+        "step_path": step_path_of(cfg),
         "devices": cell_devices(cfg),
         "compile": compile_mode is not None,
         # The mode hashed resolved, so `auto` and the mode it means on this device are one cell; the
@@ -397,6 +417,8 @@ def readable_cell_name(cfg: DictConfig, arms: Sequence[str] | None = None, extra
         parts.append(f"{devices}dev")
     if cfg.compile:
         parts.append("compiled")
+    if step_path_of(cfg) == BATCH_INVARIANT_STEP_PATH:
+        parts.append("bi")
     return _SAFE_NAME.sub("_", "-".join(str(p) for p in parts))
 
 
@@ -514,6 +536,51 @@ def _validate_attention(attention: str, arms: tuple[str, ...]) -> None:
             f"attn_implementation={attention!r} needs torch.nn.attention.flex_attention, which this torch lacks; "
             f"upgrade torch or use one of {allowed}"
         )
+
+
+def step_path_of(cfg: DictConfig) -> str:
+    """The cell's ``step_path`` as a word (``standard`` where a config recorded before the setting lacks it)."""
+    return str(_enum_value(cfg.get("step_path", STANDARD_STEP_PATH)))
+
+
+def _validate_step_path(step_path: str, attention: str, devices: int, compiled: bool) -> None:
+    """What ``step_path=batch_invariant`` refuses in the config alone (device and dtype: the next check)."""
+    if step_path not in STEP_PATHS:  # a plain config (a tool's, a record's); Hydra's schema refuses it earlier
+        raise CellConfigError(f"step_path={step_path!r} is not allowed: use one of {', '.join(STEP_PATHS)}")
+    if step_path != BATCH_INVARIANT_STEP_PATH:
+        return
+    if compiled:
+        raise CellConfigError(
+            "step_path=batch_invariant runs eager forwards, not compile=true (compiled kernels are not the ones "
+            "its load-time check measures); set compile=false, or step_path=standard"
+        )
+    if devices != 1:
+        raise CellConfigError(
+            f"step_path=batch_invariant runs on one device, not {DEVICES_SETTING}={devices!r} (its check "
+            f"measures one device's kernels); set {DEVICES_SETTING}=1, or step_path=standard"
+        )
+    if attention not in BATCH_INVARIANT_LOAD_ATTENTION:
+        allowed = list(BATCH_INVARIANT_LOAD_ATTENTION)
+        raise CellConfigError(
+            f"step_path=batch_invariant runs its own attention (the model loads with one of {allowed}, then the "
+            f"path replaces it), not attn_implementation={attention!r}; use one of {allowed}, or step_path=standard"
+        )
+
+
+def _check_step_path_device(step_path: str, device: str, dtype: str) -> None:
+    """``step_path=batch_invariant`` on a device or dtype it is not offered on, refused in one line.
+
+    Called with the configured words (``device=cuda`` is refused whether or not this machine has CUDA;
+    an ``auto`` word is left to the second call) and again with the resolved ones.
+    """
+    if step_path != BATCH_INVARIANT_STEP_PATH or "auto" in (device, dtype):
+        return
+    # torch: only for a batch-invariant cell (the plan imports it next anyway, to resolve the device).
+    from lade_bench.decoding.core.batch_invariant import supported_message
+
+    why = supported_message(device, dtype)
+    if why:
+        raise CellConfigError(why)
 
 
 def _flex_attention_available() -> bool:

@@ -18,6 +18,8 @@ from typing import Any
 
 from lade_bench.decoding import DecodingConfigError
 from lade_bench.decoding.baselines.assisted import pair_draft
+from lade_bench.decoding.core import batch_invariant
+from lade_bench.decoding.core.params import BATCH_INVARIANT_STEP_PATH
 from lade_bench.decoding.model_checks.support import check_model_support
 from lade_bench.methods import DRAFT, PIPELINE_PARALLEL, REPLICA, TENSOR_PARALLEL, get_method
 from lade_bench.models.loading import TensorParallelError, load_model, load_tensor_parallel, stop_token_ids
@@ -116,6 +118,10 @@ def _load_replica(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) ->
             f"cannot load model {choice.name!r}: {err}\nWithout hub access, point model.name_or_path at a "
             "local copy, or use the embedded model: model=smollm2"
         ) from err
+    if plan.step_path == BATCH_INVARIANT_STEP_PATH:
+        # Before the support checks (their probe then runs the attention every arm will) and before any
+        # row is timed. The draft (assisted) stays standard: the target verifies every token it proposes.
+        cell_model.invariance = enable_batch_invariant(model, choice.name)
     checked = [method for method in map(get_method, plan.arms) if method.model_checks]
     if checked:
         # Refuse an unsupported model (ALiBi, chunked attention, FlashAttention, a failed probe) now,
@@ -129,6 +135,19 @@ def _load_replica(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) ->
     cell_model.tokenizer = tokenizer
     cell_model.stop_ids = stop_token_ids(model, tokenizer)
     return model
+
+
+def enable_batch_invariant(model: Any, name: str) -> Any:
+    """Put ``model`` on the batch-invariant step path; its check's report (``InvarianceReport``).
+
+    Raises:
+        CellConfigError: the check found a row that differs on this device (its message names it).
+    """
+    log.info("checking and enabling the batch-invariant step path on %s", name)
+    try:
+        return batch_invariant.enable(model)
+    except batch_invariant.BatchInvarianceError as err:
+        raise CellConfigError(f"model {name!r}: {err}") from err
 
 
 def _load_tensor_parallel(plan: CellPlan, cell_model: CellModel, ranks: Ranks | None) -> Any:

@@ -41,7 +41,8 @@ def shape_columns(plan: CellPlan) -> dict[str, Any]:
 
 
 def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, seed: int) -> dict[str, Any]:
-    """The identity columns of one row; N/W/G and the mode (eager or compiled) are the cell's, on every arm's row."""
+    """The identity columns of one row; N/W/G, the mode (eager or compiled) and the step path are the cell's, on
+    every arm's row."""
     sampling = plan.sampling
     return {
         "cell_id": plan.cell_id,
@@ -55,6 +56,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         **shape_columns(plan),
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
+        "step_path": plan.step_path,
         "max_new_tokens": plan.counts.max_new_tokens,
         "do_sample": sampling.do_sample,
         "temperature": sampling.temperature,

@@ -20,6 +20,16 @@ BLOCK_MASK_ATTENTION = ("flex_attention",)
 # (``step_path=batch_invariant`` selects it) but what such a model runs, taking the float mask.
 BATCH_INVARIANT_ATTENTION = "lade_batch_invariant"
 
+# A cell's step path (``step_path``): ``standard`` runs the model's own kernels; ``batch_invariant``
+# (``core.batch_invariant``) makes every row of a forward bit-identical however many rows share it.
+# Every cell recorded before the setting ran the standard path.
+STANDARD_STEP_PATH = "standard"
+BATCH_INVARIANT_STEP_PATH = "batch_invariant"
+STEP_PATHS = (STANDARD_STEP_PATH, BATCH_INVARIANT_STEP_PATH)
+# Attention a batch-invariant cell may be configured with: the model loads with it, then the path
+# replaces it with its own (flex_attention's BlockMasks and FlashAttention take another mask form).
+BATCH_INVARIANT_LOAD_ATTENTION = ("sdpa", "eager")
+
 
 class DecodingConfigError(ValueError):
     """A decoding parameter has a value outside its allowed range."""
