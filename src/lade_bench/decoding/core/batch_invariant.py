@@ -33,7 +33,8 @@ cell is refused, naming the first difference, where this device cannot provide t
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -376,6 +377,67 @@ def enable(model: nn.Module, check: bool = True) -> InvarianceReport | None:
     set_attention: Callable[[str], None] | None = getattr(model, "set_attn_implementation", None)
     if set_attention is None:
         raise BatchInvarianceError(f"{type(model).__name__} cannot switch its attention implementation")
+    _remember_standard(model)
     set_attention(ATTENTION_NAME)
     chunk_linear_rows(model)
     return report
+
+
+# The attribute of a model on the path that keeps what :func:`enable` replaced (a :class:`StandardPath`).
+STANDARD_PATH_ATTRIBUTE = "_lade_standard_path"
+
+
+@dataclass(frozen=True)
+class StandardPath:
+    """What :func:`enable` replaced on a model, kept on the model itself (one record per model, no global).
+
+    Attributes:
+        attention: the attention implementation the model was loaded with (e.g. ``sdpa``).
+        linear_forwards: each ``nn.Linear``'s name -> its own instance ``forward`` before the path
+            (None: it had none, its class's forward ran).
+    """
+
+    attention: str
+    linear_forwards: dict[str, Callable[..., Any] | None]
+
+
+def _remember_standard(model: nn.Module) -> None:
+    """Keep on ``model`` what :func:`enable` is about to replace; only once, so that enabling a model
+    already on the path never records the path itself as its standard one."""
+    if getattr(model, STANDARD_PATH_ATTRIBUTE, None) is not None:
+        return
+    forwards = {
+        name: module.__dict__.get("forward") for name, module in model.named_modules() if isinstance(module, nn.Linear)
+    }
+    attention = str(model.config._attn_implementation)  # type: ignore[union-attr]  # a transformers config
+    setattr(model, STANDARD_PATH_ATTRIBUTE, StandardPath(attention, forwards))
+
+
+@contextmanager
+def standard_path(model: nn.Module) -> Iterator[nn.Module]:
+    """Run ``model`` on its standard step path inside the block: the attention it was loaded with and
+    the linear layers' own forwards; the batch-invariant path again on exit (even on an error).
+
+    The ``ar_standard`` arm times plain AR this way beside the path's AR in a batch-invariant cell
+    (issue 68: the path must not handicap AR). A model that :func:`enable` never touched is already
+    on its standard path and is left as it is.
+    """
+    standard: StandardPath | None = getattr(model, STANDARD_PATH_ATTRIBUTE, None)
+    if standard is None:
+        yield model
+        return
+    set_attention: Callable[[str], None] = model.set_attn_implementation  # type: ignore[assignment]
+    set_attention(standard.attention)
+    for name, module in model.named_modules():
+        if name in standard.linear_forwards:
+            forward = standard.linear_forwards[name]
+            if forward is None:
+                module.__dict__.pop("forward", None)
+            else:
+                module.forward = forward  # type: ignore[method-assign]
+    try:
+        yield model
+    finally:
+        # The path's check already ran on this model and device when it was enabled.
+        set_attention(ATTENTION_NAME)
+        chunk_linear_rows(model)
