@@ -124,6 +124,27 @@ def test_a_verbatim_store_stays_refused_with_its_ngram_file_emptied(compose_cfg,
         )
 
 
+def test_the_plan_checks_a_store_against_a_dataset_file_once_and_again_once_the_file_changes(
+    compose_cfg, monkeypatch, tmp_path, gsm8k, stores
+):
+    """The leak verdict is kept for the process per datastore and dataset file (a sweep plans every
+    Spec-Bench group's REST cell with the same check); a file changed since is checked again."""
+    from lade_bench.rest_datastore import leak
+
+    checked, real = [], leak.dataset_items
+    monkeypatch.setattr(leak, "dataset_items", lambda *args: checked.append(args[:2]) or real(*args))
+    lines = gsm8k.read_text().splitlines()
+    subset = tmp_path / "gsm8k.jsonl"
+    subset.write_text(lines[ANSWERS + 1] + "\n")  # a question whose answer the store does not hold
+    cell = compose_cfg([*REST, "dataset=gsm8k", f"dataset.path={subset}", f"rest.datastore={stores['verbatim']}"])
+    assert plan_cell(cell).cell_id == plan_cell(cell).cell_id
+    assert checked == [("gsm8k", str(subset))]
+    subset.write_text(lines[0] + "\n")  # one whose answer it holds
+    with pytest.raises(CellConfigError, match="holds reference answers of 1 of 1 gsm8k samples"):
+        plan_cell(cell)
+    assert len(checked) == 2
+
+
 def test_a_store_of_the_models_own_outputs_is_refused_given_those_outputs(compose_cfg, tmp_path, gsm8k, stores):
     """SmolLM2's committed outputs on GSM8K, cut into pieces: refused when the check is given the outputs, as
     the committed rows (``check --outputs``) or as a JSONL file (``rest.leak_outputs``, which no cell id hashes)."""

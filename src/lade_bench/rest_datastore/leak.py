@@ -42,7 +42,7 @@ import functools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -375,14 +375,97 @@ def leak_refusal(
 ) -> str | None:
     """Why ``datastore`` cannot serve a cell of ``dataset`` (its file ``dataset_path``; None: the default
     source), given the model's ``outputs``; None: nothing leaks. A dataset that does not load, a tokenizer
-    that does not, or unreadable outputs refuse too (the check cannot be made)."""
+    that does not, or unreadable outputs refuse too (the check cannot be made).
+
+    Without ``outputs`` the verdict is kept for the process (:func:`_kept_verdict`): a sweep plans every
+    cell of a datastore and dataset with the same check (Spec-Bench's REST cells, one per group and model).
+    """
     try:
-        report = _checked(
-            datastore, [(dataset, dataset_path)] if dataset else [], outputs, cache_dir, setting, strict=True
-        )
-    except DatastoreError as err:
+        if outputs:  # results folders grow between checks: never kept
+            return _verdict(datastore, setting, dataset, dataset_path, outputs, cache_dir)
+        return _kept_verdict(_request(datastore, setting, dataset, dataset_path, cache_dir))
+    except DatastoreError as err:  # not kept: a tokenizer or dataset that did not load may load later
         return f"{setting}={str(datastore.path)!r} cannot be leak-checked: {err}"
-    return report["refused"]
+
+
+def _request(
+    datastore: Datastore, setting: str, dataset: str, dataset_path: str | None, cache_dir: str | Path | None
+) -> _RefusalRequest:
+    """The :class:`_RefusalRequest` of a check without outputs."""
+    spec = _dataset_spec(dataset)
+    return _RefusalRequest(
+        key=(
+            str(datastore.path),
+            datastore.content_hash,
+            setting,
+            dataset,
+            dataset_path,
+            _file_stamp(dataset_path),
+            id(spec),
+            None if cache_dir is None else str(cache_dir),
+        ),
+        datastore=datastore,
+        spec=spec,
+    )
+
+
+@dataclass(frozen=True)
+class _RefusalRequest:
+    """One leak check asked of :func:`_kept_verdict`: compared and hashed by ``key`` alone (the datastore's
+    folder and verified content hash, the setting, the dataset, its file and that file's stamp, the dataset's
+    registered spec, the model cache), carrying what computes it. ``spec`` keeps the spec alive while the
+    verdict is kept, so its ``id`` in ``key`` cannot name another spec registered later under that name."""
+
+    key: tuple[Any, ...]
+    datastore: Datastore = field(compare=False, hash=False)
+    spec: Any = field(compare=False, hash=False)
+
+
+@functools.lru_cache(maxsize=32)
+def _kept_verdict(request: _RefusalRequest) -> str | None:
+    """:func:`_verdict` without outputs, computed once per process for each ``request.key`` (a check that
+    raises is not kept): a datastore changed since is another content hash (``load_datastore`` recomputes it
+    on every call), a dataset file changed since another stamp."""
+    datastore, (_, _, setting, dataset, dataset_path, _, _, cache_dir) = request.datastore, request.key
+    return _verdict(datastore, setting, dataset, dataset_path, (), cache_dir)
+
+
+def _dataset_spec(dataset: str) -> Any:
+    """The spec registered as ``dataset`` (None when there is none, or no dataset: the check then says so)."""
+    from lade_bench.datasets.registry import get_spec
+
+    try:
+        return get_spec(dataset) if dataset else None
+    except ValueError:
+        return None
+
+
+def _file_stamp(path: str | None) -> tuple[int, int, int] | None:
+    """``(inode, size, mtime in ns)`` of the dataset file at ``path``; None for the default source or no file."""
+    if path is None:
+        return None
+    try:
+        stat = Path(path).expanduser().stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def _verdict(
+    datastore: Datastore,
+    setting: str,
+    dataset: str,
+    dataset_path: str | None,
+    outputs: Sequence[str | Path],
+    cache_dir: str | Path | None,
+) -> str | None:
+    """:func:`leak_refusal`'s verdict, computed.
+
+    Raises:
+        DatastoreError: the check cannot be made (a dataset or tokenizer that does not load, unreadable outputs).
+    """
+    datasets = [(dataset, dataset_path)] if dataset else []
+    return _checked(datastore, datasets, outputs, cache_dir, setting, strict=True)["refused"]
 
 
 def _checked(
