@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from lade_bench.decoding import LookaheadParams, autoregressive_generate, lookahead_generate
 from lade_bench.decoding.core import batch_invariant
-from lade_bench.methods import get_method
+from lade_bench.methods import STANDARD_PATH_REFERENCE, get_method
 from lade_bench.models.loading import tokenizer_source
 from lade_bench.models.tiny import tiny_model
 from lade_bench.runner import register_configs
@@ -107,6 +107,17 @@ def test_the_standard_path_is_restored_and_left(on_path):
         assert all("forward" not in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
     assert model.config._attn_implementation == batch_invariant.ATTENTION_NAME
     assert all("forward" in m.__dict__ for m in model.modules() if isinstance(m, torch.nn.Linear))
+    assert autoregressive_generate(model, prompt, NEW_TOKENS).tokens == reference
+
+
+def test_the_ar_standard_arm_runs_ar_on_the_standard_path_and_leaves_the_path_on(on_path):
+    """``ar_standard`` (a batch-invariant cell's timing reference) emits what AR emits on the standard
+    path, here not the path's tokens (a near-tie flips), and the model is on the path again after it."""
+    model, prompt, reference = on_path["llama"]
+    with batch_invariant.standard_path(model):
+        standard = autoregressive_generate(model, prompt, NEW_TOKENS).tokens
+    result = _run(get_method(STANDARD_PATH_REFERENCE), model, prompt, NEW_TOKENS, {})
+    assert result.tokens == standard != reference
     assert autoregressive_generate(model, prompt, NEW_TOKENS).tokens == reference
 
 

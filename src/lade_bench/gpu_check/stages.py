@@ -71,8 +71,9 @@ def prompts_as_chat(model_name: str) -> bool:
 
 def other_methods() -> tuple[str, ...]:
     """The registered methods the speed stage runs besides AR and the lookahead presets: every one that
-    runs on one model (``runs_on_one_model``), in registration order, so a new method needs no edit here."""
-    return methods_where(lambda m: runs_on_one_model(m) and m.name not in (REFERENCE, "lookahead"))
+    runs on one model (``runs_on_one_model``) and must equal AR (``Method.exact``: not ar_standard, a timing
+    reference of the CPU-only batch-invariant path), in registration order, so a new method needs no edit here."""
+    return methods_where(lambda m: runs_on_one_model(m) and m.exact and m.name not in (REFERENCE, "lookahead"))
 
 
 def model_facts(name: str, cache_dir: str | None, device: torch.device) -> CellFacts:

@@ -1,5 +1,6 @@
-"""The built-in methods that are not drafters: AR, lookahead, Jacobi, tensor-parallel AR, assisted,
-pipeline-parallel AR; and the registration of every built-in, the drafters found by discovery
+"""The built-in methods that are not drafters: AR, AR on the standard step path (a batch-invariant cell's
+timing reference), lookahead, Jacobi, tensor-parallel AR, assisted, pipeline-parallel AR; and the
+registration of every built-in, the drafters found by discovery
 (``lade_bench.methods.drafters``: prompt lookup, Token Recycling, SuffixDecoding, SAM-Decoding, PIA, REST).
 
 Registration order is the reading order of every table and figure (AR first): the order below, each
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lade_bench.decoding.core.params import JACOBI_BLOCK_SIZE
+from lade_bench.decoding.core.params import BATCH_INVARIANT_STEP_PATH, JACOBI_BLOCK_SIZE
 from lade_bench.methods.assisted import ASSISTED_SECTION, AssistantConfig
 from lade_bench.methods.drafters import discover_drafters, in_reading_order
 from lade_bench.methods.registry import (
@@ -22,6 +23,7 @@ from lade_bench.methods.registry import (
     PIPELINE_PARALLEL,
     REFERENCE,
     REPLICA,
+    STANDARD_PATH_REFERENCE,
     TENSOR_PARALLEL,
     CellFacts,
     GenerationRequest,
@@ -47,6 +49,26 @@ def generate_ar(request: GenerationRequest) -> Any:
     from lade_bench.decoding import autoregressive_generate
 
     return _decode(autoregressive_generate, request, sampling=request.sampling, compiled=request.compiled)
+
+
+def generate_ar_standard(request: GenerationRequest) -> Any:
+    """AR with the model on its standard step path for the generation (``batch_invariant.standard_path``):
+    a batch-invariant cell's plain bfloat16 AR, timed beside the path's AR on the same samples."""
+    from lade_bench.decoding.core.batch_invariant import standard_path
+
+    # The switch happens outside the generation's own clock (the engine times itself).
+    with standard_path(request.model):
+        return generate_ar(request)
+
+
+def _refuse_ar_standard(settings: Settings, cell: CellFacts) -> str | None:
+    if cell.step_path != BATCH_INVARIANT_STEP_PATH:
+        return (
+            f"the {STANDARD_PATH_REFERENCE} arm times AR on the standard step path beside a "
+            f"step_path={BATCH_INVARIANT_STEP_PATH} cell's AR; with step_path={cell.step_path} it is the "
+            f"{REFERENCE} arm: drop it, or set step_path={BATCH_INVARIANT_STEP_PATH}"
+        )
+    return None
 
 
 def generate_lookahead(request: GenerationRequest) -> Any:
@@ -237,6 +259,16 @@ def _refuse_ar_pp(settings: Settings, cell: CellFacts) -> str | None:
 
 BUILTIN_METHODS: tuple[Method, ...] = (
     Method(REFERENCE, generate_ar, label="AR", color="#7f7f7f", compiles=True, model_checks=False),
+    Method(
+        STANDARD_PATH_REFERENCE,
+        generate_ar_standard,
+        label="AR, standard path",
+        color="#c7c7c7",
+        refuse=_refuse_ar_standard,
+        model_checks=False,
+        # A timing reference on other numerics: its matches_ar is recorded, never required.
+        exact=False,
+    ),
     Method(
         "lookahead",
         generate_lookahead,

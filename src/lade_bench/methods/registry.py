@@ -30,6 +30,9 @@ PIPELINE_PARALLEL = "pipeline_parallel"  # the full model's layers split over cu
 
 # The baseline every speedup is measured against and every greedy output is compared with.
 REFERENCE = "ar"
+# AR on the model's standard step path, timed beside a batch-invariant cell's AR (issue 68): a cell with
+# both computes every speedup against the faster of the two (``stats.speedup_baseline``).
+STANDARD_PATH_REFERENCE = "ar_standard"
 
 # The number of ranks (devices) of a cell, shared by every multi-device method (``every_rank``, the
 # pipeline-parallel role). It lives in the ``lookahead`` section because lookahead parallelism came
@@ -208,6 +211,11 @@ class Method:
         budget: the settings of its own section that size its drafts and the candidate values of each
             (``methods.budget.Budget``), searched by ``python -m lade_bench.tune tune.methods=[...]``;
             None: nothing to tune that way (lookahead has its own tuner).
+        exact: its greedy output must equal AR's token for token: the exactness grid checks it, and a
+            row whose ``matches_ar`` is false is a flaw the status reports. False only for a timing
+            reference run on other numerics (``ar_standard``: AR on the standard step path in a
+            batch-invariant cell): its ``matches_ar`` is recorded as it is, never required, and cells of
+            every method (:func:`every_method_arms`) leave it out.
     """
 
     name: str
@@ -238,6 +246,7 @@ class Method:
     describe: Callable[[Mapping[str, Any]], str] | None = None
     needs_resource: bool = False
     budget: Any = None  # a methods.budget.Budget (not imported here: the registry stays import-light)
+    exact: bool = True
 
     def __post_init__(self) -> None:
         if self.config is not None:
@@ -345,12 +354,20 @@ def methods_where(predicate: Callable[[Method], bool]) -> tuple[str, ...]:
 
 def every_method_arms() -> tuple[str, ...]:
     """The arms of a cell of every method, in reading order: each registered method that runs on one
-    model (:func:`runs_on_one_model`) and needs no resource built beforehand (``Method.needs_resource``).
+    model (:func:`runs_on_one_model`), needs no resource built beforehand (``Method.needs_resource``) and
+    must equal AR (``Method.exact``: not a timing reference such as ``ar_standard``).
 
     ``+sweep=spec_bench``'s every-method cell reads it (``conf/spec_bench/every_method.yaml``, through
     the ``lade_bench_every_method`` resolver), so a method registered later joins that cell unnamed.
     """
-    return methods_where(lambda m: runs_on_one_model(m) and not m.needs_resource)
+    return methods_where(lambda m: runs_on_one_model(m) and not m.needs_resource and m.exact)
+
+
+def must_match_ar(name: str) -> bool:
+    """True when ``name``'s greedy rows must equal AR's (``Method.exact``); an unregistered name (rows of
+    another version) is held to it, as every method then was."""
+    method = _REGISTRY.get(name)
+    return method is None or method.exact
 
 
 def method_label(name: str) -> str:

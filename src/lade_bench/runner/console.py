@@ -13,7 +13,7 @@ from rich.console import Console, JustifyMethod
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from lade_bench.methods import method_state_text
+from lade_bench.methods import STANDARD_PATH_REFERENCE, method_state_text
 from lade_bench.methods.state import SCOPE_BEFORE, STATE_SECTION
 
 
@@ -102,6 +102,11 @@ def table_legend(summary: dict[str, Any]) -> str:
         lines.append("speedup/tok = ratio of time per generated token (sampling: the arms' outputs differ in length).")
     if any((stats.get("speedup_ci_note") or "").startswith("no interval") for stats in summary["arms"].values()):
         lines.append("No 95% CI from too few samples: the bootstrap resamples samples (questions).")
+    if STANDARD_PATH_REFERENCE in summary["arms"]:
+        lines.append(
+            f"speedups are against {summary.get('speedup_baseline')}: the faster of the cell's two AR arms "
+            f"(ar on the cell's step path, {STANDARD_PATH_REFERENCE} on the standard one)."
+        )
     lines.extend(mismatch_lines(summary))
     return "\n".join(lines)
 
@@ -158,7 +163,7 @@ def summary_table(summary: dict[str, Any], state_mode: str | None = None, state_
         header = speedup_header(summary) if header == "speedup" else header
         table.add_column(header, justify=justify, no_wrap=header != "quality")
     for arm, stats in summary["arms"].items():
-        if arm == "ar":
+        if arm == summary.get("speedup_baseline", "ar"):  # AR, or the faster AR arm (stats.speedup_baseline)
             speed, interval, per_sample = "1 (base)", "-", "-"
         else:
             speed = _fmt(stats.get("speedup"))

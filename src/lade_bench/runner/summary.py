@@ -39,7 +39,8 @@ def summarize_cell(
         state had seen at its rows' starts; None for a stateless arm), ``compile_time_s`` (the untimed
         compile runs before its rows, compiled cells; None when eager) and ``accept_length_histogram``;
         quality means where the dataset has them (``rouge*``, ``pass@1``, ``accuracy``, ``bleu``, ``chrf``,
-        ``exact_match``, ``token_f1``); non-AR arms
+        ``exact_match``, ``token_f1``); ``speedup_baseline`` names the arm the speedups are against (AR,
+        or the faster of AR and ``ar_standard`` where the cell has both); the other arms
         add ``speedup`` with ``speedup_basis`` (wall time when greedy, time per token when sampling),
         its 95% bootstrap interval ``speedup_ci_low``/``speedup_ci_high`` or ``speedup_ci_note``
         saying why there is none (fewer than ``min_ci_units`` samples), ``speedup_per_sample_mean``,
@@ -56,6 +57,9 @@ def summarize_cell(
     paired = stats.common_rows(rows)
     intervals = stats.IntervalSettings(n_boot=n_boot, seed=seed, min_units=min_ci_units)
     records = stats.summarize_cell(rows, intervals=intervals)
+    # AR, or the faster AR arm of a cell that also times AR on the standard step path (the records' choice).
+    baseline = stats.speedup_baseline(paired, bool(rows["do_sample"].any()))
+    summary["speedup_baseline"] = baseline
     for record in records:
         arm = record["arm"]
         arm_stats: dict[str, Any] = {
@@ -83,11 +87,11 @@ def summarize_cell(
         # Spec-Bench's reference metrics (BLEU, chrF, exact match, token F1) are not summary-table columns.
         reference = stats.quality_means(paired[paired["arm"] == arm])
         arm_stats.update({name: reference[name] for name in stats.REFERENCE_METRICS if not _is_nan(reference[name])})
-        if arm != stats.BASELINE_ARM:
+        if arm != baseline:
             arm_stats.update({name: _number(record[name]) for name in _SPEEDUP})
             arm_stats["speedup_basis"] = record["speedup_basis"]
             arm_stats["speedup_ci_note"] = record["speedup_ci_note"] or None
-            pairs = stats.per_sample_totals(paired, arm)
+            pairs = stats.per_sample_totals(paired, arm, baseline)
             arm_stats["paired_samples"] = len(pairs)
             arm_stats["speedup_per_sample_mean"] = stats.per_sample_mean(pairs, sampled=bool(record["do_sample"]))
         summary["arms"][arm] = arm_stats

@@ -108,6 +108,7 @@ from lade_bench.stats.units import (
     common_rows,
     ok_rows,
     per_sample_totals,
+    speedup_baseline,
 )
 
 __all__ = [
@@ -177,6 +178,7 @@ __all__ = [
     "row_compiled",
     "sample_halves",
     "sort_summary",
+    "speedup_baseline",
     "sorted_arms",
     "speedup_basis",
     "speedup_estimate",

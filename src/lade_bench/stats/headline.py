@@ -27,7 +27,7 @@ from lade_bench.stats.efficiency import DEFAULT_VERIFICATION
 from lade_bench.stats.modes import mode_label
 from lade_bench.stats.rules import IntervalSettings
 from lade_bench.stats.summary import CELL_KEY, SUMMARY_COLUMNS, plain_value, sort_summary, summarize
-from lade_bench.stats.units import BASELINE_ARM, common_rows, per_sample_totals
+from lade_bench.stats.units import BASELINE_ARM, common_rows, per_sample_totals, speedup_baseline
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,10 @@ def _choose_in_group(
 
 def _lookahead_speedup(cell_rows: pd.DataFrame, baseline: str) -> float:
     """Greedy lookahead speedup point estimate of a cell's rows; -inf when it cannot be computed."""
-    totals = per_sample_totals(common_rows(cell_rows), "lookahead", baseline) if len(cell_rows) else pd.DataFrame()
+    if not len(cell_rows):
+        return -math.inf
+    paired = common_rows(cell_rows)
+    totals = per_sample_totals(paired, "lookahead", speedup_baseline(paired, False, baseline))
     if totals.empty:
         return -math.inf
     return speedup(totals["t_base"].to_numpy(np.float64), totals["t_arm"].to_numpy(np.float64))

@@ -20,7 +20,7 @@ from lade_bench.stats.efficiency import DEFAULT_VERIFICATION, arm_efficiency, lo
 from lade_bench.stats.quality import MISMATCH_SUMMARY, ROUGE_COLUMNS, mismatch_summary, quality_means
 from lade_bench.stats.rules import IntervalSettings
 from lade_bench.stats.speedup import per_sample_mean, speedup_basis, speedup_estimate
-from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows, per_sample_totals
+from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows, per_sample_totals, speedup_baseline
 
 # Two columns make a cell unique across sweeps; the rest describe it (identical on all its rows,
 # except N/W/G, which some runners leave null on baseline rows). ``compiled`` and ``compile_mode`` are
@@ -151,11 +151,12 @@ def summarize_cell(
 
     Every number is computed on the cell's paired units (``common_rows``); ``n_errors`` counts the
     arm's own errored rows. The baseline's record has speedup 1.0 by the same computation as every
-    other arm, and no interval.
+    other arm, and no interval (note ``"baseline"``: how a table says which arm it was).
 
     Args:
         cell_rows: every row of one cell.
-        baseline: the arm every speedup is relative to.
+        baseline: the arm every speedup is relative to; AR means the faster of the cell's AR arms where
+            it has AR on the standard step path too (``units.speedup_baseline``).
         arm_order: the order of the records (unknown arms last).
         intervals: bootstrap settings and the fewest samples an interval needs.
 
@@ -165,6 +166,7 @@ def summarize_cell(
     attributes = cell_attributes(cell_rows)
     sampled = bool(attributes["do_sample"])
     paired = common_rows(cell_rows)
+    baseline = speedup_baseline(paired, sampled, baseline)
     records = []
     for arm in sorted_arms(cell_rows["arm"].unique(), arm_order):
         arm_rows = cell_rows[cell_rows["arm"] == arm]

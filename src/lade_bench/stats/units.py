@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import pandas as pd
 
+from lade_bench.methods.registry import REFERENCE, STANDARD_PATH_REFERENCE
 from lade_bench.stats.modes import MODE_COLUMNS, require_one_mode
 
-# The arm every comparison is against unless the caller names another (``baseline=``).
-BASELINE_ARM = "ar"
+# The arm every comparison is against unless the caller names another (``baseline=``); where a cell also
+# has AR on the standard step path, the faster of the two (:func:`speedup_baseline`).
+BASELINE_ARM = REFERENCE
 # (sample, turn, repeat): what pairs a baseline row with a method row of the same cell.
 PAIR_KEY: tuple[str, ...] = ("sample_id", "turn", "repeat")
 SAMPLE_KEY: tuple[str, ...] = ("sample_id", "turn")
@@ -88,3 +90,29 @@ def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_A
     out.columns = ["t_base", "t_arm", "tok_base", "tok_arm"]
     out["n_pairs"] = grouped.size()
     return out.reset_index()
+
+
+def speedup_baseline(paired: pd.DataFrame, sampled: bool, baseline: str = BASELINE_ARM) -> str:
+    """The arm a cell's speedups are against: ``baseline``, except that a cell with both AR arms (``ar``
+    on its step path and ``ar_standard``, AR on the standard one: a batch-invariant cell, issue 68)
+    measures every speedup against the faster of the two, so the path never makes a method look faster
+    by slowing its reference down. The one place that choice is made.
+
+    Args:
+        paired: the cell's :func:`common_rows` (both AR arms at the same keys).
+        sampled: the cell samples; then "faster" is the lower time per generated token (the arms'
+            outputs differ in length), else the lower summed wall time.
+        baseline: the arm the caller compares against; only AR has a standard-path twin.
+
+    Returns:
+        ``baseline``, or ``ar_standard`` where it is AR, the cell has ``ar_standard`` rows and they took
+        less time (a tie keeps AR).
+    """
+    if baseline != REFERENCE:
+        return baseline
+    arms = paired.loc[paired["arm"].isin([REFERENCE, STANDARD_PATH_REFERENCE]), ["arm", "wall_time_s", "new_tokens"]]
+    totals = arms.groupby("arm")[["wall_time_s", "new_tokens"]].sum()
+    if len(totals) < 2:
+        return baseline
+    cost = totals["wall_time_s"] / totals["new_tokens"] if sampled else totals["wall_time_s"]
+    return STANDARD_PATH_REFERENCE if cost[STANDARD_PATH_REFERENCE] < cost[REFERENCE] else REFERENCE
