@@ -51,6 +51,14 @@ def assert_tables_recompute(new_tables: Path, old_tables: Path, key: str) -> Non
     assert_recomputes(recomputed, committed, list(committed.columns), key=key)
 
 
+def kept_figure(rebuilt, name: str):
+    """The figure ``name`` as a rebuilt report (``build_report``'s result) drew and saved it: a test of its
+    drawing reads it there instead of drawing it again from the sweep (the same function of the same rows)."""
+    (output,) = [f for f in rebuilt.figures if f.name == name]
+    assert output.figure is not None, name
+    return output.figure
+
+
 # The two models that ship offline, which every committed CPU sweep runs.
 EMBEDDED_MODELS = frozenset({"smollm2-135m-instruct", "gemma3-270m"})
 

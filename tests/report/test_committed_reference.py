@@ -20,7 +20,6 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.text import Text
 
 from lade_bench import stats
-from lade_bench.report import figures
 from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import cell_processor
 from lade_bench.results.archive import cell_manifests
@@ -30,6 +29,7 @@ from .committed import (
     assert_each_run_timed_alone,
     assert_quotes_only_table_numbers,
     assert_tables_recompute,
+    kept_figure,
     numbers_in_tables,
 )
 
@@ -78,7 +78,7 @@ def test_the_device_profile_figure_has_one_row_per_key_and_predicts_each_cell_fr
     sweep = rebuilt.sweep
     keys = {stored.label() for stored in sweep.profiles}
     assert len(sweep.profiles) > len(keys)  # the case this guards: one key measured in several sweeps
-    fig = figures.device_profile(sweep)
+    fig = kept_figure(rebuilt, "device_profile")
     assert len(fig.axes) == 2 * len(keys)
     assert len(sweep.cell_profiles) == sweep.rows[["sweep", "cell_id"]].drop_duplicates().shape[0]
     for (name, _), stored in sweep.cell_profiles.items():
@@ -189,20 +189,19 @@ def _drawn(fig):
 def test_one_panel_figures_name_only_the_model_and_sweep_they_draw(rebuilt):
     """The W x G heatmap, the N figure and the ROUGE figure draw one sweep of SmolLM2 each: their
     headers name that one, not every model and sweep of the report (issue 54)."""
-    sweep = rebuilt.sweep
-    for draw, name in (
-        (figures.speedup_heatmap_wg, "ablation_wg"),
-        (figures.speedup_compression_vs_n, "ablation_n"),
-        (figures.rouge_parity, "sampling"),
+    for figure, name in (
+        ("speedup_heatmap_wg", "ablation_wg"),
+        ("speedup_compression_vs_n", "ablation_n"),
+        ("rouge_parity", "sampling"),
     ):
-        header = " ".join(draw(sweep)._suptitle.get_text().split())  # type: ignore[union-attr]
+        header = " ".join(kept_figure(rebuilt, figure)._suptitle.get_text().split())  # type: ignore[union-attr]
         assert "model: smollm2-135m-instruct" in header and f"sweep: {name} " in header, header
         assert "gemma" not in header and "+" not in header, header
 
 
 def test_the_heatmap_colour_bar_label_fits_the_figure(rebuilt):
     """The colour bar's label lies inside the figure (it was clipped at the right edge)."""
-    fig = _drawn(figures.speedup_heatmap_wg(rebuilt.sweep))
+    fig = _drawn(kept_figure(rebuilt, "speedup_heatmap_wg"))
     renderer = fig.canvas.get_renderer()
     page = fig.bbox
     labels = [ax.yaxis.label for ax in fig.axes if ax.get_label() == "<colorbar>"]
@@ -214,7 +213,7 @@ def test_the_heatmap_colour_bar_label_fits_the_figure(rebuilt):
 def test_the_device_profile_labels_do_not_overprint(rebuilt):
     """Each predicted-vs-measured panel names its methods once each in its legend (n beside each), never a
     row of identical labels, and no two of its texts overlap."""
-    fig = _drawn(figures.device_profile(rebuilt.sweep))
+    fig = _drawn(kept_figure(rebuilt, "device_profile"))
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes[1::2]:
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -228,7 +227,7 @@ def test_the_device_profile_labels_do_not_overprint(rebuilt):
 def test_the_acceptance_histogram_keeps_its_bars_wide_and_its_legends_off_the_bars(rebuilt):
     """No panel's axis is stretched past 30 tokens by a few long assisted rounds, and no legend lies
     over its panel's plotting area."""
-    fig = _drawn(figures.accept_length_histogram(rebuilt.sweep))
+    fig = _drawn(kept_figure(rebuilt, "accept_length_histogram"))
     renderer = fig.canvas.get_renderer()
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.get_legend() is not None]
     assert len(panels) == 16  # 6 Gemma headline cells, 10 SmolLM2 ones
@@ -241,7 +240,7 @@ def test_the_acceptance_histogram_keeps_its_bars_wide_and_its_legends_off_the_ba
 def test_the_speedup_bars_show_the_tuned_cells_and_the_cpu_kind_of_each(rebuilt):
     """Beside each main group's declared cell its tuned cell (N5 W2 G7); every tick names its CPU kind,
     since the groups ran on three."""
-    fig = figures.speedup_bars(rebuilt.sweep)
+    fig = kept_figure(rebuilt, "speedup_bars")
     ticks = [label.get_text() for ax in fig.axes for label in ax.get_xticklabels() if label.get_text()]
     main = [t for t in ticks if t.startswith("main\n")]
     assert sum("W=2" in t for t in main) == 12 and sum("W=7" in t for t in main) == 12

@@ -31,7 +31,6 @@ from lade_bench.methods import get_method, method_label
 from lade_bench.methods.registry import configuration_label
 from lade_bench.report.build import FIGURES_DIR, TABLES_DIR, build_report
 from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor
-from lade_bench.report.figures import accept_length_histogram, speedup_bars
 from lade_bench.report.spec_bench_board import FIGURE, SOURCE_SWEEP, entry_label, group_of_sample
 from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests
@@ -43,6 +42,7 @@ from .committed import (
     assert_each_run_timed_alone,
     assert_quotes_only_table_numbers,
     assert_tables_recompute,
+    kept_figure,
     numbers_in_tables,
     spec_bench_cell_arms,
 )
@@ -263,18 +263,18 @@ def test_every_method_row_names_the_configuration_its_cells_recorded(rebuilt):
     )
     board = (rebuilt.out_dir / TABLES_DIR / "spec_bench_leaderboard.md").read_text()
     assert "| SAM-Decoding (Token Recycling tree) |" in board
-    for draw in (speedup_bars, accept_length_histogram):
-        figure = draw(sweep)
+    for name in ("speedup_bars", "accept_length_histogram"):
+        figure = kept_figure(rebuilt, name)
         legends = figure.legends + [ax.get_legend() for ax in figure.axes if ax.get_legend()]
         texts = {t.get_text().split(":")[0].split("\n")[0] for legend in legends for t in legend.get_texts()}
-        assert "SAM-Decoding (Token Recycling tree)" in texts, (draw.__name__, texts)
+        assert "SAM-Decoding (Token Recycling tree)" in texts, (name, texts)
         # The longer labels still fit: every legend entry inside the figure as saved.
         FigureCanvasAgg(figure)
         figure.draw_without_rendering()
         renderer, bounds = figure.canvas.get_renderer(), figure.bbox
         for text in (t for legend in legends for t in legend.get_texts()):
             box = text.get_window_extent(renderer)
-            assert bounds.x0 <= box.x0 and box.x1 <= bounds.x1, (draw.__name__, text.get_text())
+            assert bounds.x0 <= box.x0 and box.x1 <= bounds.x1, (name, text.get_text())
 
 
 def _sizing_rows(rebuilt) -> list[str]:

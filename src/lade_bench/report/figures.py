@@ -14,7 +14,7 @@ import math
 import os
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import SupportsInt, cast
 
@@ -62,12 +62,14 @@ class FigureSpec:
 
 @dataclass(frozen=True)
 class FigureOutput:
-    """A figure written to disk."""
+    """A figure written to disk, and the figure itself where the build kept it (``figure``: what was
+    saved, for a caller that inspects the drawing, e.g. its layout, without drawing it again)."""
 
     name: str
     caption: str
     png: Path
     pdf: Path
+    figure: Figure | None = field(default=None, compare=False, repr=False)
 
 
 # Average glyph width as a fraction of the font size (DejaVu Sans), to wrap text to a known width.
@@ -969,7 +971,7 @@ def build_figures(
             logger.info("figure %s skipped: %s", name, why)
             continue
         png, pdf = save_figure(fig, out_dir, name)
-        written.append(FigureOutput(name=name, caption=spec.caption, png=png, pdf=pdf))
+        written.append(FigureOutput(name=name, caption=spec.caption, png=png, pdf=pdf, figure=fig))
     return written, skipped
 
 
