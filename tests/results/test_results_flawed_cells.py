@@ -69,3 +69,23 @@ def test_a_checkpoint_keeps_a_flawed_cell_and_names_it(tmp_path, make_row, capsy
     assert result.flawed == (f"{flawed_dir.name}: 1 row(s) failed, 0 greedy row(s) differ from AR",)
     assert checkpoint.main(["save", str(sweep), str(tmp_path / "saved")]) == 0
     assert f"kept, but not a whole result: {flawed_dir.name}: 1 row(s) failed" in capsys.readouterr().out
+
+
+def test_a_timing_reference_that_differs_from_ar_is_no_flaw(tmp_path, make_row):
+    """``ar_standard`` (AR on the standard step path beside a batch-invariant cell's AR) may differ from AR:
+    its matches_ar is recorded as it is, and the status counts it as no flaw, from rows.jsonl or the parquet."""
+    cell_dir = tmp_path / "cell-bi"
+    writer = CellWriter(cell_dir)
+    for arm, matches in (("ar", None), ("ar_standard", False), ("lookahead", True)):
+        writer.append(dict.fromkeys(COLUMN_NAMES) | make_row(cell_id="bi", sample_id="s0", arm=arm, matches_ar=matches))
+    writer.write_json("manifest.json", {"rows_expected": 3})
+    update_index(tmp_path, "bi", cell_dir=cell_dir, status="running", run={"run_id": "r"})
+    writer.finalize()
+    writer.write_json("summary.json", {"status": "done"})
+    update_index(tmp_path, "bi", cell_dir=cell_dir, status="done")
+    (cell,) = sweep_progress(tmp_path).cells
+    assert (cell.state, cell.rows_written, cell.rows_mismatched) == ("done", 3, 0)
+    assert not sweep_progress(tmp_path).flawed_done_cells()
+    (cell_dir / ROWS_JSONL).unlink()
+    (cell,) = sweep_progress(tmp_path).cells
+    assert (cell.rows_written, cell.rows_mismatched) == (3, 0)
