@@ -142,10 +142,12 @@ def roofline_point(paired: pd.DataFrame, arm: str, intervals: stats.IntervalSett
     ``accepted_per_step`` the arm's tokens per decode step over AR's, and their ratio the predicted
     speedup (summed predicted AR time over the arm's); the measured speedup is the leaderboard's.
     """
-    arm_rows, ar_rows = paired[paired["arm"] == arm], paired[paired["arm"] == stats.BASELINE_ARM]
+    # AR, or the faster AR arm where the cells also time AR on the standard step path.
+    baseline = stats.speedup_baseline(paired, False)
+    arm_rows, ar_rows = paired[paired["arm"] == arm], paired[paired["arm"] == baseline]
     cost = (arm_rows[PREDICTED].sum() / _decode_steps(arm_rows)) / (ar_rows[PREDICTED].sum() / _decode_steps(ar_rows))
     accepted = mean_decode_step_accepted(arm_rows) / mean_decode_step_accepted(ar_rows)
-    estimate = stats.speedup_estimate(paired, arm, sampled=False, intervals=intervals)
+    estimate = stats.speedup_estimate(paired, arm, sampled=False, baseline=baseline, intervals=intervals)
     # Rows that did not record their forward time have no measured outside-forward time (taken as zero).
     unmeasured = sum(outside_forward_time(row) is None for row in arm_rows.to_dict("records"))
     return {

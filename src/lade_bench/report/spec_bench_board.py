@@ -214,7 +214,9 @@ def board_records(sweep: Sweep, external: Sequence[AnswerSet] = ()) -> pd.DataFr
 
 
 def _paired_record(paired: pd.DataFrame, arm: str, column: str, intervals: stats.IntervalSettings) -> dict[str, Any]:
-    estimate = stats.speedup_estimate(paired, arm, sampled=False, intervals=intervals)
+    # Against AR, or the faster AR arm where the cells also time AR on the standard step path.
+    baseline = stats.speedup_baseline(paired, False)
+    estimate = stats.speedup_estimate(paired, arm, sampled=False, baseline=baseline, intervals=intervals)
     arm_rows = paired[paired["arm"] == arm]
     efficiency = stats.arm_efficiency(arm_rows)
     quality = stats.quality_means(arm_rows)

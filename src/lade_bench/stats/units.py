@@ -105,14 +105,18 @@ def speedup_baseline(paired: pd.DataFrame, sampled: bool, baseline: str = BASELI
         baseline: the arm the caller compares against; only AR has a standard-path twin.
 
     Returns:
-        ``baseline``, or ``ar_standard`` where it is AR, the cell has ``ar_standard`` rows and they took
+        ``baseline``, or ``ar_standard`` where it is AR, ``ar_standard`` has a row at every key AR has
+        (units pooled over cells with and without it keep AR, which covers them all) and those rows took
         less time (a tie keeps AR).
     """
     if baseline != REFERENCE:
         return baseline
-    arms = paired.loc[paired["arm"].isin([REFERENCE, STANDARD_PATH_REFERENCE]), ["arm", "wall_time_s", "new_tokens"]]
-    totals = arms.groupby("arm")[["wall_time_s", "new_tokens"]].sum()
-    if len(totals) < 2:
+    arms = paired.loc[
+        paired["arm"].isin([REFERENCE, STANDARD_PATH_REFERENCE]), ["arm", *PAIR_KEY, "wall_time_s", "new_tokens"]
+    ]
+    keys = {arm: set(map(tuple, rows[list(PAIR_KEY)].to_numpy().tolist())) for arm, rows in arms.groupby("arm")}
+    if len(keys) < 2 or keys[REFERENCE] != keys[STANDARD_PATH_REFERENCE]:
         return baseline
+    totals = arms.groupby("arm")[["wall_time_s", "new_tokens"]].sum()
     cost = totals["wall_time_s"] / totals["new_tokens"] if sampled else totals["wall_time_s"]
     return STANDARD_PATH_REFERENCE if cost[STANDARD_PATH_REFERENCE] < cost[REFERENCE] else REFERENCE
