@@ -11,6 +11,7 @@ Array shapes: every per-sample input is a column of the rows frame (one entry pe
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from lade_bench.methods.registry import REFERENCE, STANDARD_PATH_REFERENCE
@@ -51,10 +52,17 @@ def common_keys(cell_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def common_rows(cell_rows: pd.DataFrame) -> pd.DataFrame:
-    """Error-free rows of one cell at its :func:`common_keys`: the paired units every number uses."""
-    keys = common_keys(cell_rows)
+    """Error-free rows of one cell at its :func:`common_keys`: the paired units every number uses.
+
+    In the rows' order, renumbered from 0 (what an inner merge of the rows with :func:`common_keys` gives).
+    """
     good = ok_rows(cell_rows)
-    return good.merge(keys, on=list(PAIR_KEY), how="inner")
+    if good.empty:
+        return good.reset_index(drop=True)
+    # Each row's key counted in place (a transform, not a merge with the key table: every report pairs each
+    # cell's rows many times, and the merge copied every column once more).
+    arms_per_key = good.groupby(list(PAIR_KEY), sort=False)["arm"].transform("nunique")
+    return good.loc[(arms_per_key == cell_rows["arm"].nunique()).to_numpy()].reset_index(drop=True)
 
 
 def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_ARM) -> pd.DataFrame:
@@ -78,9 +86,10 @@ def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_A
     kept = ["arm", *columns, *(c for c in MODE_COLUMNS if c in paired)]
     both = paired.loc[paired["arm"].isin([arm, baseline]), kept]
     require_one_mode(both, f"{arm} against {baseline}")
-    base = both.loc[both["arm"] == baseline, columns]
-    other = both.loc[both["arm"] == arm, columns]
-    merged = base.merge(other, on=list(PAIR_KEY), suffixes=("_base", "_arm"), validate="one_to_one")
+    arms = both["arm"].to_numpy()
+    base = both.loc[arms == baseline, columns]
+    other = both.loc[arms == arm, columns]
+    merged = _paired_times(base, other)
     if merged.empty:
         return pd.DataFrame({c: [] for c in TOTALS_COLUMNS})
     # One grouped sum over the four columns (the same kernel as a named aggregation per column, a quarter
@@ -120,3 +129,36 @@ def speedup_baseline(paired: pd.DataFrame, sampled: bool, baseline: str = BASELI
     totals = arms.groupby("arm")[["wall_time_s", "new_tokens"]].sum()
     cost = totals["wall_time_s"] / totals["new_tokens"] if sampled else totals["wall_time_s"]
     return STANDARD_PATH_REFERENCE if cost[STANDARD_PATH_REFERENCE] < cost[REFERENCE] else REFERENCE
+
+
+def _paired_times(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """The inner one-to-one join of ``base`` and ``other`` on ``PAIR_KEY``, in ``base``'s order: ``sample_id``
+    and each side's ``wall_time_s`` and ``new_tokens`` (suffixed ``_base`` and ``_arm``).
+
+    What ``base.merge(other, on=PAIR_KEY, suffixes=("_base", "_arm"), validate="one_to_one")`` gives, with the
+    pairs found in a dict: a cell holds tens of rows, where the merge's own machinery is most of the cost.
+    Keys with a missing part go through the merge itself (which pairs missing with missing).
+
+    Raises:
+        pandas.errors.MergeError: a key twice on one side.
+    """
+    keys = list(PAIR_KEY)
+    if base[keys].isna().to_numpy().any() or other[keys].isna().to_numpy().any():
+        return base.merge(other, on=keys, suffixes=("_base", "_arm"), validate="one_to_one")
+    base_keys = list(zip(*(base[k].tolist() for k in keys), strict=True))
+    other_keys = list(zip(*(other[k].tolist() for k in keys), strict=True))
+    position = {key: i for i, key in enumerate(other_keys)}
+    if len(position) != len(other_keys) or len(set(base_keys)) != len(base_keys):
+        raise pd.errors.MergeError("Merge keys are not unique in either left or right dataset; not a one-to-one merge")
+    pairs = [(i, position[key]) for i, key in enumerate(base_keys) if key in position]
+    at_base = np.array([i for i, _ in pairs], dtype=np.intp)
+    at_other = np.array([j for _, j in pairs], dtype=np.intp)
+    return pd.DataFrame(
+        {
+            "sample_id": base["sample_id"].array.take(at_base),
+            "wall_time_s_base": base["wall_time_s"].array.take(at_base),
+            "wall_time_s_arm": other["wall_time_s"].array.take(at_other),
+            "new_tokens_base": base["new_tokens"].array.take(at_base),
+            "new_tokens_arm": other["new_tokens"].array.take(at_other),
+        }
+    )
