@@ -34,8 +34,7 @@ from .test_method_exactness import METHODS, _assert_counts, _compose, _method_id
 # (architecture, prompt seed): tiny bfloat16 models (init scale 1, seed 7: flat, with near-ties) on a
 # prompt where, on this project's CPUs, the standard path's wider steps flip a near-tie (llama 14 and
 # gemma3 10 are test_divergence.py's cases; qwen3 adds QK-norm, mistral_sliding a sliding window, gemma2
-# soft-capped logits). deepseek_v3 (value heads narrower than query heads) and phi3 (its check refuses
-# the path on this CPU) are not on the path yet.
+# soft-capped logits). Every other tiny architecture gets the path and one lookahead run below.
 CASES = (("llama", 14), ("gemma3", 10), ("qwen3", 0), ("mistral_sliding", 10), ("gemma2", 3))
 PROMPT_LEN, NEW_TOKENS = 30, 48
 
@@ -155,3 +154,19 @@ def test_lookahead_equals_ar_in_bfloat16_on_the_path(
     params = LookaheadParams(ngram, window, guesses, prompt_as_reference, verification=verification)
     reference = autoregressive_generate(model, prompt, max_new_tokens).tokens
     assert lookahead_generate(model, prompt, params, max_new_tokens).tokens == reference
+
+
+@pytest.mark.parametrize("arch", ["deepseek_v3", "gpt2", "phi3", "deepseek_v2"])
+def test_the_path_runs_the_other_layer_kinds_exactly(arch):
+    """Value heads narrower than query heads (DeepSeek's latent attention), GPT-2's Conv1D projections (chunked
+    and checked like nn.Linear), phi3's fused projections and deepseek_v2's narrow 32 -> 64 layers (whose two
+    kernels agree on most rows: each shape's chunk is measured on two draws) all run on the path with lookahead
+    equal to AR."""
+    model = tiny_model(arch, init_scale=1.0, seed=7, dtype=torch.bfloat16)
+    report = batch_invariant.enable(model)
+    assert report is not None and report.attention_cases > 0
+    if arch == "gpt2":
+        assert "Conv1D" in report.linear_kinds
+    prompt = repetitive_prompt(PROMPT_LEN, seed=14)
+    ar = autoregressive_generate(model, prompt, 24).tokens
+    assert lookahead_generate(model, prompt, LookaheadParams(5, 7, 7), 24).tokens == ar

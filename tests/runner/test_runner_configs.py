@@ -62,7 +62,34 @@ def test_model_group_has_the_required_models():
 
 
 def test_sweep_files_are_exactly_the_paper_experiments():
-    assert set(option_names("sweep")) == {*SWEEPS, "lp_scaling", "assisted", "baselines", "spec_bench"}
+    assert set(option_names("sweep")) == {
+        *SWEEPS,
+        "lp_scaling",
+        "assisted",
+        "baselines",
+        "batch_invariant",
+        "spec_bench",
+    }
+
+
+def test_batch_invariant_sweep_is_the_baselines_plan_in_bfloat16_on_the_path(compose_cfg):
+    """The same draw, sample count and tokens as the baselines sweep, in bfloat16 eager on the batch-invariant
+    path, with plain AR (ar_standard) beside the path's AR; the tuned preset's cell keeps the path."""
+    baselines = compose_cfg(["+sweep=baselines", "model=smollm2"])
+    plan = plan_cell(compose_cfg(["+sweep=batch_invariant", "model=smollm2"]))
+    assert plan.sweep_root.name == "batch_invariant" and plan.arms == (
+        "ar",
+        "ar_standard",
+        "lookahead",
+        "prompt_lookup",
+    )
+    cfg = compose_cfg(
+        ["+sweep=batch_invariant", "model=smollm2", "lookahead=tuned/cpu-smollm2-135m-instruct-humaneval"]
+    )
+    assert (cfg.dtype.value, cfg.compile, cfg.step_path.value) == ("bfloat16", False, "batch_invariant")
+    for key in ("limit", "shuffle_seed", "offset"):
+        assert cfg.dataset[key] == baselines.dataset[key]
+    assert cfg.max_new_tokens == baselines.max_new_tokens and plan.semantic["step_path"] == "batch_invariant"
 
 
 def test_baselines_sweep_plans_one_cell_per_dtype_and_mode(compose_cfg):

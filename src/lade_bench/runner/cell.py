@@ -581,11 +581,14 @@ def _manifest(
 
 def step_path_record(plan: CellPlan, invariance: Any) -> dict[str, Any]:
     """The manifest's ``step_path``: the cell's path and, on the batch-invariant one, what its load-time check
-    ran on this device (every linear shape at every row count, the attention cases), all rows identical."""
+    ran on this device (every linear shape's measured row chunk and the row counts compared through it, the
+    attention cases), all rows identical."""
     check = None
     if invariance is not None:
         check = {
             "linear_shapes": [list(shape) for shape in invariance.linear_shapes],
+            "linear_kinds": list(invariance.linear_kinds),
+            "linear_chunks": list(invariance.linear_chunks),
             "linear_row_counts": list(invariance.linear_row_counts),
             "attention_cases": invariance.attention_cases,
         }

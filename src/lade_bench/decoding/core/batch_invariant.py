@@ -21,8 +21,10 @@ The path replaces both, for AR and for every method alike:
   -inf at the end, and the value sum is a sum of fixed blocks of ``VALUE_BLOCK`` compacted keys,
   each block one matmul, the block partials added in float32 in block order. So a row's arithmetic
   depends only on its own compacted sequence, never on its neighbours, its gaps or its padding.
-* :func:`chunk_linear_rows` splits every linear layer's rows into pieces of at most
-  ``LINEAR_ROW_CHUNK`` rows, the largest row count measured to keep one kernel.
+* :func:`chunk_linear_rows` splits every linear layer's rows into pieces of at most its row chunk:
+  the most rows (up to ``LINEAR_ROW_CHUNK``) its shape's GEMM takes on this device with every row
+  equal to the row alone, measured at load (:func:`measure_row_chunks`; 32 for every shape of the
+  embedded models on the AMX Xeon, 1 for a tiny model's 32 -> 49152 head there).
 
 Both rest on measured kernel behaviour, not on a guarantee, so :func:`check_batch_invariance` runs
 the model's own shapes (each linear layer at every row count up to the chunk, the attention on
@@ -43,9 +45,14 @@ from torch import nn
 
 from lade_bench.decoding.core.params import BATCH_INVARIANT_ATTENTION as ATTENTION_NAME
 
-# The largest linear row count one GEMM kernel served on the Intel Xeon (AMX) in bfloat16; above it
-# the kernel changed (docs/engine.md, "Batch invariance"). The load-time check re-measures it.
+# The most rows a linear layer's GEMM takes on the path: one kernel served up to 32 rows of every
+# embedded model's shape on the AMX Xeon in bfloat16 and changed above (docs/engine.md, "Batch
+# invariance on the CPU"). Each shape's own chunk, at most this, is measured at load.
 LINEAR_ROW_CHUNK = 32
+# Draws of random rows each GEMM shape's row chunk is measured on (measure_row_chunks).
+MEASURE_DRAWS = 2
+# The attribute of a GEMM layer (``nn.Linear``, ``Conv1D``) on the path that holds its measured row chunk.
+ROW_CHUNK_ATTRIBUTE = "_lade_row_chunk"
 # Keys per value block: 64-key blocks gave one kernel for every row count and for one-row batched
 # calls in bfloat16; 32-key blocks did not (the per-row batched call took another kernel).
 VALUE_BLOCK = 64
@@ -191,7 +198,8 @@ def batch_invariant_attention(
     folded = query.reshape(batch, kv_heads, heads // kv_heads, q_len, head_size)
     softcap = kwargs.get("softcap")
     outputs = [_one_sequence(folded[b], key[b], value[b], layouts[b], scale, softcap) for b in range(batch)]
-    out = torch.stack(outputs).reshape(batch, heads, q_len, head_size)
+    # The value head size may differ from the query's (DeepSeek's multi-head latent attention).
+    out = torch.stack(outputs).reshape(batch, heads, q_len, value.shape[-1])
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -208,6 +216,7 @@ def _one_sequence(
     ``query``: (kv heads, groups, q, head size); ``key``/``value``: (kv heads, kv, head size).
     """
     kv_heads, groups, q_len, head_size = query.shape
+    value_size = value.shape[-1]
     kv_len = key.shape[1]
     padded, index, shared = layout.padded, layout.index, layout.shared
     rows = query.reshape(kv_heads, groups * q_len, head_size)
@@ -215,13 +224,7 @@ def _one_sequence(
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
     scores = scores.view(kv_heads, groups, q_len, kv_len)
-    # A row whose visible keys are exactly its first ``count`` keys (AR, a prefill, a causal chunk)
-    # is already compact; otherwise its visible keys are gathered, in key order, to the front.
-    if index is None:
-        compact = torch.nn.functional.pad(scores.float(), (0, padded - kv_len))
-    else:
-        compact = torch.gather(scores, 3, index.expand(kv_heads, groups, q_len, padded)).float()
-    probs = torch.softmax(compact + layout.hidden, dim=-1).to(query.dtype)  # (kv heads, groups, q, padded)
+    probs = _compact_softmax(scores, layout)  # (kv heads, groups, q, padded)
 
     # Value blocks: those every row reads from the same keys (a compact row's all, else the
     # all-visible prefix's) take one matmul with the rows stacked; the rest gather each row's own
@@ -234,18 +237,40 @@ def _one_sequence(
             v_shared = torch.nn.functional.pad(v_shared, (0, 0, 0, shared * VALUE_BLOCK - v_shared.shape[1]))
         p_shared = probs[..., : shared * VALUE_BLOCK].reshape(kv_heads, groups * q_len, shared, VALUE_BLOCK)
         out_shared = torch.matmul(
-            p_shared.transpose(1, 2), v_shared.reshape(kv_heads, shared, VALUE_BLOCK, head_size)
+            p_shared.transpose(1, 2), v_shared.reshape(kv_heads, shared, VALUE_BLOCK, value_size)
         )  # (kv heads, shared, groups * q, head size)
-        partials.append(out_shared.reshape(kv_heads, shared, groups, q_len, head_size))
+        partials.append(out_shared.reshape(kv_heads, shared, groups, q_len, value_size))
     own = blocks - shared
     if own and index is not None:
         v_own = value[:, index[:, shared * VALUE_BLOCK :]]  # (kv heads, q, own * block, head size)
-        v_own = v_own.reshape(kv_heads, q_len, own, VALUE_BLOCK, head_size)
+        v_own = v_own.reshape(kv_heads, q_len, own, VALUE_BLOCK, value_size)
         p_own = probs[..., shared * VALUE_BLOCK :].reshape(kv_heads, groups, q_len, own, VALUE_BLOCK)
         out_own = torch.matmul(p_own.permute(0, 2, 3, 1, 4), v_own)  # (kv heads, q, own, groups, head size)
         partials.append(out_own.permute(0, 2, 3, 1, 4))
     stacked = torch.cat(partials, dim=1) if len(partials) > 1 else partials[0]
     return stacked.float().sum(dim=1).to(query.dtype)
+
+
+def _compact_softmax(scores: torch.Tensor, layout: _StepLayout) -> torch.Tensor:
+    """(..., q, padded) probabilities of each row's visible keys, compacted, from (..., q, kv) scores.
+
+    A row whose visible keys are exactly its first ``count`` keys (AR, a prefill, a causal chunk) is
+    already compact; otherwise its visible keys are gathered, in key order, to the front. The softmax
+    runs in float32 over the compacted row padded with -inf, so a row's probabilities depend on its
+    own scores only; they come back in the scores' dtype, as eager attention's do.
+    """
+    kv_len, padded = scores.shape[-1], layout.padded
+    if layout.index is None:
+        compact = torch.nn.functional.pad(scores.float(), (0, padded - kv_len))
+    else:
+        compact = torch.gather(scores, -1, layout.index.expand(*scores.shape[:-1], padded)).float()
+    return torch.softmax(compact + layout.hidden, dim=-1).to(scores.dtype)
+
+
+def compact_probabilities(scores: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+    """The path's softmax of one step: (heads, q, kv) scaled scores and (q, kv) visibility -> (heads, q, padded)
+    probabilities, slot j of row r the probability of row r's j-th visible key (0 past its last)."""
+    return _compact_softmax(scores, _step_layout(visible))
 
 
 def _all_visible_prefix(visible: torch.Tensor) -> int:
@@ -256,40 +281,122 @@ def _all_visible_prefix(visible: torch.Tensor) -> int:
     return int(torch.argmin(every.to(torch.int8)))
 
 
-def _chunked_linear_forward(self: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    """A linear layer applied in pieces of at most ``LINEAR_ROW_CHUNK`` rows (one GEMM kernel each)."""
+def row_gemm_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """(name, module) of every layer that multiplies its input rows by a weight matrix in one GEMM:
+    ``nn.Linear`` and transformers' ``Conv1D`` (GPT-2's attention and MLP)."""
+    from transformers.pytorch_utils import Conv1D
+
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, (nn.Linear, Conv1D))]
+
+
+def gemm_shape(module: nn.Module) -> tuple[int, int]:
+    """(in features, out features) of a :func:`row_gemm_layers` layer."""
+    if isinstance(module, nn.Linear):
+        return (module.in_features, module.out_features)
+    return (int(module.__dict__["nx"]), int(module.__dict__["nf"]))  # Conv1D keeps them as plain attributes
+
+
+def _chunked_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The layer's own forward applied to pieces of at most its measured row chunk (one GEMM kernel each)."""
+    chunk = getattr(self, ROW_CHUNK_ATTRIBUTE, LINEAR_ROW_CHUNK)
     rows = x.reshape(-1, x.shape[-1])
-    if rows.shape[0] <= LINEAR_ROW_CHUNK:
-        return nn.functional.linear(x, self.weight, self.bias)
-    pieces = [nn.functional.linear(piece, self.weight, self.bias) for piece in rows.split(LINEAR_ROW_CHUNK)]
+    forward = type(self).forward
+    if rows.shape[0] <= chunk:
+        return forward(self, x)
+    pieces = [forward(self, piece) for piece in rows.split(chunk)]
     return torch.cat(pieces).reshape(*x.shape[:-1], -1)
 
 
-def chunk_linear_rows(model: nn.Module) -> int:
-    """Make every ``nn.Linear`` of ``model`` compute at most ``LINEAR_ROW_CHUNK`` rows per GEMM; the count."""
-    count = 0
-    for module in model.modules():
-        if isinstance(module, nn.Linear):
-            module.forward = types.MethodType(_chunked_linear_forward, module)  # type: ignore[method-assign]
-            count += 1
-    return count
+def chunk_linear_rows(model: nn.Module, chunks: dict[tuple[str, int, int], int] | None = None) -> int:
+    """Make every :func:`row_gemm_layers` layer of ``model`` compute at most its row chunk per GEMM; the count.
+
+    Args:
+        chunks: (layer class name, in features, out features) -> rows per GEMM, as
+            :func:`measure_row_chunks` found them; None keeps each layer's chunk from before
+            (``LINEAR_ROW_CHUNK`` for a layer never set).
+    """
+    layers = row_gemm_layers(model)
+    for _, module in layers:
+        if chunks is not None:
+            setattr(module, ROW_CHUNK_ATTRIBUTE, chunks[(type(module).__name__, *gemm_shape(module))])
+        module.forward = types.MethodType(_chunked_forward, module)  # type: ignore[method-assign]
+    return len(layers)
+
+
+def _probe(kind: type[nn.Module], n_in: int, n_out: int, generator: torch.Generator, dtype: torch.dtype, device: Any):
+    """A layer of class ``kind`` and shape ``n_in -> n_out`` with random weights (no bias for nn.Linear)."""
+    if kind is nn.Linear:
+        probe: nn.Module = nn.Linear(n_in, n_out, bias=False)
+    else:
+        probe = kind(n_out, n_in)  # Conv1D(nf, nx)
+    with torch.no_grad():
+        for parameter in probe.parameters():
+            parameter.copy_(_random(tuple(parameter.shape), generator, torch.float32, "cpu", 0.05))
+    return probe.to(dtype=dtype, device=device)
+
+
+def measure_row_chunks(
+    layers: list[nn.Module], dtype: torch.dtype, device: Any, generator: torch.Generator
+) -> dict[tuple[str, int, int], int]:
+    """For each (class, shape) of ``layers``, the most rows (up to ``LINEAR_ROW_CHUNK``) one GEMM takes with every
+    row's bits equal to that row computed alone, at every row count up to it; 1 (each row alone) where none does.
+
+    Measured on random weights and rows of the shape: which kernel a GEMM takes depends on the shape and
+    the device (32 -> 49152 in bfloat16 on the AMX Xeon differs at every count, 576 -> 49152 at none up
+    to 32, every shape from 33), never on the values.
+    """
+    kinds = {(type(m).__name__, *gemm_shape(m)): type(m) for m in layers}
+    chunks = {}
+    for key in sorted(kinds):
+        _, n_in, n_out = key
+        probe = _probe(kinds[key], n_in, n_out, generator, dtype, device)
+        forward = type(probe).forward
+        chunk = LINEAR_ROW_CHUNK
+        # Two kernels can agree on most inputs (a short reduction rounds alike in either order), so
+        # each count is compared on two draws of rows.
+        for _ in range(MEASURE_DRAWS):
+            x = _random((LINEAR_ROW_CHUNK, n_in), generator, dtype, device)
+            with torch.no_grad():
+                alone = torch.cat([forward(probe, x[i : i + 1]) for i in range(chunk)])
+                for rows in range(2, chunk + 1):
+                    if not torch.equal(forward(probe, x[:rows]), alone[:rows]):
+                        chunk = rows - 1
+                        break
+        chunks[key] = chunk
+    return chunks
 
 
 @dataclass(frozen=True)
 class InvarianceReport:
-    """What :func:`check_batch_invariance` ran: the linear shapes and attention cases, all identical."""
+    """What :func:`check_batch_invariance` measured: each GEMM layer shape's row chunk, and the attention cases.
+
+    Attributes:
+        linear_shapes: every distinct (in features, out features) of the model's GEMM layers, per class.
+        linear_kinds: each shape's layer class (``Linear``; ``Conv1D`` for GPT-2's), in the same order.
+        linear_chunks: each shape's measured row chunk, in the same order.
+        linear_row_counts: the row counts each shape was compared at (through its chunking).
+        attention_cases: rows compared, inside gapped and padded steps, against the row alone.
+    """
 
     linear_shapes: tuple[tuple[int, int], ...]
+    linear_kinds: tuple[str, ...]
+    linear_chunks: tuple[int, ...]
     linear_row_counts: tuple[int, ...]
     attention_cases: int
+
+    def chunks(self) -> dict[tuple[str, int, int], int]:
+        """(class, in, out) -> row chunk, the form :func:`chunk_linear_rows` takes."""
+        keys = [(kind, *shape) for kind, shape in zip(self.linear_kinds, self.linear_shapes, strict=True)]
+        return dict(zip(keys, self.linear_chunks, strict=True))
 
 
 def check_batch_invariance(model: nn.Module, *, seed: int = 0) -> InvarianceReport:
     """Measure, on the model's own shapes and this device, that the path keeps every row identical.
 
-    Each distinct linear shape runs random rows alone and inside every tested row count up to
-    ``LINEAR_ROW_CHUNK`` (and, through the chunking, beyond it); the attention runs gapped tree-like
-    steps, padded steps and many-row steps against each row attending alone to its compacted keys.
+    Each distinct GEMM layer shape gets its row chunk (:func:`measure_row_chunks`), then runs random rows
+    alone and inside row counts up to and beyond ``LINEAR_ROW_CHUNK`` through that chunking; the
+    attention runs gapped tree-like steps, padded steps and many-row steps against each row attending
+    alone to its compacted keys.
 
     Raises:
         BatchInvarianceError: the first difference found, naming the shape and the row count.
@@ -297,24 +404,34 @@ def check_batch_invariance(model: nn.Module, *, seed: int = 0) -> InvarianceRepo
     generator = torch.Generator().manual_seed(seed)
     weight = next(model.parameters())
     dtype, device = weight.dtype, weight.device
-    shapes = sorted({(m.in_features, m.out_features) for m in model.modules() if isinstance(m, nn.Linear)})
-    counts = (2, 3, 5, 8, 13, 16, 17, 24, 31, LINEAR_ROW_CHUNK, LINEAR_ROW_CHUNK + 1, 2 * LINEAR_ROW_CHUNK + 7)
-    probe = nn.Linear(1, 1, bias=False)
-    for n_in, n_out in shapes:
-        probe.weight = nn.Parameter(_random((n_out, n_in), generator, dtype, device, 0.05), requires_grad=False)
+    layers = [module for _, module in row_gemm_layers(model)]
+    kinds = {(type(m).__name__, *gemm_shape(m)): type(m) for m in layers}
+    chunks = measure_row_chunks(layers, dtype, device, generator)
+    counts = (*range(2, LINEAR_ROW_CHUNK + 2), 2 * LINEAR_ROW_CHUNK + 7)
+    keys = sorted(kinds)
+    for key in keys:
+        kind, n_in, n_out = key
+        probe = _probe(kinds[key], n_in, n_out, generator, dtype, device)
+        setattr(probe, ROW_CHUNK_ATTRIBUTE, chunks[key])
         x = _random((max(counts), n_in), generator, dtype, device)
         with torch.no_grad():
-            alone = torch.cat([_chunked_linear_forward(probe, x[i : i + 1]) for i in range(max(counts))])
+            alone = torch.cat([_chunked_forward(probe, x[i : i + 1]) for i in range(max(counts))])
             for rows in counts:
-                together = _chunked_linear_forward(probe, x[:rows])
+                together = _chunked_forward(probe, x[:rows])
                 if not torch.equal(together, alone[:rows]):
                     raise BatchInvarianceError(
-                        f"this device's {str(dtype).removeprefix('torch.')} linear ({n_in} -> {n_out}) gives a row "
-                        f"inside a {rows}-row step other bits than alone; step_path=batch_invariant cannot be "
-                        "provided here, use step_path=standard"
+                        f"this device's {str(dtype).removeprefix('torch.')} {kind} ({n_in} -> {n_out}) gives a row "
+                        f"inside a {rows}-row step other bits than alone, in pieces of {chunks[key]} rows; "
+                        "step_path=batch_invariant cannot be provided here, use step_path=standard"
                     )
     cases = _check_attention(model, generator, dtype, device)
-    return InvarianceReport(tuple(shapes), counts, cases)
+    return InvarianceReport(
+        tuple((n_in, n_out) for _, n_in, n_out in keys),
+        tuple(kind for kind, _, _ in keys),
+        tuple(chunks[key] for key in keys),
+        counts,
+        cases,
+    )
 
 
 def _random(shape: tuple[int, ...], generator: torch.Generator, dtype: torch.dtype, device: Any, scale: float = 1.0):
@@ -379,7 +496,7 @@ def enable(model: nn.Module, check: bool = True) -> InvarianceReport | None:
         raise BatchInvarianceError(f"{type(model).__name__} cannot switch its attention implementation")
     _remember_standard(model)
     set_attention(ATTENTION_NAME)
-    chunk_linear_rows(model)
+    chunk_linear_rows(model, report.chunks() if report is not None else None)
     return report
 
 
@@ -393,7 +510,7 @@ class StandardPath:
 
     Attributes:
         attention: the attention implementation the model was loaded with (e.g. ``sdpa``).
-        linear_forwards: each ``nn.Linear``'s name -> its own instance ``forward`` before the path
+        linear_forwards: each GEMM layer's (``row_gemm_layers``) name -> its own instance ``forward`` before the path
             (None: it had none, its class's forward ran).
     """
 
@@ -406,9 +523,7 @@ def _remember_standard(model: nn.Module) -> None:
     already on the path never records the path itself as its standard one."""
     if getattr(model, STANDARD_PATH_ATTRIBUTE, None) is not None:
         return
-    forwards = {
-        name: module.__dict__.get("forward") for name, module in model.named_modules() if isinstance(module, nn.Linear)
-    }
+    forwards = {name: module.__dict__.get("forward") for name, module in row_gemm_layers(model)}
     attention = str(model.config._attn_implementation)  # type: ignore[union-attr]  # a transformers config
     setattr(model, STANDARD_PATH_ATTRIBUTE, StandardPath(attention, forwards))
 

@@ -222,19 +222,14 @@ def _softmax(path: str, scores: torch.Tensor, visible: torch.Tensor, mask: torch
     ``standard``: eager attention's form, the additive mask added in the model's dtype, a float32
     softmax over the whole row. ``batch_invariant``: the path's form, each row's visible scores
     compacted in key order and padded with -inf to a whole number of value blocks, a float32
-    softmax (``batch_invariant._one_sequence``).
+    softmax (the path's own ``batch_invariant.compact_probabilities``).
     """
     if path == "standard":
         masked = scores if mask is None else scores + mask
         probs = torch.softmax(masked, dim=-1, dtype=torch.float32).to(scores.dtype)
         return [probs[:, j, visible[j]] for j in range(visible.shape[0])]
     counts = visible.sum(-1)
-    block = batch_invariant.VALUE_BLOCK
-    padded = -(-int(counts.max()) // block) * block
-    compact = torch.full((*scores.shape[:2], padded), float("-inf"))
-    for j in range(visible.shape[0]):
-        compact[:, j, : int(counts[j])] = scores[:, j, visible[j]].float()
-    probs = torch.softmax(compact, dim=-1).to(scores.dtype)
+    probs = batch_invariant.compact_probabilities(scores, visible)
     return [probs[:, j, : int(counts[j])] for j in range(visible.shape[0])]
 
 
