@@ -156,11 +156,36 @@ def answer_records(rows: pd.DataFrame) -> list[AnswerSet]:
     return sets
 
 
+# The columns a question record is made of (and those that find its rows): grouping only these, not every
+# column of the rows, is most of what an export of a sweep costs.
+_RECORD_COLUMNS = [
+    "cell_id",
+    "sample_id",
+    "repeat",
+    "turn",
+    "error",
+    "output_text",
+    "decode_steps",
+    "accept_lengths",
+    "new_tokens",
+    "wall_time_s",
+]
+
+
 def _question_records(rows: pd.DataFrame, model_id: str) -> list[dict[str, Any]]:
+    rows = rows[_RECORD_COLUMNS]
     good = ok_rows(rows)
-    complete = rows.groupby(["cell_id", "sample_id", "repeat"])["error"].apply(lambda e: e.isna().all())
+    # Whether every turn of a (cell, sample, repeat) is error-free, as a dict: one look-up per repeat below.
+    fine = rows["error"].isna().groupby([rows["cell_id"], rows["sample_id"], rows["repeat"]]).all()
+    complete = dict(zip(fine.index, fine.tolist(), strict=True))
+    # Each (cell, sample)'s rows in the rows' order, its samples in order of first appearance (a pandas
+    # grouping per sample and repeat cost a frame each; a sweep's export holds thousands of them).
+    samples: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in good.to_dict("records"):
+        if not any(pd.isna(row[key]) for key in ("cell_id", "sample_id", "repeat")):  # as a grouping drops them
+            samples.setdefault((row["cell_id"], row["sample_id"]), []).append(row)
     records: dict[int, dict[str, Any]] = {}
-    for (cell_id, sample_id), sample_rows in good.groupby(["cell_id", "sample_id"], sort=False):
+    for (cell_id, sample_id), sample_rows in samples.items():
         category, question_id = parse_sample_id(sample_id)
         if question_id in records:
             raise AnswerFileError(
@@ -168,21 +193,18 @@ def _question_records(rows: pd.DataFrame, model_id: str) -> list[dict[str, Any]]
                 f"({records[question_id]['answer_id']} and {cell_id}-{sample_id}); export them apart"
             )
         choices = []
-        for repeat, turns in sample_rows.groupby("repeat", sort=True):
-            if not complete.loc[(cell_id, sample_id, repeat)]:
+        for repeat in sorted({row["repeat"] for row in sample_rows}):
+            if not complete[(cell_id, sample_id, repeat)]:
                 continue
-            turns = turns.sort_values("turn")
+            turns = sorted((row for row in sample_rows if row["repeat"] == repeat), key=lambda row: row["turn"])
             choices.append(
                 {
                     "index": int(repeat),
-                    "turns": [str(t) for t in turns["output_text"]],
-                    "decoding_steps": [
-                        int(s) - _silent_forwards(lengths)
-                        for s, lengths in zip(turns["decode_steps"], turns["accept_lengths"], strict=True)
-                    ],
-                    "new_tokens": [int(n) for n in turns["new_tokens"]],
-                    "wall_time": [float(t) for t in turns["wall_time_s"]],
-                    "accept_lengths": [int(a) for lengths in turns["accept_lengths"] for a in lengths if a > 0],
+                    "turns": [str(t["output_text"]) for t in turns],
+                    "decoding_steps": [int(t["decode_steps"]) - _silent_forwards(t["accept_lengths"]) for t in turns],
+                    "new_tokens": [int(t["new_tokens"]) for t in turns],
+                    "wall_time": [float(t["wall_time_s"]) for t in turns],
+                    "accept_lengths": [int(a) for t in turns for a in t["accept_lengths"] if a > 0],
                 }
             )
         if choices:
