@@ -121,10 +121,13 @@ def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
     good = ok_rows(arm_rows, [*SAMPLE_KEY, *columns])
     per_keys = good[columns].astype(np.float64).groupby([good[k] for k in SAMPLE_KEY], sort=True).mean()
     for metric, column in MEAN_METRICS.items():
-        per_key = per_keys[column].dropna().to_numpy()
+        per_key = per_keys[column].to_numpy()  # float64: NaN is the missing value
+        per_key = per_key[~np.isnan(per_key)]
         out[metric] = get_metric(metric).aggregate(per_key) if per_key.size else math.nan
-    passed = ok_rows(arm_rows, [*SAMPLE_KEY, "passed"]).dropna(subset=["passed"])
-    if passed.empty:
+    # Most datasets run no code: no row has a verdict, and the grouping below is skipped.
+    verdicts = arm_rows["passed"].notna().to_numpy() & arm_rows["error"].isna().to_numpy()
+    passed = ok_rows(arm_rows, [*SAMPLE_KEY, "passed"]).dropna(subset=["passed"]) if verdicts.any() else None
+    if passed is None or passed.empty:
         out["pass@1"] = math.nan
     else:
         by_problem = {key: [bool(v) for v in group["passed"]] for key, group in passed.groupby(list(SAMPLE_KEY))}
