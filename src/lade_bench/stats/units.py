@@ -81,15 +81,13 @@ def per_sample_totals(paired: pd.DataFrame, arm: str, baseline: str = BASELINE_A
     Raises:
         ValueError: the arm's and the baseline's rows are not all of one mode (compiled or eager).
     """
-    columns = [*PAIR_KEY, "wall_time_s", "new_tokens"]
-    # Only the columns used here: a boolean filter of the whole frame would copy every row's texts and ids.
-    kept = ["arm", *columns, *(c for c in MODE_COLUMNS if c in paired)]
-    both = paired.loc[paired["arm"].isin([arm, baseline]), kept]
-    require_one_mode(both, f"{arm} against {baseline}")
-    arms = both["arm"].to_numpy()
-    base = both.loc[arms == baseline, columns]
-    other = both.loc[arms == arm, columns]
-    merged = _paired_times(base, other)
+    arms = paired["arm"].to_numpy()
+    at_base, at_arm = np.flatnonzero(arms == baseline), np.flatnonzero(arms == arm)
+    # Only the columns the mode check reads, of the two arms' rows in the rows' order: a filter of the whole
+    # frame would copy every row's texts and ids.
+    kept = [paired.columns.get_loc(c) for c in ("arm", *MODE_COLUMNS) if c in paired]
+    require_one_mode(paired.iloc[np.union1d(at_base, at_arm), kept], f"{arm} against {baseline}")
+    merged = _paired_times(paired, at_base, at_arm)
     if merged.empty:
         return pd.DataFrame({c: [] for c in TOTALS_COLUMNS})
     # One grouped sum over the four columns (the same kernel as a named aggregation per column, a quarter
@@ -131,11 +129,12 @@ def speedup_baseline(paired: pd.DataFrame, sampled: bool, baseline: str = BASELI
     return STANDARD_PATH_REFERENCE if cost[STANDARD_PATH_REFERENCE] < cost[REFERENCE] else REFERENCE
 
 
-def _paired_times(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
-    """The inner one-to-one join of ``base`` and ``other`` on ``PAIR_KEY``, in ``base``'s order: ``sample_id``
-    and each side's ``wall_time_s`` and ``new_tokens`` (suffixed ``_base`` and ``_arm``).
+def _paired_times(paired: pd.DataFrame, at_base: np.ndarray, at_arm: np.ndarray) -> pd.DataFrame:
+    """The inner one-to-one join on ``PAIR_KEY`` of ``paired``'s rows at positions ``at_base`` (the baseline's)
+    and ``at_arm`` (the arm's), in the baseline's order: ``sample_id`` and each side's ``wall_time_s`` and
+    ``new_tokens`` (suffixed ``_base`` and ``_arm``).
 
-    What ``base.merge(other, on=PAIR_KEY, suffixes=("_base", "_arm"), validate="one_to_one")`` gives, with the
+    What ``base.merge(arm, on=PAIR_KEY, suffixes=("_base", "_arm"), validate="one_to_one")`` gives, with the
     pairs found in a dict: a cell holds tens of rows, where the merge's own machinery is most of the cost.
     Keys with a missing part go through the merge itself (which pairs missing with missing).
 
@@ -143,22 +142,26 @@ def _paired_times(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
         pandas.errors.MergeError: a key twice on one side.
     """
     keys = list(PAIR_KEY)
-    if base[keys].isna().to_numpy().any() or other[keys].isna().to_numpy().any():
+    at_both = np.concatenate([at_base, at_arm])
+    if paired[keys].iloc[at_both].isna().to_numpy().any():
+        columns = [paired.columns.get_loc(c) for c in (*keys, "wall_time_s", "new_tokens")]
+        base, other = paired.iloc[at_base, columns], paired.iloc[at_arm, columns]
         return base.merge(other, on=keys, suffixes=("_base", "_arm"), validate="one_to_one")
-    base_keys = list(zip(*(base[k].tolist() for k in keys), strict=True))
-    other_keys = list(zip(*(other[k].tolist() for k in keys), strict=True))
-    position = {key: i for i, key in enumerate(other_keys)}
-    if len(position) != len(other_keys) or len(set(base_keys)) != len(base_keys):
+    values = [paired[k].to_numpy() for k in keys]
+    base_keys = list(zip(*(v[at_base].tolist() for v in values), strict=True))
+    arm_keys = list(zip(*(v[at_arm].tolist() for v in values), strict=True))
+    position = {key: i for i, key in enumerate(arm_keys)}
+    if len(position) != len(arm_keys) or len(set(base_keys)) != len(base_keys):
         raise pd.errors.MergeError("Merge keys are not unique in either left or right dataset; not a one-to-one merge")
-    pairs = [(i, position[key]) for i, key in enumerate(base_keys) if key in position]
-    at_base = np.array([i for i, _ in pairs], dtype=np.intp)
-    at_other = np.array([j for _, j in pairs], dtype=np.intp)
+    pairs = [(at_base[i], at_arm[position[key]]) for i, key in enumerate(base_keys) if key in position]
+    base_rows = np.array([i for i, _ in pairs], dtype=np.intp)
+    arm_rows = np.array([j for _, j in pairs], dtype=np.intp)
     return pd.DataFrame(
         {
-            "sample_id": base["sample_id"].array.take(at_base),
-            "wall_time_s_base": base["wall_time_s"].array.take(at_base),
-            "wall_time_s_arm": other["wall_time_s"].array.take(at_other),
-            "new_tokens_base": base["new_tokens"].array.take(at_base),
-            "new_tokens_arm": other["new_tokens"].array.take(at_other),
+            "sample_id": paired["sample_id"].array.take(base_rows),
+            "wall_time_s_base": paired["wall_time_s"].array.take(base_rows),
+            "wall_time_s_arm": paired["wall_time_s"].array.take(arm_rows),
+            "new_tokens_base": paired["new_tokens"].array.take(base_rows),
+            "new_tokens_arm": paired["new_tokens"].array.take(arm_rows),
         }
     )
