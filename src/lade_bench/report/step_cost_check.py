@@ -102,18 +102,20 @@ def check_sweep(sweep: Sweep, given: Sequence[StoredProfile] = ()) -> pd.DataFra
     cells = {(c.sweep, c.cell_id): c for c in sweep.cells}
     records = []
     summary = sweep.summary[sweep.summary["arm"] != stats.BASELINE_ARM]
+    # Each cell's rows, found once (a filter of every row per cell grows with the sweeps reported together).
+    rows_of = {(str(k[0]), str(k[1])): frame for k, frame in sweep.rows.groupby(["sweep", "cell_id"], sort=False)}
     for (name, cell_id), cell_summary in summary.groupby(["sweep", "cell_id"], sort=False):
         key = (str(name), str(cell_id))
-        cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
+        cell_rows = rows_of.get(key, sweep.rows.iloc[0:0])
         paired = stats.common_rows(cell_rows)
         stored, match, missing = cell_profile(sweep, cells.get(key), given)
         cell_key = cells[key].profile_key()[0] if key in cells else None
         dtype = cell_key.dtype if cell_key is not None else ""
         times: dict[str, pd.Series] = {}  # each arm's predicted row times, AR's read by every arm of the cell
+        ordered: dict[str, pd.DataFrame] = {}  # each arm's paired rows in key order, AR's read by every arm
         for rec in cell_summary.to_dict("records"):
-            records.append(
-                _check_record(sweep, rec, paired, stored, missing, times) | {"profile_match": match, "dtype": dtype}
-            )
+            check = _check_record(sweep, rec, paired, stored, missing, times, ordered)
+            records.append(check | {"profile_match": match, "dtype": dtype})
     return pd.DataFrame.from_records(records, columns=list(CHECK_COLUMNS))
 
 
@@ -171,13 +173,17 @@ def _check_record(
     stored: StoredProfile | None,
     missing: str,
     times: dict[str, pd.Series],
+    ordered: dict[str, pd.DataFrame],
 ) -> dict[str, Any]:
-    """One (cell, arm): measured from the summary record, predicted from the paired rows and the profile."""
+    """One (cell, arm): measured from the summary record, predicted from the paired rows and the profile
+    (``times`` and ``ordered`` keep each arm's predicted row times and ordered rows for the cell's other arms)."""
     arm = str(rec["arm"])
     low, high = float(rec["speedup_ci_low"]), float(rec["speedup_ci_high"])
     measured = float(rec["speedup"])
-    arm_rows = _ordered(paired[paired["arm"] == arm])
-    ar_rows = _ordered(paired[paired["arm"] == stats.BASELINE_ARM])
+    for side in (arm, stats.BASELINE_ARM):
+        if side not in ordered:
+            ordered[side] = _ordered(paired[paired["arm"] == side])
+    arm_rows, ar_rows = ordered[arm], ordered[stats.BASELINE_ARM]
     sampling = bool(rec["do_sample"])
     out: dict[str, Any] = {
         "sweep": rec["sweep"],
