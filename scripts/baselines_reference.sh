@@ -29,19 +29,11 @@ cd "$(dirname "$0")/.."
 source scripts/this_checkout.sh
 models=(smollm2 gemma3_270m)
 datasets=(mt_bench humaneval)
-if [ $# -ne 1 ] && [ $# -ne 3 ]; then
-    echo "usage: bash scripts/baselines_reference.sh OUTPUT_ROOT [MODEL DATASET]" >&2
-    exit 2
-fi
+require_arg_count "usage: bash scripts/baselines_reference.sh OUTPUT_ROOT [MODEL DATASET]" $# 1 3
 out=$1
 only_model=${2:-}
 only_dataset=${3:-}
-if [ -n "$only_model" ]; then
-    if [[ ! " ${models[*]} " =~ " $only_model " ]] || [[ ! " ${datasets[*]} " =~ " $only_dataset " ]]; then
-        echo "unknown group '$only_model $only_dataset': MODEL is one of ${models[*]}, DATASET one of ${datasets[*]}" >&2
-        exit 2
-    fi
-fi
+require_group "$only_model" "$only_dataset" "${models[*]}" "${datasets[*]}"
 py=.venv/bin/python
 tokens=64
 # +sweep=baselines: CPU, 20 samples, 64 tokens, N5 W7 G7 declared, arms ar, lookahead, prompt_lookup.

@@ -22,3 +22,17 @@ require_arg_count() {
     echo "$usage" >&2
     exit 2
 }
+
+# A (model, dataset) group script's group check: exit 2 naming the allowed ones unless MODEL and DATASET are
+# among them; nothing to check when no group was given.
+#   require_group "$only_model" "$only_dataset" "${models[*]}" "${datasets[*]}"
+require_group() {
+    local model=$1 dataset=$2 models=$3 datasets=$4
+    if [ -z "$model" ]; then
+        return 0
+    fi
+    if [[ ! " $models " =~ " $model " ]] || [[ ! " $datasets " =~ " $dataset " ]]; then
+        echo "unknown group '$model $dataset': MODEL is one of $models, DATASET one of $datasets" >&2
+        exit 2
+    fi
+}

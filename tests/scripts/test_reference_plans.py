@@ -74,6 +74,12 @@ def test_the_spec_bench_plan_sits_once_per_model_each_cell_over_every_group():
             ["OUT", "smollm2", "xsum"],
             "unknown group 'smollm2 xsum': MODEL is one of smollm2 gemma3_270m",
         ),
+        (
+            "batch_invariant_reference.sh",
+            ["OUT", "gemma3_270m", "xsum"],
+            "unknown group 'gemma3_270m xsum': MODEL is one of smollm2 gemma3_270m, DATASET one of mt_bench humaneval",
+        ),
+        ("batch_invariant_reference.sh", [], "usage: bash scripts/batch_invariant_reference.sh OUTPUT_ROOT [MODEL"),
     ],
 )
 def test_a_bad_group_is_named_with_the_allowed_ones_before_anything_runs(tmp_path, script, args, message):

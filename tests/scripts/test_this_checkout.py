@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-RESULT_SCRIPTS = ("reference_results.sh", "tune_reference.sh", "assisted_reference.sh", "baselines_reference.sh")
+RESULT_SCRIPTS = (
+    "reference_results.sh",
+    "tune_reference.sh",
+    "assisted_reference.sh",
+    "baselines_reference.sh",
+    "batch_invariant_reference.sh",
+)
 
 
 def test_a_copy_of_the_checkout_imports_its_own_code_and_records_its_own_folder(tmp_path):
