@@ -116,7 +116,8 @@ def speedup_baseline(paired: pd.DataFrame, sampled: bool, baseline: str = BASELI
         (units pooled over cells with and without it keep AR, which covers them all) and those rows took
         less time (a tie keeps AR).
     """
-    if baseline != REFERENCE:
+    # Most cells have no standard-path AR: nothing to choose (and this runs for every arm of every report).
+    if baseline != REFERENCE or not (paired["arm"].to_numpy() == STANDARD_PATH_REFERENCE).any():
         return baseline
     arms = paired.loc[
         paired["arm"].isin([REFERENCE, STANDARD_PATH_REFERENCE]), ["arm", *PAIR_KEY, "wall_time_s", "new_tokens"]
