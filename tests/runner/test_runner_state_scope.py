@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
+from lade_bench.metrics.text_health import text_health
 from lade_bench.report.spec_bench_board import board_records, leaderboard_table
 from lade_bench.report.sweep import load_sweep
 from lade_bench.results import load_rows
@@ -153,6 +154,20 @@ def test_the_leaderboard_splits_one_benchmark_cell_by_group_and_says_its_scope(b
     table = leaderboard_table(records)
     states = dict(zip(table[table["Method"].str.startswith("Token Recycling")]["Group"], table["State"], strict=False))
     assert states["Translation"] == "warm per benchmark 6-6" and states["Overall"] == "warm per benchmark 4-7"
+
+
+def test_every_arm_s_rows_record_their_text_health(benchmark_cell):
+    """Issue 63: each row's repeated-4-gram share, distinct-4 and loop start are its output ids' (every arm),
+    and at_cap says the output used the whole budget (the tiny model never ends a turn by itself here)."""
+    rows = load_rows(benchmark_cell[0])
+    assert set(rows["arm"]) == {"ar", "token_recycling"} and rows["error"].isna().all()
+    for row in rows.to_dict("records"):
+        ids = [int(i) for i in row["output_ids"]]
+        expected = text_health(ids, row["max_new_tokens"], ())
+        assert row["repeated_4gram_share"] == pytest.approx(expected["repeated_4gram_share"], nan_ok=True)
+        assert row["distinct_4"] == pytest.approx(expected["distinct_4"], nan_ok=True)
+        assert (None if pd.isna(row["loop_start"]) else row["loop_start"]) == expected["loop_start"]
+        assert bool(row["at_cap"]) == (len(ids) == row["max_new_tokens"])
 
 
 def test_a_resumed_benchmark_cell_replays_the_warm_up_and_its_rows_as_the_uninterrupted_run_had_them(

@@ -41,7 +41,7 @@ from lade_bench.methods.state import SCOPE_BEFORE
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # The config section whose values fill the shape columns (ngram, window, guesses, prompt_as_reference,
 # verification) of every row, also in a cell whose arms do not read it.
@@ -221,6 +221,25 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("arm_margin", "float", "always", "quality", "there: AR token's logit minus this row's token's logit", 3),
     Column("engine_error", "bool", "always", "quality", "mismatch with arm_margin > mismatch.margin_tolerance", 3),
+    # --- text health (lade_bench.metrics.text_health, from output_ids; null before v12 or on error) ---
+    Column(
+        "repeated_4gram_share",
+        "float",
+        "always",
+        "text",
+        "share of the output's token 4-grams repeating an earlier one (1 - distinct_4); NaN: under 4 tokens",
+        12,
+    ),
+    Column("distinct_4", "float", "always", "text", "distinct token 4-grams over all of them; NaN: under 4 tokens", 12),
+    Column(
+        "loop_start",
+        "int",
+        "always",
+        "text",
+        "token index where the output's final exact loop starts (>= 2 periods, >= 16 tokens); null: no loop",
+        12,
+    ),
+    Column("at_cap", "bool", "always", "text", "stopped at max_new_tokens, the last token no stop id", 12),
     # --- text ---
     Column("output_ids", "int_list", "on_error", "text", "generated token ids"),
     Column("output_text", "str", "on_error", "text", "decoded output"),

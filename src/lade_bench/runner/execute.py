@@ -231,7 +231,7 @@ def _generate_row(
             torch.cuda.empty_cache()
         return error_row(ids, len(prompt), f"{type(exc).__name__}: {exc}")
     text = cell_model.tokenizer.decode(result.tokens, skip_special_tokens=True)
-    return result_row(ids, len(prompt), result, text)
+    return result_row(ids, len(prompt), result, text, cell_model.stop_ids)
 
 
 def _prompt(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 
 from lade_bench.decoding import DecodeResult
 from lade_bench.methods.state import REQUESTS_SEEN_STAT, STATE_SIZE_STAT
+from lade_bench.metrics.text_health import text_health
 from lade_bench.results import COLUMN_NAMES
 from lade_bench.results.schema import SHAPE_SECTION
 from lade_bench.runner.method_state import state_scope
@@ -67,8 +69,14 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
     }
 
 
-def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, text: str) -> dict[str, Any]:
-    """A full row for a finished generation; quality columns start empty (filled by scoring)."""
+def result_row(
+    ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, text: str, stop_ids: Collection[int]
+) -> dict[str, Any]:
+    """A full row for a finished generation; quality columns start empty (filled by scoring).
+
+    ``stop_ids``: the ids that end a turn (``CellModel.stop_ids``), which tell an output that stopped at
+    the cell's budget from one that ended by itself there (the ``at_cap`` column).
+    """
     row = dict.fromkeys(COLUMN_NAMES)
     row.update(ids)
     row.update(
@@ -89,6 +97,8 @@ def result_row(ids: dict[str, Any], prompt_tokens: int, result: DecodeResult, te
         compile_time_s=result.stats.get("compile_time_s"),
         **decode_step_means(result),
         **state_warmth(result),
+        # Every arm's output measured the same way (repetition, a final loop, the cap): issue 63.
+        **text_health(result.tokens, ids["max_new_tokens"], stop_ids),
         output_ids=list(result.tokens),
         output_text=text,
     )
