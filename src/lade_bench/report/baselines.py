@@ -21,6 +21,11 @@ Writes ``tables/baselines.md`` and ``.csv`` (one row per cell and arm, n beside 
 an archive of each sweep (``rows/<sweep>/``: its per-sample rows, every cell's config and manifest,
 ``results.archive``), from which :func:`collect_rows` and :func:`baselines_table` recompute the table
 exactly. Only finished sweeps are tabulated: a cell still running or failed is refused by name.
+
+Every per-token speedup is against ``stats.speedup_baseline``'s choice (AR, or the faster AR where a cell
+also ran ``ar_standard``). This table has no step-path column, so it refuses cells on another step path
+than the standard one: a ``+sweep=batch_invariant`` run is ``report.batch_invariant``'s, whose table reads
+its numbers from :func:`arm_records` here and shows the path in every row.
 """
 
 from __future__ import annotations
@@ -30,10 +35,12 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from lade_bench import stats
+from lade_bench.decoding.core.params import STANDARD_STEP_PATH
 from lade_bench.report.conditions import PROCESSOR_MIXED, PROCESSOR_UNRECORDED, cell_processor, drift_table
 from lade_bench.results import load_rows
 from lade_bench.results.archive import cell_manifests, export_archive
@@ -89,35 +96,87 @@ def collect_rows(folders: Sequence[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def with_mode(rows: pd.DataFrame) -> pd.DataFrame:
+    """A copy of :func:`collect_rows`' frame with each row's ``mode`` (``stats.mode_label``: eager, or
+    compiled with its torch.compile mode).
+
+    Raises:
+        ValueError: a row lacks its cell's ``dtype`` or ``processor``.
+    """
+    if rows["dtype"].isna().any() or rows["processor"].isna().any():
+        raise ValueError("every row needs its cell's dtype and processor (collect_rows adds them from the manifests)")
+    rows = rows.copy()
+    rows["mode"] = [stats.mode_label(bool(c), m) for c, m in zip(rows["compiled"], rows["compile_mode"], strict=True)]
+    return rows
+
+
+def arm_records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """One record per (cell, arm): ``stats.summarize``'s, with the cell's ``dtype``, ``mode``, ``processor``
+    and ``step_path``, the per-token speedup (``speedup_per_token`` and its interval ends), the arm it is
+    against (``per_token_baseline``) and ``capped_share``; what every table of a baselines-plan sweep
+    reads (this one and ``report.batch_invariant``'s).
+
+    Args:
+        rows: :func:`with_mode`'s frame.
+
+    Per token as well as in wall time: a low-precision greedy output may leave AR's tokens (a near tie
+    flips) and then differ in length, so only time per token compares such outputs. The per-token
+    speedup is against ``stats.speedup_baseline``'s choice on that basis: AR, or in a cell that also
+    ran AR on the standard step path (``ar_standard``), the faster of the two per token.
+
+    ``capped_share`` is the share of the arm's paired outputs at the cap (``stats`` ``n_at_cap``, from
+    each row's own ``max_new_tokens``; NaN for rows recorded before the budget was a column).
+    """
+    summary = stats.summarize(rows)
+    cell_info = rows.groupby("cell_id")[["dtype", "mode", "processor", "step_path"]].first()
+    summary = summary.join(cell_info, on="cell_id")
+    paired_cells = {cid: stats.common_rows(cell) for cid, cell in rows.groupby("cell_id", sort=False)}
+    per_token_baselines = {cid: stats.speedup_baseline(paired, sampled=True) for cid, paired in paired_cells.items()}
+    records = []
+    for record in summary.to_dict("records"):
+        cell_id = record["cell_id"]
+        baseline = per_token_baselines[cell_id]
+        per_token = stats.speedup_estimate(paired_cells[cell_id], record["arm"], sampled=True, baseline=baseline)
+        records.append(
+            {
+                **record,
+                "per_token_baseline": baseline,
+                "speedup_per_token": per_token.value,
+                "speedup_per_token_ci_low": per_token.low,
+                "speedup_per_token_ci_high": per_token.high,
+                "capped_share": record["n_at_cap"] / record["n_pairs"] if record["n_pairs"] else math.nan,
+            }
+        )
+    return records
+
+
 def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
     """The table (``TABLE_COLUMNS``), one row per (cell, arm), from per-sample rows with ``dtype``.
 
     Args:
         rows: :func:`collect_rows`' frame (of the sweeps or of their committed archives).
 
-    ``capped_share`` is the share of the arm's paired outputs at the cap (``stats`` ``n_at_cap``, from
-    each row's own ``max_new_tokens``; NaN for rows recorded before the budget was a column).
+    The numbers are :func:`arm_records`'. AR rows carry ``ar_gain``: its per-token speedup over the AR
+    of the eager float32 cell of the same model, dataset and lookahead configuration (1.0 for that cell
+    itself), on the units both ran; empty unless both cells were timed on one recorded CPU kind
+    (``processor``).
 
-    AR rows carry ``ar_gain``: its per-token speedup over the AR of the eager float32 cell of the same
-    model, dataset and lookahead configuration (1.0 for that cell itself), on the units both ran; empty
-    unless both cells were timed on one recorded CPU kind (``processor``).
+    Raises:
+        ValueError: a cell ran on another step path than the standard one: its table is
+            ``report.batch_invariant``'s, which shows the path beside every number (this one has no
+            column for it, so such a cell would read as a standard one).
     """
-    if rows["dtype"].isna().any() or rows["processor"].isna().any():
-        raise ValueError("every row needs its cell's dtype and processor (collect_rows adds them from the manifests)")
-    rows = rows.copy()
-    rows["mode"] = [stats.mode_label(bool(c), m) for c, m in zip(rows["compiled"], rows["compile_mode"], strict=True)]
-    summary = stats.summarize(rows)
-    cell_info = rows.groupby("cell_id")[["dtype", "mode", "processor"]].first()
-    summary = summary.join(cell_info, on="cell_id")
+    rows = with_mode(rows)
+    other_paths = sorted(set(rows["step_path"]) - {STANDARD_STEP_PATH})
+    if other_paths:
+        raise ValueError(
+            f"cells on step_path {other_paths} are not tabulated here (this table has no step-path column); "
+            "use python -m lade_bench.report.batch_invariant, which shows the path in every table"
+        )
     records = []
-    paired_cells = {cid: stats.common_rows(cell) for cid, cell in rows.groupby("cell_id", sort=False)}
-    for record in summary.to_dict("records"):
+    for record in arm_records(rows):
         cell_rows = rows[rows["cell_id"] == record["cell_id"]]
         gain = _ar_gain(rows, cell_rows, record) if record["arm"] == stats.BASELINE_ARM else None
-        # Per token as well as in wall time: a low-precision greedy output may leave AR's tokens (a
-        # near tie flips) and then differ in length, so only time per token compares such outputs.
-        per_token = stats.speedup_estimate(paired_cells[record["cell_id"]], record["arm"], sampled=True)
-        capped = record["n_at_cap"] / record["n_pairs"] if record["n_pairs"] else math.nan
         records.append(
             {
                 **{name: record[name] for name in CELL_COLUMNS},
@@ -126,9 +185,9 @@ def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
                 "speedup": record["speedup"],
                 "speedup_ci_low": record["speedup_ci_low"],
                 "speedup_ci_high": record["speedup_ci_high"],
-                "speedup_per_token": per_token.value,
-                "speedup_per_token_ci_low": per_token.low,
-                "speedup_per_token_ci_high": per_token.high,
+                "speedup_per_token": record["speedup_per_token"],
+                "speedup_per_token_ci_low": record["speedup_per_token_ci_low"],
+                "speedup_per_token_ci_high": record["speedup_per_token_ci_high"],
                 "ar_gain": gain.value if gain else math.nan,
                 "ar_gain_ci_low": gain.low if gain else math.nan,
                 "ar_gain_ci_high": gain.high if gain else math.nan,
@@ -136,7 +195,7 @@ def baselines_table(rows: pd.DataFrame) -> pd.DataFrame:
                 "tokens_per_s": record["tokens_per_s"],
                 "compile_time_s": record["compile_time_s"],
                 "matches_ar": record["matches_ar"],
-                "capped_share": capped,
+                "capped_share": record["capped_share"],
             }
         )
     return pd.DataFrame.from_records(records, columns=list(TABLE_COLUMNS))
@@ -189,11 +248,11 @@ def render_markdown(table: pd.DataFrame) -> str:
         per_token = (row["speedup_per_token"], row["speedup_per_token_ci_low"], row["speedup_per_token_ci_high"])
         lines.append(
             f"| {row['model']} | {row['dataset']} | {row['dtype']} | {row['mode']} | {config} | {row['arm']} | "
-            f"{_interval(row['speedup'], row['speedup_ci_low'], row['speedup_ci_high'], row['n_units'])} | "
-            f"{_interval(*per_token, row['n_units'])} | "
-            f"{_interval(row['ar_gain'], row['ar_gain_ci_low'], row['ar_gain_ci_high'], row['ar_gain_n'])} | "
-            f"{_number(row['compile_time_s'], '.0f')} | {_number(row['matches_ar'], '.0%')} | "
-            f"{_number(row['capped_share'], '.0%')} | {row['processor']} |"
+            f"{interval_text(row['speedup'], row['speedup_ci_low'], row['speedup_ci_high'], row['n_units'])} | "
+            f"{interval_text(*per_token, row['n_units'])} | "
+            f"{interval_text(row['ar_gain'], row['ar_gain_ci_low'], row['ar_gain_ci_high'], row['ar_gain_n'])} | "
+            f"{number_text(row['compile_time_s'], '.0f')} | {number_text(row['matches_ar'], '.0%')} | "
+            f"{number_text(row['capped_share'], '.0%')} | {row['processor']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -223,10 +282,12 @@ def render_summary(table: pd.DataFrame, drift: pd.DataFrame) -> str:
             if row is None:
                 cells.append("")
             elif arm == stats.BASELINE_ARM:
-                cells.append(_interval(row["ar_gain"], row["ar_gain_ci_low"], row["ar_gain_ci_high"], row["ar_gain_n"]))
+                gain = (row["ar_gain"], row["ar_gain_ci_low"], row["ar_gain_ci_high"])
+                cells.append(interval_text(*gain, row["ar_gain_n"]))
             else:
                 value = (row["speedup_per_token"], row["speedup_per_token_ci_low"], row["speedup_per_token_ci_high"])
-                cells.append(f"{_interval(*value, row['n_units'])}, {_number(row['matches_ar'], '.0%')} match AR")
+                matches = number_text(row["matches_ar"], ".0%")
+                cells.append(f"{interval_text(*value, row['n_units'])}, {matches} match AR")
         label = "AR (gain over eager float32 AR)" if arm == stats.BASELINE_ARM else arm
         lines.append(f"| {model} | {dataset} | {n}, {w}, {g} | {label} | " + " | ".join(cells) + " |")
     lines.append("")
@@ -254,14 +315,16 @@ def _drift_markdown(drift: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _interval(value: float, low: float, high: float, n: int) -> str:
+def interval_text(value: float, low: float, high: float, n: int) -> str:
+    """``"1.23x [1.10, 1.40] (n=20)"``: a ratio with its interval (where there is one) and n; empty for NaN."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     bounds = f" [{low:.2f}, {high:.2f}]" if not math.isnan(low) else ""
     return f"{value:.2f}x{bounds} (n={n})"
 
 
-def _number(value, spec: str) -> str:
+def number_text(value, spec: str) -> str:
+    """``value`` formatted with ``spec``; empty for a missing value (None or NaN)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     return format(value, spec)

@@ -27,7 +27,14 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from lade_bench import stats
-from lade_bench.methods import REFERENCE, method_color, method_label, method_state_text, registered_methods
+from lade_bench.methods import (
+    REFERENCE,
+    STANDARD_PATH_REFERENCE,
+    method_color,
+    method_label,
+    method_state_text,
+    registered_methods,
+)
 from lade_bench.methods.state import STATIC_STATE
 from lade_bench.profiling.device_profile import StoredProfile, profile_measures_kv
 from lade_bench.report import aggregate
@@ -76,6 +83,11 @@ class FigureOutput:
 _GLYPH_WIDTH = 0.6
 
 
+# The arms a figure draws as the reference, never as a method: AR, and in a batch-invariant cell AR on the
+# standard step path timed beside it (a timing reference whose outputs need not equal AR's, issue 68).
+REFERENCE_ARMS: tuple[str, ...] = (REFERENCE, STANDARD_PATH_REFERENCE)
+
+
 def _wrap(text: str, width: int) -> str:
     """``text`` in lines of at most ``width`` characters, broken at `` | `` first, then between words."""
     lines: list[str] = []
@@ -116,8 +128,8 @@ def _n_text(counts: Sequence[object] | pd.Series, what: str = "samples") -> str:
 
 
 def _arm_units(records: pd.DataFrame) -> pd.Series:
-    """Samples behind a cell's comparison: the non-AR arms' ``n_units`` (AR's when it is alone)."""
-    others = records[records["arm"] != stats.BASELINE_ARM]
+    """Samples behind a cell's comparison: the methods' ``n_units`` (the references' when they are alone)."""
+    others = records[~records["arm"].isin(REFERENCE_ARMS)]
     return (others if len(others) else records)["n_units"]
 
 
@@ -164,7 +176,7 @@ def speedup_axis_label(summary: pd.DataFrame) -> str:
 
 def missing_interval_note(summary: pd.DataFrame) -> str:
     """A line saying why some error bars are absent (empty when every non-AR record has an interval)."""
-    methods = summary[summary["arm"] != stats.BASELINE_ARM]
+    methods = summary[~summary["arm"].isin(REFERENCE_ARMS)]
     lacking = methods["speedup_ci_note"].fillna("").str.startswith("no interval")
     too_few = sorted({int(n) for n in methods.loc[lacking, "n_units"]})
     if not too_few:
@@ -490,7 +502,7 @@ def _bars_panel(
             ys.append(float(rec["speedup"]))
             lows.append(float(rec["speedup_ci_low"]))
             highs.append(float(rec["speedup_ci_high"]))
-            notes.append("" if arm == stats.BASELINE_ARM else str(rec["speedup_ci_note"] or ""))
+            notes.append("" if arm in REFERENCE_ARMS else str(rec["speedup_ci_note"] or ""))
             x += 1.0
         centres.append(x - 1.0 - (len(present) - 1) / 2)
         x += _GROUP_GAP
@@ -578,15 +590,15 @@ def draw_accept_histogram(
     n; the legend's title names the cell.
 
     Raises:
-        FigureSkipped: ``rows`` has no error-free non-AR rows.
+        FigureSkipped: ``rows`` has no error-free rows of a method (AR and ar_standard are references).
     """
     # Each cell's paired rows (every arm on the same units), so that each mean is the compression
     # ratio the tables report for that cell and arm.
     paired = [stats.common_rows(cell) for _, cell in rows.groupby(list(stats.CELL_KEY), sort=False)]
     data = pd.concat(paired, ignore_index=True) if paired else rows.iloc[:0]
-    data = data[(data["arm"] != stats.BASELINE_ARM) & data["accept_lengths"].map(_has_lengths)]
+    data = data[~data["arm"].isin(REFERENCE_ARMS) & data["accept_lengths"].map(_has_lengths)]
     if data.empty:
-        raise FigureSkipped("no non-AR rows")
+        raise FigureSkipped("no rows of a method (only the AR references)")
     panels = list(data.groupby(["model", "sweep", "dataset", "cell_id"], sort=True))
     several_sweeps = data["sweep"].nunique() > 1
     panel_w = 5.0
@@ -695,7 +707,7 @@ def rouge_parity(sweep: Sweep) -> Figure:
     cells = [
         (key, cell)
         for key, cell in sampled.groupby(list(stats.CELL_KEY), sort=False)
-        if (cell["arm"] != stats.BASELINE_ARM).any() and (cell["arm"] == stats.BASELINE_ARM).any()
+        if (~cell["arm"].isin(REFERENCE_ARMS)).any() and (cell["arm"] == stats.BASELINE_ARM).any()
     ]
     if not cells:
         raise FigureSkipped("no sampling cell has both AR and another arm with ROUGE scores")
@@ -709,7 +721,7 @@ def rouge_parity(sweep: Sweep) -> Figure:
         cell_rows = sweep.rows[(sweep.rows["sweep"] == key[0]) & (sweep.rows["cell_id"] == key[1])]
         # Every arm on the same paired units, so a failed sample on one arm cannot shift the parity.
         paired = stats.common_rows(cell_rows)
-        arms = [a for a in aggregate.sorted_arms(cell["arm"].unique()) if a != stats.BASELINE_ARM]
+        arms = [a for a in aggregate.sorted_arms(cell["arm"].unique()) if a not in REFERENCE_ARMS]
         width = 0.8 / len(arms)
         for i, arm in enumerate(arms):
             deltas = [stats.quality_delta(paired, arm, m, intervals=sweep.intervals) for m, _ in ROUGE_METRICS]
