@@ -40,6 +40,10 @@ class ModelConfig:
         tiny_init_scale: tiny only: weight multiplier (peakier distributions, more n-gram hits).
         max_positions: tiny only: position-embedding size.
         chat: render prompts with the chat template (true) or as raw completion text (false).
+        completion_format: chat false only: ``cued`` (each task's label and answer cue, the format a
+            base model continues with an answer; ``lade_bench.datasets.prompt_formats``) or ``plain``
+            (the bare turns, as every base-model cell before issue 63 ran; the schema default so
+            recorded configs keep their meaning: the shipped base-model configs say ``cued``).
         chat_template: Jinja template that replaces the tokenizer's (null: keep the tokenizer's).
         system_prompt: system message (chat) or leading paragraph (completion); null: none.
     """
@@ -55,6 +59,7 @@ class ModelConfig:
     tiny_init_scale: float = 1.0
     max_positions: int = 4096
     chat: bool = True
+    completion_format: str = "plain"
     chat_template: str | None = None
     system_prompt: str | None = None
 

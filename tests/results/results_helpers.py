@@ -53,6 +53,7 @@ BASE_ROW: dict[str, Any] = {
     "state_size": None,
     "state_scope": "cell",
     "step_path": "standard",
+    "prompt_format": "chat",
     "rouge1": None,
     "rouge2": None,
     "rougeL": None,

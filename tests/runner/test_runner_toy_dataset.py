@@ -118,3 +118,21 @@ def test_the_plan_refuses_a_code_dataset_without_a_sandbox(compose_cfg, tmp_path
     register_dataset(code_spec, conf_dir=conf)
     with pytest.raises(CellConfigError, match=rf"dataset '{NAME}' runs the generated code: .*bwrap"):
         plan_cell(cfg)
+
+
+def test_a_scorer_that_reads_the_ending_is_told_which_outputs_the_cap_cut(compose_cfg, tmp_path, toy_dataset):
+    # Issue 63: a final-answer scorer must know an output cut at max_new_tokens (no credit from its last
+    # number); the runner tells it from the row's own at_cap, for every arm.
+    conf, _ = toy_dataset
+    told: list[tuple[str, bool]] = []
+
+    def score(answer: str, sample: Sample, allow_unsandboxed: bool, *, ended: bool) -> dict[str, Any]:
+        told.append((answer, ended))
+        return {"accuracy": float(ended)}
+
+    register_dataset(dataclasses.replace(unregister_dataset(NAME), scorer=score, reads_ending=True), conf_dir=conf)
+    overrides = [*_overrides(conf), "max_new_tokens=6", f"output_root={tmp_path / 'runs'}"]
+    rows = load_rows(run_cell(compose_cfg(overrides)).cell_dir)
+    assert rows["at_cap"].any()  # the tiny model's gibberish runs to a 6-token cap
+    assert sorted(told) == sorted(zip(rows["output_text"], ~rows["at_cap"].astype(bool), strict=True))
+    assert rows["accuracy"].tolist() == (~rows["at_cap"].astype(bool)).astype(float).tolist()

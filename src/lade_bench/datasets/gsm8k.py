@@ -67,11 +67,12 @@ def load(path: Path | None, split: str) -> list[Sample]:
     return build_samples(records, str(path) if path else f"{HUB_ID} {split}", FIELDS, make, text_fields=("question",))
 
 
-def score(answer: str, sample: Sample, allow_unsandboxed: bool) -> dict[str, Any]:
-    """``accuracy``: 1.0 when the answer's final number equals the gold one, else 0.0."""
+def score(answer: str, sample: Sample, allow_unsandboxed: bool, *, ended: bool) -> dict[str, Any]:
+    """``accuracy``: 1.0 when the answer's final number equals the gold one, else 0.0; an output cut at
+    the cap (``ended`` False) counts only with an explicit ``#### <number>`` (``gsm8k_correct``)."""
     from lade_bench.metrics.task_accuracy import gsm8k_correct
 
-    return {"accuracy": float(gsm8k_correct(answer, sample.payload["answer"]))}
+    return {"accuracy": float(gsm8k_correct(answer, sample.payload["answer"], ended=ended))}
 
 
 SPEC = DatasetSpec(
@@ -82,6 +83,7 @@ SPEC = DatasetSpec(
     scorer=score,
     quality_columns=("accuracy",),
     runs_code=False,
+    reads_ending=True,
     config="gsm8k",
     source=SOURCE,
     local_format=LOCAL_FORMAT,

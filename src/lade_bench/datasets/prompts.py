@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lade_bench.datasets import prompt_formats
+from lade_bench.datasets.prompt_formats import PLAIN
 from lade_bench.datasets.sample import Sample
-
-# Separator between pieces of a completion-mode prompt (system text, earlier turns, current turn).
-COMPLETION_SEPARATOR = "\n\n"
 
 
 def _check_turn(sample: Sample, turn_index: int, history: Sequence[tuple[str, str]]) -> None:
@@ -50,19 +49,17 @@ def completion_text(
     turn_index: int,
     history: Sequence[tuple[str, str]],
     system_prompt: str | None = None,
+    completion_format: str = PLAIN,
 ) -> str:
     """Return the raw text a base/code model continues for ``turn_index``.
 
     Code tasks use ``completion_prefix`` (e.g. HumanEval's function header and docstring) verbatim,
-    trailing newline included, since the model must continue the code itself. Other tasks use the
-    user turn, preceded by any earlier turns and answers, joined by blank lines.
+    trailing newline included, since the model must continue the code itself. Other tasks: ``plain``,
+    the user turn preceded by any earlier turns and answers, joined by blank lines; ``cued``, each turn
+    after its task's label and ending in its answer cue (``datasets.prompt_formats``).
     """
     _check_turn(sample, turn_index, history)
-    parts = [system_prompt] if system_prompt else []
-    for user, assistant in history:
-        parts += [user, assistant]
-    parts.append(sample.completion_prefix or sample.turns[turn_index])
-    return COMPLETION_SEPARATOR.join(parts)
+    return prompt_formats.completion_text(sample, turn_index, history, system_prompt, completion_format)
 
 
 def _encode_plain(tokenizer: Any, text: str) -> list[int]:
@@ -86,6 +83,7 @@ def render_prompt(
     *,
     chat: bool,
     system_prompt: str | None = None,
+    completion_format: str = PLAIN,
 ) -> list[int]:
     """Return the prompt token ids for one turn of one sample.
 
@@ -98,12 +96,15 @@ def render_prompt(
         chat: True for chat models (the tokenizer's chat template with the generation prompt
             appended); False for base/code models (``completion_text``, plain-encoded).
         system_prompt: optional system message (chat) or leading paragraph (completion).
+        completion_format: with ``chat=False``, ``cued`` (task label and answer cue) or ``plain``
+            (``datasets.prompt_formats``).
 
     Returns:
         Token ids, list of length prompt_tokens.
     """
     if not chat:
-        return _encode_plain(tokenizer, completion_text(sample, turn_index, history, system_prompt))
+        text = completion_text(sample, turn_index, history, system_prompt, completion_format)
+        return _encode_plain(tokenizer, text)
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("tokenizer has no chat template: use chat=False for base or code-completion models")
     messages = build_messages(sample, turn_index, history, system_prompt)
@@ -120,6 +121,7 @@ def filter_by_prompt_length(
     chat: bool,
     *,
     system_prompt: str | None = None,
+    completion_format: str = PLAIN,
 ) -> tuple[list[Sample], list[str]]:
     """Split samples into those whose prompts fit in ``max_prompt_tokens`` and the ids of the rest.
 
@@ -143,6 +145,7 @@ def filter_by_prompt_length(
                     [(sample.turns[j], "") for j in range(i)],
                     chat=chat,
                     system_prompt=system_prompt,
+                    completion_format=completion_format,
                 )
             )
             for i in range(len(sample.turns))

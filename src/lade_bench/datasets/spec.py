@@ -19,8 +19,8 @@ from lade_bench.datasets.sample import TASKS, Sample
 
 # (answer, sample, allow_unsandboxed) -> quality columns. ``answer`` is the decoded text, or for a
 # spec with ``code`` the code read out of it. ``allow_unsandboxed`` is ``sandbox.allow_unsandboxed``
-# (only scorers that run code look at it).
-Scorer = Callable[[str, Sample, bool], dict[str, Any]]
+# (only scorers that run code look at it). A spec with ``reads_ending`` also passes ``ended=<bool>``.
+Scorer = Callable[..., dict[str, Any]]
 
 
 class DatasetSpecError(ValueError):
@@ -69,6 +69,9 @@ class DatasetSpec:
             where no sandbox can hold them, unless ``sandbox.allow_unsandboxed``.
         code: how the code is read out of an answer before ``scorer`` sees it; required when
             ``runs_code``, None for text tasks.
+        reads_ending: the scorer is also called with ``ended=`` (False for an output cut at the
+            ``max_new_tokens`` cap without a stop id): a final-answer task (GSM8K) gives a cut output
+            no credit from a fallback reading of its text. False: the scorer takes three arguments.
         config: the option name of its Hydra config, ``conf/dataset/<config>.yaml``.
         source: where the default copy comes from, for messages and listings.
         local_format: what a file given as ``dataset.path`` must look like.
@@ -88,6 +91,7 @@ class DatasetSpec:
     quality_columns: tuple[str, ...]
     runs_code: bool
     code: CodeAnswer | None = None
+    reads_ending: bool = False
     config: str
     source: str
     local_format: str
@@ -123,6 +127,8 @@ def _problems(spec: DatasetSpec) -> list[str]:
         )
     elif not spec.quality_columns:
         problems.append("has a scorer but declares no quality_columns (the row columns it fills)")
+    if spec.reads_ending and isinstance(spec.scorer, Unscored):
+        problems.append("reads_ending=True needs a scorer (an Unscored dataset reads no answer)")
     if spec.runs_code and spec.code is None:
         problems.append("runs_code=True needs code=CodeAnswer(...): how the code is read out of an answer")
     if not isinstance(spec.config, str) or not spec.config.strip():

@@ -171,12 +171,13 @@ def load(path: Path | None, split: str) -> list[Sample]:
     )
 
 
-def score(answer: str, sample: Sample, allow_unsandboxed: bool) -> dict[str, Any]:
+def score(answer: str, sample: Sample, allow_unsandboxed: bool, *, ended: bool) -> dict[str, Any]:
     """Every quality column, filled for the sample's category and null for the others.
 
     translation: BLEU and chrF (sacrebleu); summarization: ROUGE (as ``xsum``); math_reasoning: GSM8K's
-    final-number accuracy; rag: exact match and token F1 over the gold alternatives; qa and MT-Bench:
-    all null (:data:`UNSCORED` says why).
+    final-number accuracy (an output cut at the cap, ``ended`` False, scores only an explicit
+    ``#### <number>``: its last number is no answer); rag: exact match and token F1 over the gold
+    alternatives; qa and MT-Bench: all null (:data:`UNSCORED` says why).
     """
     from lade_bench.metrics import text_match
 
@@ -192,7 +193,7 @@ def score(answer: str, sample: Sample, allow_unsandboxed: bool) -> dict[str, Any
     elif category == "math_reasoning":
         from lade_bench.metrics.task_accuracy import gsm8k_correct
 
-        scores["accuracy"] = float(gsm8k_correct(answer, sample.reference or ""))
+        scores["accuracy"] = float(gsm8k_correct(answer, sample.reference or "", ended=ended))
     elif category == "rag":
         scores.update(exact_match=text_match.exact_match(answer, golds), token_f1=text_match.token_f1(answer, golds))
     return scores
@@ -206,6 +207,7 @@ SPEC = DatasetSpec(
     scorer=score,
     quality_columns=QUALITY_COLUMNS,
     runs_code=False,
+    reads_ending=True,
     config="spec_bench",
     source=SOURCE,
     local_format=LOCAL_FORMAT,

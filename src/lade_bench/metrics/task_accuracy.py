@@ -2,8 +2,12 @@
 
 GSM8K gold answers end with ``#### <number>``. A model's answer is read the way most GSM8K harnesses
 read it: the number after the last ``####`` if the model used that form, otherwise the last number in
-the text. Numbers are compared as exact decimals after removing thousands separators and a currency
-sign, so "$1,234.50", "1234.5" and "1234.50" are equal and no float rounding is involved.
+the text. The last-number fallback is taken only for an output that ended by itself: an output cut at
+the ``max_new_tokens`` cap stops wherever the budget fell, and its last number is whatever it was
+computing then (the committed SmolLM2 Spec-Bench math row that "scored" 1.0 was such an output), so a
+cut output is credited only for an explicit ``#### <number>`` answer. Numbers are compared as exact
+decimals after removing thousands separators and a currency sign, so "$1,234.50", "1234.5" and
+"1234.50" are equal and no float rounding is involved.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ def _to_decimal(match: re.Match[str]) -> Decimal:
     return Decimal(text)
 
 
-def extract_final_number(text: str) -> Decimal | None:
+def extract_final_number(text: str, *, fallback: bool = True) -> Decimal | None:
     """The final numeric answer in ``text``, or None if it contains no number.
 
     If ``text`` contains ``####`` (GSM8K's answer form), the first number after the last ``####`` is
-    taken; otherwise the last number in the text. Commas used as thousands separators and ``$`` are
-    dropped; a leading ``-`` makes the number negative.
+    taken; otherwise, with ``fallback``, the last number in the text (without it: None). Commas used as
+    thousands separators and ``$`` are dropped; a leading ``-`` makes the number negative.
 
     Examples: ``"... #### 72"`` -> 72; ``"It costs $1,234.50."`` -> 1234.50; ``"drops to -5 degrees"``
     -> -5; ``"no digits"`` -> None.
@@ -43,6 +47,8 @@ def extract_final_number(text: str) -> Decimal | None:
         match = _NUMBER.search(after)
         if match is not None:
             return _to_decimal(match)
+    if not fallback:
+        return None
     matches = list(_NUMBER.finditer(text))
     if not matches:
         return None
@@ -52,13 +58,16 @@ def extract_final_number(text: str) -> Decimal | None:
         return None
 
 
-def gsm8k_correct(prediction_text: str, gold_answer_text: str) -> bool:
+def gsm8k_correct(prediction_text: str, gold_answer_text: str, *, ended: bool = True) -> bool:
     """Whether a model's GSM8K answer has the same final number as the gold answer.
 
     Args:
         prediction_text: the model's full answer text.
         gold_answer_text: the dataset's ``answer`` field (reasoning ending in ``#### <number>``) or just
             the number.
+        ended: whether the output ended by itself; False for one cut at the ``max_new_tokens`` cap
+            (``metrics.text_health.hit_cap``, a row's ``at_cap``), whose last number is no answer: then only an
+            explicit ``#### <number>`` counts.
 
     Returns:
         True iff both final numbers exist and are equal as decimals.
@@ -69,7 +78,7 @@ def gsm8k_correct(prediction_text: str, gold_answer_text: str) -> bool:
     gold = extract_final_number(gold_answer_text)
     if gold is None:
         raise ValueError(f"gold answer has no number: {gold_answer_text[-200:]!r}")
-    predicted = extract_final_number(prediction_text)
+    predicted = extract_final_number(prediction_text, fallback=ended)
     return predicted is not None and predicted == gold
 
 

@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 # tokenizer_source lives beside the model schema (no torch: a plan reads it before anything loads); kept
 # importable from here, where the loaders that honour it are.
+from lade_bench.datasets.prompt_formats import PLAIN, check_completion_format
 from lade_bench.model_config import embedded_name
 from lade_bench.model_config import tokenizer_source as tokenizer_source
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
@@ -209,7 +210,8 @@ def model_config_problem(model: Any, key: str) -> str | None:
         )
     if source == "hf" and not model.name_or_path:
         return f"{key}.source=hf needs {key}.name_or_path (a hub id or a local folder)"
-    return None
+    # get: configs recorded before the setting (issue 63) lack it and ran plain.
+    return check_completion_format(getattr(model, "completion_format", PLAIN), f"{key}.completion_format")
 
 
 def _load_tiny(

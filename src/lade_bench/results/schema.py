@@ -41,7 +41,7 @@ from lade_bench.methods.state import SCOPE_BEFORE
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # The config section whose values fill the shape columns (ngram, window, guesses, prompt_as_reference,
 # verification) of every row, also in a cell whose arms do not read it.
@@ -137,6 +137,17 @@ COLUMNS: tuple[Column, ...] = (
         "the cell's step path: standard, or batch_invariant (every row bit-identical however many share a forward)",
         11,
         before=STANDARD_STEP_PATH,
+    ),
+    # How the turn was put to the model (lade_bench.datasets.prompt_formats): chat template, cued or plain
+    # completion. Not known for older rows: a base model's cells ran plain, a chat model's chat.
+    Column(
+        "prompt_format",
+        "str",
+        "always",
+        "identity",
+        "the prompt format: chat (the model's chat template), cued (task label and answer cue) or plain "
+        "(bare turns); null before v13",
+        13,
     ),
     # The budget, so "how many outputs stopped at it instead of ending by themselves" comes from rows alone.
     Column("max_new_tokens", "int", "always", "identity", "the cell's most new tokens per turn; null before v7", 7),

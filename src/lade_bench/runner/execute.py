@@ -240,7 +240,15 @@ def _prompt(
     """The turn's prompt ids, rendered with the model's chat template and system prompt."""
     model = plan.model
     tokenizer = cell_model.tokenizer
-    return render_prompt(tokenizer, sample, turn, history, chat=model.chat, system_prompt=model.system_prompt)
+    return render_prompt(
+        tokenizer,
+        sample,
+        turn,
+        history,
+        chat=model.chat,
+        system_prompt=model.system_prompt,
+        completion_format=model.completion_format,
+    )
 
 
 def _score_new(plan: CellPlan, sample: Sample, rows: dict[str, dict[str, Any]], new_arms: list[str]) -> None:
@@ -256,6 +264,9 @@ def _score_new(plan: CellPlan, sample: Sample, rows: dict[str, dict[str, Any]], 
                 sample,
                 chat=plan.model.chat,
                 allow_unsandboxed=plan.allow_unsandboxed,
+                # A final-answer scorer gives an output cut at the cap (the row's at_cap, metrics.text_health)
+                # no credit from its last number.
+                ended=not row["at_cap"],
             )
         )
         if arm != "ar" and plan.greedy and ar["error"] is None:

@@ -65,6 +65,13 @@ ID_COMPAT: tuple[IdCompat, ...] = (
         "the second embedded model (Gemma-3-270M); every embedded cell before it ran SmolLM2",
     ),
     IdCompat(
+        "model.completion_format",
+        "issue 63",
+        "plain",
+        "a base model's completion format (cued: each task's label and answer cue); every base-model cell "
+        "before it got the bare turns",
+    ),
+    IdCompat(
         "dataset.offset",
         "f34bf00",
         0,

@@ -65,7 +65,13 @@ def record_mismatches(
         if arm not in prompts:
             model = plan.model
             prompts[arm] = render_prompt(
-                tokenizer, sample, turn, history[arm], chat=model.chat, system_prompt=model.system_prompt
+                tokenizer,
+                sample,
+                turn,
+                history[arm],
+                chat=model.chat,
+                system_prompt=model.system_prompt,
+                completion_format=model.completion_format,
             )
         return prompts[arm]
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from lade_bench.datasets import DatasetSpec, category_selection, get_spec
+from lade_bench.datasets.prompt_formats import PLAIN
 from lade_bench.decoding.core.params import (
     BATCH_INVARIANT_LOAD_ATTENTION,
     BATCH_INVARIANT_STEP_PATH,
@@ -327,6 +328,9 @@ def semantic_config(
     model_keys = {"name": model.name, "source": _enum_value(model.source), "chat": model.chat}
     model_keys["system_prompt"] = model.system_prompt
     model_keys["chat_template"] = model.chat_template
+    # How a base model's turns are put; a chat model's are its template's whatever this says, so it hashes
+    # as plain (runner.id_compat: plain, what every cell before the setting ran, is left out).
+    model_keys["completion_format"] = model.get("completion_format", PLAIN) if not model.chat else PLAIN
     if model_keys["source"] == "embedded":
         model_keys["embedded"] = embedded_name(model)
     if model_keys["source"] == "hf":
@@ -693,7 +697,9 @@ def _model_choice(cfg: DictConfig) -> ModelChoice:
     problem = model_config_problem(model, "model")
     if problem:
         raise CellConfigError(problem)
-    return ModelChoice(model, model.name, model.chat, model.system_prompt, cfg.model_cache_dir)
+    # get: a recorded config from before the setting (issue 63) lacks it; its base model ran plain.
+    completion = model.get("completion_format", PLAIN)
+    return ModelChoice(model, model.name, model.chat, model.system_prompt, cfg.model_cache_dir, completion)
 
 
 def _plain_name(key: str, value: str) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lade_bench.datasets.prompt_formats import PLAIN, prompt_format
+
 
 @dataclass(frozen=True)
 class RunCounts:
@@ -44,6 +46,7 @@ class ModelChoice:
         chat: prompts are rendered with the chat template.
         system_prompt: the system prompt of chat prompts (None: the template's own).
         cache_dir: the model cache folder (``model_cache_dir``).
+        completion_format: without the chat template, ``cued`` or ``plain`` (``datasets.prompt_formats``).
     """
 
     section: Any
@@ -51,6 +54,12 @@ class ModelChoice:
     chat: bool = False
     system_prompt: str | None = None
     cache_dir: str | None = None
+    completion_format: str = PLAIN
+
+    @property
+    def prompt_format(self) -> str:
+        """What every row of the cell records as its ``prompt_format``: chat, cued or plain."""
+        return prompt_format(self.chat, self.completion_format)
 
 
 @dataclass(frozen=True)

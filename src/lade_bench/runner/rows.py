@@ -59,6 +59,7 @@ def identity(plan: CellPlan, sample_id: str, turn: int, arm: str, repeat: int, s
         "compiled": plan.compiled,
         "compile_mode": plan.compile_mode,
         "step_path": plan.step_path,
+        "prompt_format": plan.model.prompt_format,
         "max_new_tokens": plan.counts.max_new_tokens,
         "do_sample": sampling.do_sample,
         "temperature": sampling.temperature,

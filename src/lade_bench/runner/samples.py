@@ -133,7 +133,14 @@ def fit_samples(plan: CellPlan, samples: list[Sample], model: torch.nn.Module, t
     if limit is None:
         return SampleSet(list(samples), [], None)
     choice = plan.model
-    kept, skipped = filter_by_prompt_length(samples, tokenizer, limit, choice.chat, system_prompt=choice.system_prompt)
+    kept, skipped = filter_by_prompt_length(
+        samples,
+        tokenizer,
+        limit,
+        choice.chat,
+        system_prompt=choice.system_prompt,
+        completion_format=choice.completion_format,
+    )
     if not kept:
         raise CellConfigError(
             f"all {len(samples)} sample(s) have prompts longer than {limit} tokens; raise "

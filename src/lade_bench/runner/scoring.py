@@ -27,7 +27,7 @@ def check_code_sandbox(spec: DatasetSpec, allow_unsandboxed: bool) -> None:
 
 
 def score_output(
-    dataset: str, text: str, sample: Sample, *, chat: bool, allow_unsandboxed: bool = False
+    dataset: str, text: str, sample: Sample, *, chat: bool, allow_unsandboxed: bool = False, ended: bool = True
 ) -> dict[str, Any]:
     """Quality columns for one answer: ``{}`` for an ``Unscored`` dataset (MT-Bench).
 
@@ -37,6 +37,8 @@ def score_output(
         sample: the sample it answers.
         chat: whether the prompt was a chat turn (changes how code is read out of the answer).
         allow_unsandboxed: ``sandbox.allow_unsandboxed``: run code answers even without bubblewrap.
+        ended: the output ended by itself (False: cut at the ``max_new_tokens`` cap,
+            ``metrics.text_health.hit_cap``, a row's ``at_cap``); passed to a scorer whose spec ``reads_ending``.
 
     Returns:
         Exactly the dataset's ``quality_columns`` (rouge*, passed, accuracy).
@@ -49,7 +51,10 @@ def score_output(
     if isinstance(spec.scorer, Unscored):
         return {}
     answer = spec.code.extract(text, sample, chat=chat) if spec.code is not None else text
-    scores = spec.scorer(answer, sample, allow_unsandboxed)
+    if spec.reads_ending:
+        scores = spec.scorer(answer, sample, allow_unsandboxed, ended=ended)
+    else:
+        scores = spec.scorer(answer, sample, allow_unsandboxed)
     if sorted(scores) != sorted(spec.quality_columns):
         # A silent mismatch would leave a declared column null, or write one the report never reads.
         raise ValueError(

@@ -124,7 +124,15 @@ def build_units(
     for sample, index in zip(samples, sample_indices, strict=True):
         history: list[tuple[str, str]] = []
         for turn in range(len(sample.turns)):
-            prompt = render_prompt(tokenizer, sample, turn, history, chat=model.chat, system_prompt=model.system_prompt)
+            prompt = render_prompt(
+                tokenizer,
+                sample,
+                turn,
+                history,
+                chat=model.chat,
+                system_prompt=model.system_prompt,
+                completion_format=model.completion_format,
+            )
             seed = derive_seed(plan.counts.seed, index, turn)
             units.append(ProbeUnit(sample.sample_id, turn, tuple(prompt), seed))
             if turn + 1 < len(sample.turns):
