@@ -7,6 +7,7 @@ committed reference figures)::
     <out_dir>/tables/<name>.tex, <name>.md     the paper tables
     <out_dir>/tables/cells_summary.csv         every (cell, arm) at full precision
     <out_dir>/report.html                      self-contained report
+    <out_dir>/UNITS.md                         only with units=no_loop: which units every number is on
 """
 
 from __future__ import annotations
@@ -27,6 +28,15 @@ from lade_bench.report.roofline import build_roofline
 from lade_bench.report.spec_bench_board import build_board, read_external_answers
 from lade_bench.report.sweep import Sweep, SweepPaths, as_paths, load_sweep
 from lade_bench.report.tables import PAPER_TABLES, summary_display_table, write_paper_table
+from lade_bench.report.text_health import FIGURE as FIGURE_TEXT_HEALTH
+from lade_bench.report.text_health import (
+    NO_LOOP_NOTE,
+    UNITS_ALL,
+    UNITS_NO_LOOP,
+    build_text_health_figure,
+    check_units,
+    units_sweep,
+)
 from lade_bench.results.atomic import atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -35,6 +45,7 @@ FIGURES_DIR = "figures"
 TABLES_DIR = "tables"
 REPORT_HTML = "report.html"
 SUMMARY_CSV = "cells_summary.csv"
+UNITS_NOTE = "UNITS.md"
 
 
 @dataclass
@@ -70,6 +81,7 @@ def build_report(
     min_ci_units: int = stats.MIN_CI_UNITS,
     spec_bench_answers: Sequence[str | os.PathLike[str]] = (),
     spec_bench_questions: str | os.PathLike[str] | None = None,
+    units: str = UNITS_ALL,
 ) -> ReportResult:
     """Load the sweep(s), then write figures, tables and (optionally) the HTML report.
 
@@ -86,17 +98,29 @@ def build_report(
             labelled external (the baseline's first, then the methods'); never paired with its rows.
         spec_bench_questions: Spec-Bench's question file, which every record of those files is checked
             against (needed with them).
+        units: ``all`` paired units, or ``no_loop``: only the keys whose AR output ends in no loop
+            (``report.text_health.units_sweep``), every table, figure and interval on those; default out
+            folder ``<first sweep folder>/report-no_loop``, and ``UNITS.md`` there says so.
 
     Raises:
+        ValueError: an unknown ``units`` (one line, before the sweep is loaded).
         AnswerFileError: an answer file that is malformed or does not fit the question file, or answer
             files without a question file (one line, before the sweep is loaded).
     """
-    # A bad file is refused before any work.
+    # A bad file or setting is refused before any work.
+    check_units(units)
     external_answers = read_external_answers(spec_bench_answers, spec_bench_questions)
-    sweep = load_sweep(paths, n_boot=n_boot, min_ci_units=min_ci_units)
-    out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / "report"
+    sweep = units_sweep(load_sweep(paths, n_boot=n_boot, min_ci_units=min_ci_units), units)
+    default_out = "report" if units == UNITS_ALL else f"report-{units}"
+    out = Path(out_dir) if out_dir is not None else as_paths(paths)[0] / default_out
     figures_dir, tables_dir = out / FIGURES_DIR, out / TABLES_DIR
     figures, skipped = build_figures(sweep, figures_dir)
+    # Accepted tokens per step against repetition (issue 63), beside the registered figures.
+    health = build_text_health_figure(sweep, figures_dir)
+    if isinstance(health, FigureOutput):
+        figures.append(health)
+    else:
+        skipped[FIGURE_TEXT_HEALTH] = str(health)
     tune_figure = build_tune_figure(sweep, figures_dir)  # only a tune folder (python -m lade_bench.tune) has one
     if tune_figure is not None:
         figures.append(tune_figure)
@@ -126,6 +150,8 @@ def build_report(
         result.tables[NAME_ROOFLINE] = roofline.tables
         html_tables[NAME_ROOFLINE] = roofline.shown
     atomic_write_text(tables_dir / SUMMARY_CSV, sweep.summary.to_csv(index=False))
+    if units == UNITS_NO_LOOP:
+        atomic_write_text(out / UNITS_NOTE, NO_LOOP_NOTE)
     if html:
         page = render_html(
             sweep, result.figures, skipped, html_tables, summary_display_table(sweep.summary, sweep.record_label)

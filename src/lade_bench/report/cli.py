@@ -12,6 +12,8 @@ Examples::
     # every record checked against Spec-Bench's question file
     python -m lade_bench.report runs/spec_bench --spec-bench-answers vicuna-vanilla.jsonl vicuna-pld.jsonl \\
         --spec-bench-questions ../shared/data/spec_bench/question.jsonl
+    # every table and figure again on the samples whose AR output ends in no loop (runs/spec_bench/report-no_loop)
+    python -m lade_bench.report runs/spec_bench --units no_loop
     # also publish a W&B Report (needs a logged-in W&B account and network)
     python -m lade_bench.report runs/ablation_wg --wandb-report --wandb-project lade-bench
 """
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 
 from lade_bench.export.spec_bench_answers import AnswerFileError
 from lade_bench.report.build import build_report
+from lade_bench.report.text_health import UNITS, UNITS_ALL
 from lade_bench.stats.rules import add_interval_arguments
 
 
@@ -61,6 +64,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "(question ids, categories, turns per question); needed with them",
     )
     parser.add_argument(
+        "--units",
+        choices=UNITS,
+        default=UNITS_ALL,
+        help="the paired units every number is on: all, or no_loop (the keys whose AR output ends in no exact "
+        "loop; the split by text health, every method on the same keys). Default: %(default)s",
+    )
+    parser.add_argument(
         "--wandb-report", action="store_true", help="also create a W&B Report with the same panels (online)"
     )
     parser.add_argument("--wandb-project", default="lade-bench", help="W&B project (default: %(default)s)")
@@ -81,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             min_ci_units=args.min_ci_units,
             spec_bench_answers=args.spec_bench_answers,
             spec_bench_questions=args.spec_bench_questions,
+            units=args.units,
         )
     except AnswerFileError as why:
         # A malformed answer file is the user's input, refused in one line (file, line, field), not a traceback.

@@ -49,7 +49,17 @@ from lade_bench.methods.state import SCOPE_BEFORE, warmth_words
 from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figure
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING
-from lade_bench.report.tables import PaperTable, fmt, fmt_speedup, write_table
+from lade_bench.report.tables import (
+    LOOPS_HEADER,
+    NO_LOOP_HEADER,
+    REPEATED_HEADER,
+    PaperTable,
+    fmt,
+    fmt_speedup,
+    loops_cell,
+    no_loop_speedup_cell,
+    write_table,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +106,11 @@ LEADERBOARD = PaperTable(
     "earlier requests it had seen, or static where no request changes it (REST's datastore); Quality = "
     "the group's metric where Spec-Bench's file has references "
     "(translation BLEU/chrF, summarization ROUGE-L x100, math final-number accuracy, RAG exact match/token "
-    "F1 x100), else why not; =AR = outputs token-identical to AR. External rows: Spec-Bench answer files, "
+    "F1 x100), else why not; =AR = outputs token-identical to AR; Repeated 4-grams = the mean share of an "
+    "output's token 4-grams that repeat an earlier one; Loops = outputs ending in an exact repeating loop (>= 2 "
+    "periods, >= 16 tokens); Speedup without loops = the same paired speedup on the samples whose AR output "
+    "ends in no loop (chosen by AR's output, so every method is compared on the same samples; n = samples). "
+    "External rows: Spec-Bench answer files, "
     "Spec-Bench's speed.py arithmetic (mean tokens/s ratio on their baseline's recorded new_tokens, mean "
     "accept_lengths), no CI, never paired.",
     lambda sweep: leaderboard_table(board_records(sweep)),
@@ -220,6 +234,10 @@ def _paired_record(paired: pd.DataFrame, arm: str, column: str, intervals: stats
     arm_rows = paired[paired["arm"] == arm]
     efficiency = stats.arm_efficiency(arm_rows)
     quality = stats.quality_means(arm_rows)
+    # Text health: repetition and loops of the arm's outputs, and the speedup on the units whose AR output
+    # ends in no loop (the same estimator and interval on fewer units).
+    health = stats.health_means(arm_rows)
+    no_loop = stats.loop_free_speedup(paired, arm, sampled=False, baseline=baseline, intervals=intervals)
     return {
         "speedup": estimate.value,
         "speedup_ci_low": estimate.low,
@@ -233,6 +251,13 @@ def _paired_record(paired: pd.DataFrame, arm: str, column: str, intervals: stats
         "state_requests_max": efficiency["state_requests_max"],
         "matches_ar": quality["matches_ar"],
         "quality": _quality_text(column, quality),
+        "repeated_4gram_share": health["repeated_4gram_share"],
+        "n_loops": health["n_loops"],
+        "speedup_no_loop": no_loop.value,
+        "speedup_no_loop_ci_low": no_loop.low,
+        "speedup_no_loop_ci_high": no_loop.high,
+        "speedup_no_loop_ci_note": no_loop.note,
+        "n_units_no_loop": no_loop.n_units,
     }
 
 
@@ -284,6 +309,14 @@ def external_records(baseline: AnswerSet, methods: Sequence[AnswerSet]) -> list[
                     "state_requests_max": math.nan,
                     "matches_ar": math.nan,
                     "quality": "",
+                    # An answer file's outputs are text, not this suite's token ids: no text health.
+                    "repeated_4gram_share": math.nan,
+                    "n_loops": math.nan,
+                    "speedup_no_loop": math.nan,
+                    "speedup_no_loop_ci_low": math.nan,
+                    "speedup_no_loop_ci_high": math.nan,
+                    "speedup_no_loop_ci_note": "",
+                    "n_units_no_loop": 0,
                     **_speed_py_fields(theirs),
                 }
             )
@@ -400,6 +433,9 @@ def leaderboard_table(records: pd.DataFrame) -> pd.DataFrame:
                 "State": _state_text(rec),
                 "Quality": rec["quality"],
                 "=AR (%)": fmt(rec["matches_ar"], 1, 100.0) if rec["source"] != EXTERNAL else "",
+                REPEATED_HEADER: fmt(rec["repeated_4gram_share"], 1, 100.0),
+                LOOPS_HEADER: loops_cell(rec),
+                NO_LOOP_HEADER: no_loop_speedup_cell(rec),
             }
         )
     return pd.DataFrame(rows)

@@ -299,6 +299,8 @@ def sweep_from_rows(
         intervals: bootstrap settings of every interval (default: ``aggregate``'s defaults).
     """
     intervals = intervals or stats.IntervalSettings()
+    # Rows written before schema 12 get their text health from their output ids, once for every report.
+    rows = stats.with_text_health(rows) if len(rows) else rows
     summary = aggregate.summarize(
         rows,
         n_boot=intervals.n_boot,

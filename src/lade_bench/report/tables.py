@@ -6,7 +6,8 @@ report CLI and a test get the same strings):
 * ``main_speedup``: per (sweep, model, dataset, mode), the headline cell's arms (``stats.choose_headline``:
   declared in advance, the only candidate, or selected on half A of the samples and reported on half
   B, as its Selection column says): speedup with CI, compression, throughput, match rate with AR
-  (paper Table 1 / Figure 5 numbers).
+  (paper Table 1 / Figure 5 numbers), and the outputs' text health: repeated 4-grams, distinct-4, loops
+  and the speedup on the samples whose AR output ends in no loop (``stats.text_health``).
 * ``ablation_wg``: every greedy lookahead cell: N, W, G, prompt-as-reference, speedup, compression,
   which covers the W=1, G=1 and no-prompt-reference rows of the paper's ablation.
 * ``sampling_rouge``: every sampling cell: ROUGE-1/2/L of AR and of each method, the paired difference
@@ -68,6 +69,12 @@ PER_SAMPLE_HEADER = "Per-sample mean"
 QUALITY_HEADER = "Quality"
 # Outputs (sample, turn) that stopped at max_new_tokens, of the paired ones.
 AT_CAP_HEADER = "At cap"
+# Text health of the paired outputs (lade_bench.metrics.text_health): mean repeated-4-gram share and
+# distinct-4, outputs ending in a loop, and the speedup on the units whose AR output ends in no loop.
+REPEATED_HEADER = "Repeated 4-grams (%)"
+DISTINCT_HEADER = "Distinct-4"
+LOOPS_HEADER = "Loops"
+NO_LOOP_HEADER = "Speedup without loops (95% CI; samples)"
 # Seconds of untimed compile runs before a method's rows (compiled cells; never part of a time).
 COMPILE_TIME_HEADER = "Compile time (s)"
 # Why a method wins or loses on a device: tokens accepted per decode step (Spec-Bench's tau) against
@@ -178,6 +185,36 @@ def at_cap_cell(rec: dict[str, Any]) -> str:
     return f"{int(rec['n_at_cap'])}/{rec['n_pairs']}"
 
 
+def loops_cell(rec: dict[str, Any]) -> str:
+    """Outputs ending in an exact loop, of the paired ones, e.g. ``"38/70"``; ``n/a`` where not measured."""
+    if not _finite(rec.get("n_loops")):
+        return MISSING
+    return f"{int(rec['n_loops'])}/{rec['n_pairs']}"
+
+
+def no_loop_speedup_cell(rec: dict[str, Any]) -> str:
+    """The speedup on the units whose AR output ends in no loop, with its interval and its samples."""
+    if not _finite(rec.get("n_units_no_loop")) or not rec["n_units_no_loop"]:
+        return MISSING
+    value = fmt_speedup(
+        rec["speedup_no_loop"],
+        rec["speedup_no_loop_ci_low"],
+        rec["speedup_no_loop_ci_high"],
+        rec["speedup_no_loop_ci_note"],
+    )
+    return f"{value}; {int(rec['n_units_no_loop'])}"
+
+
+def text_health_cells(rec: dict[str, Any]) -> dict[str, str]:
+    """The text-health columns of a (cell, arm) record as every speedup table shows them."""
+    return {
+        REPEATED_HEADER: fmt(rec.get("repeated_4gram_share"), 1, 100.0),
+        DISTINCT_HEADER: fmt(rec.get("distinct_4")),
+        LOOPS_HEADER: loops_cell(rec),
+        NO_LOOP_HEADER: no_loop_speedup_cell(rec),
+    }
+
+
 # The quality metric a dataset's rows carry, in the order tried, with how it is printed (x100).
 QUALITY_METRICS = (("pass@1", "pass@1", "%"), ("accuracy", "accuracy", "%"), ("rougeL", "ROUGE-L", ""))
 
@@ -237,6 +274,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
                 "Mismatches (margins)": mismatch_cell(rec),
                 QUALITY_HEADER: quality_cell(rec),
                 AT_CAP_HEADER: at_cap_cell(rec),
+                **text_health_cells(rec),
                 **counts(rec),
             }
         )
@@ -267,6 +305,7 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
             SPEEDUP_HEADER[stats.BASIS_WALL_TIME]: speedup_cell(rec),
             "Compression": fmt(rec["compression_ratio"]),
             AT_CAP_HEADER: at_cap_cell(rec),
+            **text_health_cells(rec),
             **counts(rec),
         }
         for rec in cells.to_dict("records")
@@ -377,6 +416,13 @@ class PaperTable:
 
 
 # What every caption says about n and intervals (kept true by aggregate's rules).
+# What the text-health columns of a speedup table mean (lade_bench.metrics.text_health, docs/statistics.md).
+_TEXT_HEALTH_NOTE = (
+    "Repeated 4-grams = the mean share of an output's token 4-grams that repeat an earlier one (100 - "
+    "distinct-4 x 100); Loops = outputs that end in an exact repeating loop (>= 2 periods, >= 16 tokens); "
+    "Speedup without loops = the same paired speedup on the samples whose AR output ends in no loop "
+    "(chosen by AR's output, so every method is compared on the same samples), with their number. "
+)
 _N_NOTE = (
     "All methods of a cell are measured on the same (sample, turn, repeat) units, those where every "
     "method succeeded; Samples = independent samples (the unit every CI resamples, turns and repeats "
@@ -405,7 +451,9 @@ PAPER_TABLES: dict[str, PaperTable] = {
             "the ratio of sums fall on opposite sides of 1, neither alone says whether the method is "
             "faster. Quality = the "
             "dataset's own metric on the paired units: pass@1 of the sandboxed unit tests, exact-match "
-            "accuracy, or ROUGE-L F1 (x100); none for MT-Bench, which is judged by an LLM. " + _N_NOTE,
+            "accuracy, or ROUGE-L F1 (x100); none for MT-Bench, which is judged by an LLM. "
+            + _TEXT_HEALTH_NOTE
+            + _N_NOTE,
             main_speedup_table,
             "main_table.py",
         ),
@@ -413,7 +461,7 @@ PAPER_TABLES: dict[str, PaperTable] = {
             "ablation_wg",
             "Lookahead ablation over N, W, G and prompt-as-reference (greedy): speedup over AR (ratio "
             "of summed wall times) and compression, every cell of the sweep (no selection). W=1 leaves "
-            "one lookahead column; G=1 verifies one n-gram per step. " + _N_NOTE,
+            "one lookahead column; G=1 verifies one n-gram per step. " + _TEXT_HEALTH_NOTE + _N_NOTE,
             ablation_wg_table,
             "ablation_wg_table.py",
         ),

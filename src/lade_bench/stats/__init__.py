@@ -17,6 +17,8 @@ Modules, one job each:
 * ``contrast``: one setting's paired effect: two cells that differ in it only, on the samples both ran.
 * ``pooled``: several cells' paired units in one comparison, each unit paired within its own cell.
 * ``drift``: the spread of identical AR work across a sweep's cells (the noise floor between cells).
+* ``text_health``: repetition and loops of the rows' outputs, the speedup on units whose AR output ends in
+  no loop.
 * ``summary``: one record per (cell, arm) with every number and its n.
 * ``headline``: the headline cell, chosen without the samples it is reported on.
 """
@@ -98,6 +100,13 @@ from lade_bench.stats.summary import (
     summarize,
     summarize_cell,
 )
+from lade_bench.stats.text_health import (
+    HEALTH_SUMMARY,
+    health_means,
+    loop_free_rows,
+    loop_free_speedup,
+    with_text_health,
+)
 from lade_bench.stats.units import (
     BASELINE_ARM,
     PAIR_KEY,
@@ -132,6 +141,7 @@ __all__ = [
     "DEFAULT_VERIFICATION",
     "EAGER",
     "HEADLINE_COLUMNS",
+    "HEALTH_SUMMARY",
     "HEADLINE_KEYS",
     "MEAN_METRICS",
     "MIN_CI_UNITS",
@@ -160,8 +170,11 @@ __all__ = [
     "declared_cells",
     "headline_rows",
     "headline_summary",
+    "health_means",
     "interval_note",
     "lookahead_step_tokens",
+    "loop_free_rows",
+    "loop_free_speedup",
     "mean_decode_step_tokens",
     "mean_estimate",
     "mismatch_summary",
@@ -189,4 +202,5 @@ __all__ = [
     "summarize",
     "summarize_cell",
     "tokens_per_step",
+    "with_text_health",
 ]

@@ -20,6 +20,7 @@ from lade_bench.stats.efficiency import DEFAULT_VERIFICATION, arm_efficiency, lo
 from lade_bench.stats.quality import MISMATCH_SUMMARY, ROUGE_COLUMNS, mismatch_summary, quality_means
 from lade_bench.stats.rules import IntervalSettings
 from lade_bench.stats.speedup import per_sample_mean, speedup_basis, speedup_estimate
+from lade_bench.stats.text_health import HEALTH_SUMMARY, health_summary
 from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows, per_sample_totals, speedup_baseline
 
 # Two columns make a cell unique across sweeps; the rest describe it (identical on all its rows,
@@ -68,6 +69,7 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "draft_time_share",
     "compile_time_s",
     "n_at_cap",
+    *HEALTH_SUMMARY,
     *ROUGE_COLUMNS,
     "pass@1",
     "accuracy",
@@ -85,6 +87,9 @@ CLOCK_COLUMNS: tuple[str, ...] = (
     "wall_time_s",
     "draft_time_share",
     "compile_time_s",
+    "speedup_no_loop",
+    "speedup_no_loop_ci_low",
+    "speedup_no_loop_ci_high",
 )
 # A cell's model, dataset, sampling and lookahead shape in the order a reader looks them up: the order
 # summary records are sorted in and the leading columns of a predicted leaderboard's records.
@@ -196,6 +201,8 @@ def summarize_cell(
             ),
             **quality_means(arm_paired),
             **mismatch_summary(arm_paired),
+            # Repetition, loops, and the speedup on the units whose AR output ends in no loop (issue 63).
+            **health_summary(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals),
         }
         records.append({name: record[name] for name in SUMMARY_COLUMNS})
     return records
