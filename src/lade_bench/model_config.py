@@ -30,8 +30,8 @@ class ModelConfig:
     Attributes:
         name: short id: the ``model`` column of every row and part of the cell folder name.
         source: embedded (a model from PyPI wheels), tiny (random test model), hf (hub id or folder).
-        embedded: embedded only: which one, ``smollm2`` or ``gemma3_270m``
-            (``lade_bench.models.loading.EMBEDDED_MODELS``).
+        embedded: embedded only: which one, ``smollm2``, ``gemma3_270m``, ``qwen2.5-coder-0.5b`` or
+            ``qwen2.5-coder-1.5b`` (``lade_bench.models.loading.EMBEDDED_MODELS``).
         name_or_path: hf only: hub id or local folder.
         revision: hf only: git revision of the hub repo (null: the default branch).
         trust_remote_code: hf only: allow the checkpoint's own modelling code.

@@ -61,6 +61,26 @@ def test_model_group_has_the_required_models():
     )
 
 
+@pytest.mark.parametrize("size", ["0.5b", "1.5b"])
+def test_qwen_coder_models_compose_as_embedded_chat_models_and_plan(compose_cfg, size):
+    # Issue 63: the real instruct models by name, planned without their (large, on-request) download.
+    from lade_bench.models.loading import DEFAULT_SETUP_MODELS, EMBEDDED_MODELS, model_config_problem, tokenizer_source
+
+    cfg = compose_cfg([f"model=qwen2.5-coder-{size}", "model_cache_dir=/nonexistent/cache"])
+    model = cfg.model
+    assert (model.name, model.source.value, model.embedded) == (
+        f"qwen2.5-coder-{size}-instruct",
+        "embedded",
+        f"qwen2.5-coder-{size}",
+    )
+    assert model.chat is True and model.chat_template is None  # the GGUF's own ChatML template
+    assert model_config_problem(model, "model") is None and model.embedded in EMBEDDED_MODELS
+    assert model.embedded not in DEFAULT_SETUP_MODELS  # fetched on request only
+    assert tokenizer_source(model) == f"embedded:qwen2.5-coder-{size}"
+    plan = plan_cell(cfg)  # every pre-load check passes: the download is needed only at load
+    assert plan.cell_dir.name.startswith(f"qwen2.5-coder-{size}-instruct")
+
+
 def test_sweep_files_are_exactly_the_paper_experiments():
     assert set(option_names("sweep")) == {
         *SWEEPS,

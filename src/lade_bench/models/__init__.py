@@ -1,4 +1,4 @@
-"""Model loading: the embedded SmolLM2 and Gemma-3-270M (GGUF -> cached safetensors), tiny random test models."""
+"""Model loading: embedded SmolLM2, Gemma-3-270M and Qwen2.5-Coder (GGUF -> cached safetensors), tiny test models."""
 
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
 from lade_bench.models.gemma3 import converted_gemma3_dir, load_embedded_gemma3

@@ -7,6 +7,7 @@ The config is any object with the attributes of :class:`lade_bench.runner.config
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from lade_bench.model_config import embedded_name
 from lade_bench.model_config import tokenizer_source as tokenizer_source
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
 from lade_bench.models.gemma3 import converted_gemma3_dir, load_embedded_gemma3
+from lade_bench.models.qwen_coder import QWEN_CODER_MODELS, load_qwen_coder, qwen_coder_folder
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 
 MODEL_SOURCES = ("embedded", "tiny", "hf")
@@ -37,6 +39,20 @@ class EmbeddedModel(NamedTuple):
     # (cache_dir or None) -> the converted checkpoint's folder, converting on first use; tensor
     # parallelism loads from it, and ``models.prepare`` calls it ahead of use (setup).
     folder: Callable[[str | Path | None], Path]
+    # (cache_dir or None) -> the folder, downloading what it needs first; None: ``folder`` needs no
+    # download (its wheels are installed by setup). ``models.prepare`` calls this one when given.
+    fetch: Callable[[str | Path | None], Path] | None = None
+    # Whether setup (``python -m lade_bench.models.prepare`` without --models) prepares it.
+    default_setup: bool = True
+
+
+def _qwen_coder(name: str) -> EmbeddedModel:
+    return EmbeddedModel(
+        partial(load_qwen_coder, name),
+        partial(qwen_coder_folder, name),
+        partial(qwen_coder_folder, name, download=True),
+        default_setup=False,  # 491 MB / 1.1 GB downloads: only on request
+    )
 
 
 # The models that ship in PyPI wheels (``model.embedded``), each converted once into the cache folder.
@@ -45,7 +61,12 @@ EMBEDDED_MODELS = {
     "smollm2": EmbeddedModel(load_embedded_smollm2, converted_smollm2_dir),
     # Gemma-3-270M base (hybrid sliding-window, Gemma Terms of Use)
     "gemma3_270m": EmbeddedModel(load_embedded_gemma3, converted_gemma3_dir),
+    # Qwen2.5-Coder-0.5B/1.5B-Instruct (Apache-2.0 upstream) from byte-part wheels, fetched on request
+    **{name: _qwen_coder(name) for name in QWEN_CODER_MODELS},
 }
+
+# What setup prepares and what tools that go over "every embedded model" default to.
+DEFAULT_SETUP_MODELS = tuple(name for name, model in EMBEDDED_MODELS.items() if model.default_setup)
 
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,

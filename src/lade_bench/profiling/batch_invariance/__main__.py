@@ -24,7 +24,7 @@ from transformers import AutoConfig
 from lade_bench.datasets.prompts import render_prompt
 from lade_bench.datasets.registry import load_dataset_samples
 from lade_bench.decoding.core import batch_invariant
-from lade_bench.models.loading import DTYPES, EMBEDDED_MODELS
+from lade_bench.models.loading import DEFAULT_SETUP_MODELS, DTYPES, EMBEDDED_MODELS
 from lade_bench.profiling.batch_invariance.account import CACHE_TOKENS, ROW_COUNTS, TREE, account_model, tokens_needed
 from lade_bench.profiling.batch_invariance.table import frame_of, write_table
 from lade_bench.profiling.processor import processor_identity, processor_label
@@ -47,7 +47,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Parse the command line (see the module docstring)."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--out", required=True, help="folder for ops.csv and ops.md")
-    parser.add_argument("--models", nargs="+", choices=list(EMBEDDED_MODELS), default=list(EMBEDDED_MODELS))
+    parser.add_argument("--models", nargs="+", choices=list(EMBEDDED_MODELS), default=list(DEFAULT_SETUP_MODELS))
     parser.add_argument("--dtypes", nargs="+", choices=["bfloat16", "float32"], default=["bfloat16", "float32"])
     parser.add_argument("--layer", type=int, default=None, help="decoder layer index (default: the middle one)")
     parser.add_argument("--cache-tokens", type=_positive, default=CACHE_TOKENS, help="tokens before the step")
