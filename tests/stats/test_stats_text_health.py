@@ -88,3 +88,14 @@ def test_old_rows_at_their_budget_are_at_the_cap_unless_they_end_in_a_stop_id_an
     filled = stats.with_text_health(rows)
     at_cap = dict(zip(filled["sample_id"], filled["at_cap"], strict=False))
     assert at_cap == {"s0": False, "s1": False, "s2": True}
+
+
+def test_without_any_loop_the_split_is_the_speedup_itself(tmp_path):
+    clean = [(sample, CLEAN, ar, CLEAN, la) for sample, _, ar, _, la in UNITS]
+    la = stats.summarize(frame(tmp_path, _rows(clean)), intervals=INTERVALS).set_index("arm").loc["lookahead"]
+    assert la["n_loops"] == 0 and la["n_units_no_loop"] == la["n_units"] == 5
+    assert (la["speedup_no_loop"], la["speedup_no_loop_ci_low"], la["speedup_no_loop_ci_high"]) == (
+        la["speedup"],
+        la["speedup_ci_low"],
+        la["speedup_ci_high"],
+    )

@@ -20,7 +20,7 @@ from lade_bench.stats.efficiency import DEFAULT_VERIFICATION, arm_efficiency, lo
 from lade_bench.stats.quality import MISMATCH_SUMMARY, ROUGE_COLUMNS, mismatch_summary, quality_means
 from lade_bench.stats.rules import IntervalSettings
 from lade_bench.stats.speedup import per_sample_mean, speedup_basis, speedup_estimate
-from lade_bench.stats.text_health import HEALTH_SUMMARY, health_summary
+from lade_bench.stats.text_health import HEALTH_SUMMARY, health_summary, loop_free_rows, split_arm
 from lade_bench.stats.units import BASELINE_ARM, UNIT_COLUMN, common_rows, per_sample_totals, speedup_baseline
 
 # Two columns make a cell unique across sweeps; the rest describe it (identical on all its rows,
@@ -172,6 +172,8 @@ def summarize_cell(
     sampled = bool(attributes["do_sample"])
     paired = common_rows(cell_rows)
     baseline = speedup_baseline(paired, sampled, baseline)
+    # The units whose AR output ends in no loop, once for every arm (the text-health split).
+    kept = loop_free_rows(paired, split_arm(paired, baseline))
     records = []
     for arm in sorted_arms(cell_rows["arm"].unique(), arm_order):
         arm_rows = cell_rows[cell_rows["arm"] == arm]
@@ -202,7 +204,9 @@ def summarize_cell(
             **quality_means(arm_paired),
             **mismatch_summary(arm_paired),
             # Repetition, loops, and the speedup on the units whose AR output ends in no loop (issue 63).
-            **health_summary(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals),
+            **health_summary(
+                paired, arm, sampled=sampled, baseline=baseline, intervals=intervals, kept=kept, estimate=estimate
+            ),
         }
         records.append({name: record[name] for name in SUMMARY_COLUMNS})
     return records

@@ -104,15 +104,24 @@ def loop_free_rows(cell_rows: pd.DataFrame, baseline: str = BASELINE_ARM) -> pd.
     """The rows of one or more cells at the keys whose ``baseline`` (AR) output does not end in a loop.
 
     A key is (cell, sample, turn, repeat); a key whose baseline row errored or is missing is dropped
-    (it has no paired speedup either). Every arm keeps the same keys, so paired statistics of the result
-    compare the arms on the same units.
+    (it has no paired speedup either). Every arm keeps the same keys, in the rows' order, so paired
+    statistics of the result compare the arms on the same units.
     """
     rows = with_text_health(cell_rows)
+    if rows.empty:
+        return rows.reset_index(drop=True)
     key = [c for c in ("sweep", "cell_id") if c in rows] + list(PAIR_KEY)
-    base = rows[(rows["arm"] == baseline) & rows["error"].isna()]
-    clean = base.loc[base[LOOP_START].isna().to_numpy(), key]
-    keep = pd.MultiIndex.from_frame(rows[key]).isin(pd.MultiIndex.from_frame(clean))
-    return rows.loc[keep].reset_index(drop=True)
+    clean = (rows["arm"] == baseline) & rows["error"].isna() & rows[LOOP_START].isna()
+    # Each row's key told whether its baseline row is clean by a grouped transform (not a merge of key
+    # tables: every report summarises each cell, and this runs once per cell).
+    keep = clean.groupby([rows[c] for c in key], sort=False, dropna=False).transform("any")
+    return rows.loc[keep.to_numpy(dtype=bool)].reset_index(drop=True)
+
+
+def split_arm(paired: pd.DataFrame, baseline: str = BASELINE_ARM) -> str:
+    """The arm whose output decides the split: AR where the rows have it (also where the speedup's baseline
+    is another AR arm), else ``baseline``."""
+    return BASELINE_ARM if (paired["arm"] == BASELINE_ARM).any() else baseline
 
 
 def health_means(arm_paired: pd.DataFrame) -> dict[str, float]:
@@ -142,14 +151,16 @@ def loop_free_speedup(
     sampled: bool,
     baseline: str = BASELINE_ARM,
     intervals: IntervalSettings = IntervalSettings(),
+    kept: pd.DataFrame | None = None,
 ) -> Estimate:
     """``speedup_estimate`` of ``arm`` on the cell's paired units whose AR output ends in no loop.
 
     The same estimator and paired bootstrap over samples as every speedup; the baseline stays the one the
-    cell's speedup uses. AR's rows decide which keys stay (:func:`loop_free_rows`), also where the
-    baseline is another AR arm.
+    cell's speedup uses. AR's rows decide which keys stay (:func:`loop_free_rows`, :func:`split_arm`).
+    ``kept``: those rows where the caller has them already (one per cell, for every arm).
     """
-    kept = loop_free_rows(paired, BASELINE_ARM if BASELINE_ARM in set(paired["arm"]) else baseline)
+    if kept is None:
+        kept = loop_free_rows(paired, split_arm(paired, baseline))
     return speedup_estimate(kept, arm, sampled=sampled, baseline=baseline, intervals=intervals)
 
 
@@ -160,9 +171,19 @@ def health_summary(
     sampled: bool,
     baseline: str = BASELINE_ARM,
     intervals: IntervalSettings = IntervalSettings(),
+    kept: pd.DataFrame | None = None,
+    estimate: Estimate | None = None,
 ) -> dict[str, Any]:
-    """The :data:`HEALTH_SUMMARY` columns of one arm of a cell (``paired``: the cell's ``common_rows``)."""
-    estimate = loop_free_speedup(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals)
+    """The :data:`HEALTH_SUMMARY` columns of one arm of a cell (``paired``: the cell's ``common_rows``).
+
+    ``kept``: :func:`loop_free_rows` of ``paired`` where the caller has it; ``estimate``: the arm's speedup on
+    all of ``paired``, which is the split's too where no AR output loops (the same rows in the same order),
+    so it is not computed twice.
+    """
+    if kept is None:
+        kept = loop_free_rows(paired, split_arm(paired, baseline))
+    if estimate is None or len(kept) != len(paired):
+        estimate = loop_free_speedup(paired, arm, sampled=sampled, baseline=baseline, intervals=intervals, kept=kept)
     return {
         **health_means(paired[paired["arm"] == arm]),
         "n_units_no_loop": estimate.n_units,
