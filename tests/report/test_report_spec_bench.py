@@ -213,7 +213,7 @@ def test_leaderboard_pairs_each_method_with_the_ar_of_its_own_cells(loaded, rows
     tr = records.loc[("token_recycling", "", "overall")]
     assert tr["state_mode"] == "warm per cell" and tr["state_requests_max"] > tr["state_requests_min"] == 0
     assert np.isnan(records.loc[("prompt_lookup", "", "overall")]["state_requests_max"])
-    assert records.loc[("prompt_lookup", "", "translation")]["quality"].startswith("BLEU ")
+    assert records.loc[("prompt_lookup", "", "translation")]["quality"].startswith("sentence BLEU (mean) ")
     assert records.loc[("prompt_lookup", "", "math_reasoning")]["quality"].startswith("accuracy ")
     assert "judged by an LLM" in records.loc[("token_recycling", "", "mt_bench")]["quality"]
     assert "no reference answers" in records.loc[("token_recycling", "", "qa")]["quality"]
@@ -331,11 +331,13 @@ def test_the_console_table_shows_a_translation_cell_s_bleu(spec_sweep):
     rows = load_rows(spec_sweep)
     paper = rows[(rows["window"] == 15) & rows["sample_id"].str.startswith("translation-")]
     summary = summarize_cell(paper[paper["cell_id"] == paper["cell_id"].iloc[0]], n_boot=50)
-    assert {"bleu", "chrf"} <= set(summary["arms"]["lookahead"]) and "accuracy" not in summary["arms"]["lookahead"]
+    arm = summary["arms"]["lookahead"]
+    assert {"sentence_bleu", "chrf"} <= set(arm) and "bleu" not in arm and "accuracy" not in arm
     console = Console(record=True, width=200)
     console.print(summary_table(summary))
-    bleu = summary["arms"]["ar"]["bleu"]
-    assert f"BLEU {bleu:.1f} chrF" in console.export_text()
+    # Each BLEU named for what it is: the mean of sentence BLEU, and corpus BLEU from the rows' BLEU counts.
+    bleu, corpus = summary["arms"]["ar"]["sentence_bleu"], summary["arms"]["ar"]["corpus_bleu"]
+    assert f"sentence BLEU (mean) {bleu:.1f} corpus BLEU {corpus:.1f} chrF" in console.export_text()
 
 
 # --- Answer files without a model run: exported from the committed archive, or written by hand -------------

@@ -61,6 +61,7 @@ BASE_ROW: dict[str, Any] = {
     "passed": None,
     "accuracy": None,
     "bleu": None,
+    "bleu_stats": None,
     "chrf": None,
     "exact_match": None,
     "token_f1": None,

@@ -1,5 +1,6 @@
 """Schema 9: Spec-Bench's reference metrics (BLEU, chrF, exact match, token F1) are quality columns,
-declared metrics, and null in rows written before them."""
+declared metrics, and null in rows written before them. BLEU's is the mean of sentence BLEU, named so;
+corpus BLEU needs the rows' BLEU counts (schema 14) and is NaN without them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,13 @@ SCORES = {"bleu": 41.5, "chrf": 63.25, "exact_match": 0.0, "token_f1": 0.5}
 
 
 def test_reference_columns_round_trip_aggregate_and_upgrade(tmp_path):
-    assert SCHEMA_VERSION >= 9 and set(SCORES) == set(REFERENCE_METRICS)
+    assert SCHEMA_VERSION >= 9 and set(REFERENCE_METRICS) == {
+        "sentence_bleu",
+        "corpus_bleu",
+        "chrf",
+        "exact_match",
+        "token_f1",
+    }
     assert all(COLUMNS_BY_NAME[name].added_in == 9 and COLUMNS_BY_NAME[name].group == "quality" for name in SCORES)
     writer = CellWriter(tmp_path)
     writer.append(make_row(sample_id="a", **SCORES))
@@ -24,7 +31,8 @@ def test_reference_columns_round_trip_aggregate_and_upgrade(tmp_path):
     writer.finalize()
     rows = load_rows(tmp_path)
     means = quality_means(rows)
-    assert means["bleu"] == get_metric("bleu").aggregate([41.5, 20.5]) == 31.0
+    assert means["sentence_bleu"] == get_metric("sentence_bleu").aggregate([41.5, 20.5]) == 31.0
+    assert math.isnan(means["corpus_bleu"])  # no BLEU counts on these rows: no corpus to score
     assert means["chrf"] == 63.25 and means["exact_match"] == 0.5 and means["token_f1"] == 0.75
     assert math.isnan(means["accuracy"])
     old = {k: v for k, v in make_row().items() if k not in SCORES}

@@ -78,6 +78,11 @@ def available_datasets() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def ending_datasets() -> list[str]:
+    """The registered datasets whose scorer reads whether an output ended (``DatasetSpec.reads_ending``)."""
+    return [name for name in sorted(_REGISTRY) if _REGISTRY[name].reads_ending]
+
+
 def get_spec(name: str) -> DatasetSpec:
     """Return the spec registered under ``name``.
 

@@ -9,12 +9,12 @@ translation, summarization, qa, math_reasoning, rag, and overall.
 
 The questions are prompted as Spec-Bench prompts them: the turns unchanged (they carry their own
 instruction, e.g. "Translate German to English: ..."), MT-Bench's turn 2 after the arm's own turn-1
-answer, so speeds compare with Spec-Bench's. Quality is scored where the file has a reference
-(checked against the file: translation, summarization and math_reasoning hold ``[text]``, rag
-``[[answer, ...]]``, the alternatives of one gold answer; qa and four MT-Bench categories hold none,
-the other MT-Bench ones judge hints): BLEU and chrF for translation, ROUGE for summarization (as
-``xsum``), GSM8K's final-number accuracy for math_reasoning, exact match and token F1 for rag; qa and
-MT-Bench are unscored, each with its reason (:data:`UNSCORED`). A row's ``sample_id`` is
+answer, so speeds compare with Spec-Bench's. Quality is scored where the file has a reference (checked against
+the file: translation, summarization and math_reasoning hold ``[text]``, rag ``[[answer, ...]]``, the
+alternatives of one gold answer; qa and four MT-Bench categories hold none, the other MT-Bench ones judge
+hints): sentence BLEU (with its counts, from which reports compute corpus BLEU) and chrF for translation,
+ROUGE for summarization (as ``xsum``), GSM8K's final-number accuracy for math_reasoning, exact match and token
+F1 for rag; qa and MT-Bench are unscored, each with its reason (:data:`UNSCORED`). A row's ``sample_id`` is
 ``<category>-<question_id>``: rows carry no category column, and the report and the Spec-Bench export
 read rows only (:func:`parse_sample_id`).
 """
@@ -60,7 +60,7 @@ UNSCORED: dict[str, Unscored] = {
 }
 # The quality columns of each scored category (every row carries all of QUALITY_COLUMNS, the others null).
 SCORED_COLUMNS: dict[str, tuple[str, ...]] = {
-    "translation": ("bleu", "chrf"),
+    "translation": ("bleu", "bleu_stats", "chrf"),
     "summarization": ROUGE_COLUMNS,
     "math_reasoning": ("accuracy",),
     "rag": ("exact_match", "token_f1"),
@@ -174,10 +174,10 @@ def load(path: Path | None, split: str) -> list[Sample]:
 def score(answer: str, sample: Sample, allow_unsandboxed: bool, *, ended: bool) -> dict[str, Any]:
     """Every quality column, filled for the sample's category and null for the others.
 
-    translation: BLEU and chrF (sacrebleu); summarization: ROUGE (as ``xsum``); math_reasoning: GSM8K's
-    final-number accuracy (an output cut at the cap, ``ended`` False, scores only an explicit
-    ``#### <number>``: its last number is no answer); rag: exact match and token F1 over the gold
-    alternatives; qa and MT-Bench: all null (:data:`UNSCORED` says why).
+    translation: sentence BLEU, its BLEU counts (for corpus BLEU) and chrF (sacrebleu); summarization:
+    ROUGE (as ``xsum``); math_reasoning: GSM8K's final-number accuracy (an output cut at the cap,
+    ``ended`` False, scores only an explicit ``#### <number>``: its last number is no answer); rag: exact
+    match and token F1 over the gold alternatives; qa and MT-Bench: all null (:data:`UNSCORED` says why).
     """
     from lade_bench.metrics import text_match
 
@@ -185,7 +185,11 @@ def score(answer: str, sample: Sample, allow_unsandboxed: bool, *, ended: bool) 
     golds = sample.payload["golds"]
     scores: dict[str, Any] = dict.fromkeys(QUALITY_COLUMNS)
     if category == "translation":
-        scores.update(bleu=text_match.bleu(answer, golds), chrf=text_match.chrf(answer, golds))
+        scores.update(
+            bleu=text_match.bleu(answer, golds),
+            bleu_stats=text_match.bleu_statistics(answer, golds),
+            chrf=text_match.chrf(answer, golds),
+        )
     elif category == "summarization":
         from lade_bench.datasets.scorers import score_rouge
 

@@ -88,7 +88,8 @@ _SPECS = (
     MetricSpec("rougeLsum", "mean", ("rougeLsum",), "summary-level ROUGE-L F-measure"),
     MetricSpec("pass@1", "mean", ("passed",), "fraction of completions passing their tests"),
     MetricSpec("accuracy", "mean", ("accuracy",), "task accuracy (e.g. GSM8K final-number match)"),
-    MetricSpec("bleu", "mean", ("bleu",), "sentence BLEU (sacrebleu, 0-100) against the references"),
+    # The mean of sentence BLEU, named so: corpus BLEU (stats.quality_means' corpus_bleu) is another number.
+    MetricSpec("sentence_bleu", "mean", ("bleu",), "mean of sentence BLEU (sacrebleu, 0-100), not corpus BLEU"),
     MetricSpec("chrf", "mean", ("chrf",), "sentence chrF (sacrebleu, 0-100) against the references"),
     MetricSpec("exact_match", "mean", ("exact_match",), "normalised answer equal to a gold answer (SQuAD)"),
     MetricSpec("token_f1", "mean", ("token_f1",), "best token F1 over the gold answers (SQuAD)"),

@@ -82,6 +82,20 @@ def gsm8k_correct(prediction_text: str, gold_answer_text: str, *, ended: bool = 
     return predicted is not None and predicted == gold
 
 
+def cut_answer_credit(accuracy: float, prediction_text: str) -> float:
+    """A stored final-answer ``accuracy`` of an output cut at the cap, as :func:`gsm8k_correct` with
+    ``ended=False`` scores it, without the gold answer: rows scored before the rule kept their fallback
+    credit.
+
+    A credited output (1.0) keeps it only where it has an explicit ``#### <number>``: then that number was
+    what matched the gold (the fallback is taken only without one). Otherwise its credit came from its last
+    number, which a cut output does not have as an answer: 0.0. 0.0 and NaN stay as they are.
+    """
+    if accuracy != 1.0:
+        return accuracy
+    return 1.0 if extract_final_number(prediction_text, fallback=False) is not None else 0.0
+
+
 def match_rate(flags: Sequence[bool] | np.ndarray) -> float:
     """Fraction of True values (accuracy, pass@1 with one sample, ``matches_ar`` rate).
 

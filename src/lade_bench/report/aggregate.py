@@ -125,15 +125,17 @@ def flat_metrics(summary: pd.DataFrame) -> dict[str, float]:
 
 def dataset_quality_metrics(dataset: str) -> list[str]:
     """The declared metrics (``lade_bench.metrics.registry``) computed from ``dataset``'s quality columns, in
-    registry order (e.g. Spec-Bench: ROUGE, accuracy, BLEU, chrF, exact match, token F1); none for a
-    dataset no longer registered."""
+    registry order (e.g. Spec-Bench: ROUGE, accuracy, sentence BLEU, chrF, exact match, token F1), then
+    corpus BLEU where the rows keep BLEU counts; none for a dataset no longer registered."""
     from lade_bench.datasets.registry import available_datasets, get_spec
     from lade_bench.metrics.registry import METRICS
 
     if dataset not in available_datasets():
         return []
     columns = set(get_spec(dataset).quality_columns)
-    return [m.name for m in METRICS.values() if m.aggregation == "mean" and m.columns[0] in columns]
+    names = [m.name for m in METRICS.values() if m.aggregation == "mean" and m.columns[0] in columns]
+    # Corpus BLEU is no mean of a column: stats.quality_means sums the rows' BLEU counts.
+    return [*names, stats.CORPUS_BLEU] if "bleu_stats" in columns else names
 
 
 def flat_quality(rows: pd.DataFrame) -> dict[str, float]:

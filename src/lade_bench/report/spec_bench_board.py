@@ -50,10 +50,12 @@ from lade_bench.report.figures import FigureOutput, _n_text, _titled, save_figur
 from lade_bench.report.sweep import Sweep
 from lade_bench.report.table_format import MISSING
 from lade_bench.report.tables import (
+    AT_CAP_HEADER,
     LOOPS_HEADER,
     NO_LOOP_HEADER,
     REPEATED_HEADER,
     PaperTable,
+    at_cap_cell,
     fmt,
     fmt_speedup,
     loops_cell,
@@ -81,7 +83,12 @@ COLUMN_TITLES = {
 # The group's quality metric as the leaderboard prints it: (column, label, scale, unit); summarization
 # shows ROUGE-L only (every ROUGE column is in summary.json).
 QUALITY_SHOWN = {
-    "translation": (("bleu", "BLEU", 1.0, ""), ("chrf", "chrF", 1.0, "")),
+    # BLEU twice, each named: the mean of sentence BLEU, and corpus BLEU (n/a for rows without BLEU counts).
+    "translation": (
+        ("sentence_bleu", "sentence BLEU (mean)", 1.0, ""),
+        ("corpus_bleu", "corpus BLEU", 1.0, ""),
+        ("chrf", "chrF (mean)", 1.0, ""),
+    ),
     "summarization": (("rougeL", "ROUGE-L", 100.0, ""),),
     "math_reasoning": (("accuracy", "accuracy", 100.0, "%"),),
     "rag": (("exact_match", "EM", 100.0, "%"), ("token_f1", "F1", 100.0, "")),
@@ -105,8 +112,11 @@ LEADERBOARD = PaperTable(
     "(method_state.scope: one state over every group, as Spec-Bench runs it), and the fewest-most "
     "earlier requests it had seen, or static where no request changes it (REST's datastore); Quality = "
     "the group's metric where Spec-Bench's file has references "
-    "(translation BLEU/chrF, summarization ROUGE-L x100, math final-number accuracy, RAG exact match/token "
-    "F1 x100), else why not; =AR = outputs token-identical to AR; Repeated 4-grams = the mean share of an "
+    "(translation: the mean of sentence BLEU, corpus BLEU (sacrebleu's corpus_bleu of the outputs; n/a for "
+    "rows written before their BLEU counts were kept) and the mean of sentence chrF; summarization ROUGE-L "
+    "x100, math final-number accuracy, RAG exact match/token F1 x100), else why not; At cap = outputs that "
+    "stopped at max_new_tokens without ending, of the paired ones (a math answer cut there scores only an "
+    "explicit final answer); =AR = outputs token-identical to AR; Repeated 4-grams = the mean share of an "
     "output's token 4-grams that repeat an earlier one; Loops = outputs ending in an exact repeating loop (>= 2 "
     "periods, >= 16 tokens); Speedup without loops = the same paired speedup on the samples whose AR output "
     "ends in no loop (chosen by AR's output, so every method is compared on the same samples; n = samples). "
@@ -251,6 +261,7 @@ def _paired_record(paired: pd.DataFrame, arm: str, column: str, intervals: stats
         "state_requests_max": efficiency["state_requests_max"],
         "matches_ar": quality["matches_ar"],
         "quality": _quality_text(column, quality),
+        "n_at_cap": efficiency["n_at_cap"],
         "repeated_4gram_share": health["repeated_4gram_share"],
         "n_loops": health["n_loops"],
         "speedup_no_loop": no_loop.value,
@@ -309,6 +320,7 @@ def external_records(baseline: AnswerSet, methods: Sequence[AnswerSet]) -> list[
                     "state_requests_max": math.nan,
                     "matches_ar": math.nan,
                     "quality": "",
+                    "n_at_cap": math.nan,  # a published answer file records no budget
                     # An answer file's outputs are text, not this suite's token ids: no text health.
                     "repeated_4gram_share": math.nan,
                     "n_loops": math.nan,
@@ -432,6 +444,8 @@ def leaderboard_table(records: pd.DataFrame) -> pd.DataFrame:
                 "Width/step": fmt(rec["step_tokens_mean"], 1),
                 "State": _state_text(rec),
                 "Quality": rec["quality"],
+                # Beside the quality: the outputs the cap cut (a cut answer scores what it had reached).
+                AT_CAP_HEADER: at_cap_cell(rec),
                 "=AR (%)": fmt(rec["matches_ar"], 1, 100.0) if rec["source"] != EXTERNAL else "",
                 REPEATED_HEADER: fmt(rec["repeated_4gram_share"], 1, 100.0),
                 LOOPS_HEADER: loops_cell(rec),

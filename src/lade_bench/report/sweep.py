@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from lade_bench import stats
+from lade_bench.datasets.registry import ending_datasets
 from lade_bench.methods import configuration_label, get_method, is_registered
 from lade_bench.profiling.device_profile import (
     PROFILES_DIR,
@@ -301,6 +302,8 @@ def sweep_from_rows(
     intervals = intervals or stats.IntervalSettings()
     # Rows written before schema 12 get their text health from their output ids, once for every report.
     rows = stats.with_text_health(rows) if len(rows) else rows
+    # ... and their final-answer accuracy without the credit a cut output's last number got before issue 63.
+    rows = stats.rescore_cut_answers(rows, ending_datasets()) if len(rows) else rows
     summary = aggregate.summarize(
         rows,
         n_boot=intervals.n_boot,

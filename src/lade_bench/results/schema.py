@@ -41,7 +41,7 @@ from lade_bench.methods.state import SCOPE_BEFORE
 
 # Bump when a column is added, removed or changes type; recorded in the manifest and parquet metadata
 # so that old result folders can be recognised.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # The config section whose values fill the shape columns (ngram, window, guesses, prompt_as_reference,
 # verification) of every row, also in a cell whose arms do not read it.
@@ -221,6 +221,16 @@ COLUMNS: tuple[Column, ...] = (
     Column("accuracy", "float", "always", "quality", "task accuracy of this completion, 0..1"),
     # Spec-Bench's reference-scored tasks (lade_bench.metrics.text_match); null before v9.
     Column("bleu", "float", "always", "quality", "sacrebleu sentence BLEU against the references, 0-100", 9),
+    # Corpus BLEU of any set of rows is sacrebleu's from these summed (metrics.text_match.corpus_bleu): a mean
+    # of sentence BLEU is not BLEU. Null before v14.
+    Column(
+        "bleu_stats",
+        "int_list",
+        "always",
+        "quality",
+        "sacrebleu BLEU counts of this sentence: hypothesis and reference length, 1-4-gram matches, 1-4-grams",
+        14,
+    ),
     Column("chrf", "float", "always", "quality", "sacrebleu sentence chrF against the references, 0-100", 9),
     Column("exact_match", "float", "always", "quality", "normalised answer equals a gold answer (SQuAD), 0/1", 9),
     Column("token_f1", "float", "always", "quality", "best SQuAD token F1 over the gold answers, 0..1", 9),

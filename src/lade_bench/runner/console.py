@@ -54,8 +54,13 @@ def _quality(stats: dict[str, Any]) -> str:
     if "accuracy" in stats:
         parts.append(f"acc {stats['accuracy']:.3f}")
     # Spec-Bench's reference metrics: BLEU and chrF on sacrebleu's 0-100 scale, exact match and token F1 0..1.
-    if "bleu" in stats:
-        parts.append(f"BLEU {stats['bleu']:.1f} chrF {stats.get('chrf', float('nan')):.1f}")
+    # Sentence BLEU's mean and corpus BLEU, each named (corpus BLEU needs the rows' BLEU counts, schema 14).
+    if "sentence_bleu" in stats:
+        corpus = f"{stats['corpus_bleu']:.1f}" if "corpus_bleu" in stats else "n/a"
+        parts.append(
+            f"sentence BLEU (mean) {stats['sentence_bleu']:.1f} corpus BLEU {corpus} "
+            f"chrF {stats.get('chrf', float('nan')):.1f}"
+        )
     if "exact_match" in stats:
         parts.append(f"EM {stats['exact_match']:.3f} F1 {stats.get('token_f1', float('nan')):.3f}")
     return ", ".join(parts) or "-"

@@ -56,15 +56,18 @@ from lade_bench.stats.headline import (
 from lade_bench.stats.modes import COMPILED, EAGER, mode_label, require_one_mode, row_compiled
 from lade_bench.stats.pooled import pooled_units
 from lade_bench.stats.quality import (
+    CORPUS_BLEU,
     MEAN_METRICS,
     MISMATCH_SUMMARY,
     REFERENCE_METRICS,
     ROUGE_COLUMNS,
+    corpus_bleu_of,
     mean_estimate,
     mismatch_summary,
     per_key_quality,
     quality_delta,
     quality_means,
+    rescore_cut_answers,
 )
 from lade_bench.stats.rules import (
     BOOT_SEED,
@@ -151,6 +154,9 @@ __all__ = [
     "N_BOOT",
     "PAIR_KEY",
     "REFERENCE_METRICS",
+    "CORPUS_BLEU",
+    "corpus_bleu_of",
+    "rescore_cut_answers",
     "ROUGE_COLUMNS",
     "SAMPLE_KEY",
     "SELECTION_DECLARED",

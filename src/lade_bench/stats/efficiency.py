@@ -64,9 +64,14 @@ def arm_efficiency(arm_rows: pd.DataFrame) -> dict[str, float]:
 def at_cap(rows: pd.DataFrame) -> float:
     """How many of ``rows`` stopped at their cell's ``max_new_tokens`` rather than ending by themselves.
 
-    NaN when a row does not record its budget (rows before schema v7): a count over part of the rows
-    would be read as a count over all of them.
+    The rows' own ``at_cap`` (the budget reached, the last token no stop id: ``metrics.text_health``)
+    where every row records it; rows before schema 12 are counted by the budget alone (an output that
+    emitted its stop id as the budget's last token counts as cut there). NaN when a row does not record
+    its budget (rows before schema v7): a count over part of the rows would be read as a count over all
+    of them.
     """
+    if "at_cap" in rows and len(rows) and rows["at_cap"].notna().all():
+        return float(rows["at_cap"].astype(bool).sum())
     if "max_new_tokens" not in rows or rows.empty or rows["max_new_tokens"].isna().any():
         return math.nan
     budget = rows["max_new_tokens"].to_numpy(dtype=np.float64)

@@ -9,6 +9,7 @@ pass@k estimator for k > 1 would require. Intervals resample samples, their turn
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import numpy as np
 import pandas as pd
@@ -22,13 +23,16 @@ from lade_bench.stats.units import BASELINE_ARM, SAMPLE_KEY, UNIT_COLUMN, ok_row
 
 ROUGE_COLUMNS: tuple[str, ...] = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 # Spec-Bench's reference metrics (translation, QA): in ``quality_means`` and summary.json, not among the
-# summary table's columns (the committed tables' columns stay as they were recorded).
-REFERENCE_METRICS: tuple[str, ...] = ("bleu", "chrf", "exact_match", "token_f1")
+# summary table's columns (the committed tables' columns stay as they were recorded). BLEU twice, each
+# named for what it is: the mean of the rows' sentence BLEU, and corpus BLEU (:func:`corpus_bleu_of`).
+REFERENCE_METRICS: tuple[str, ...] = ("sentence_bleu", "corpus_bleu", "chrf", "exact_match", "token_f1")
+CORPUS_BLEU = "corpus_bleu"
 # Per-key means of these columns are averaged with the registry's aggregation (metric name -> column).
 MEAN_METRICS: dict[str, str] = {
     **{name: name for name in ROUGE_COLUMNS},
     "accuracy": "accuracy",
-    **{name: name for name in REFERENCE_METRICS},
+    "sentence_bleu": "bleu",
+    **{name: name for name in REFERENCE_METRICS if name not in ("sentence_bleu", CORPUS_BLEU)},
     "matches_ar": "matches_ar",
 }
 # Greedy mismatches of an arm (see mismatch_summary): how many, how many are engine errors, and the
@@ -109,7 +113,8 @@ def quality_delta(
 
 
 def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
-    """ROUGE, accuracy, ``matches_ar`` and pass@1 of one arm's error-free rows (NaN where absent).
+    """ROUGE, accuracy, the reference metrics, ``matches_ar`` and pass@1 of one arm's error-free rows
+    (NaN where absent); ``corpus_bleu`` from the rows' BLEU counts (:func:`corpus_bleu_of`).
 
     Callers pass the arm's paired rows (``common_rows``) so that arms are compared on the same
     samples.
@@ -132,6 +137,52 @@ def quality_means(arm_rows: pd.DataFrame) -> dict[str, float]:
     else:
         by_problem = {key: [bool(v) for v in group["passed"]] for key, group in passed.groupby(list(SAMPLE_KEY))}
         out["pass@1"] = pass_at_k_from_results(by_problem, k=1)
+    out[CORPUS_BLEU] = corpus_bleu_of(arm_rows)
+    return out
+
+
+def corpus_bleu_of(arm_rows: pd.DataFrame) -> float:
+    """Corpus BLEU (0-100) of one arm's error-free rows that carry BLEU counts (``bleu_stats``): sacrebleu's
+    ``corpus_bleu`` over one output per (sample, turn), its lowest repeat (a corpus holds each sentence
+    once). NaN where no row has counts, and where some rows with a sentence BLEU lack them (rows written
+    before schema 14): a corpus of part of the outputs would describe other samples.
+    """
+    from lade_bench.metrics.text_match import corpus_bleu
+
+    if "bleu_stats" not in arm_rows or arm_rows.empty:
+        return math.nan
+    good = ok_rows(arm_rows, [*SAMPLE_KEY, "repeat", "bleu", "bleu_stats"])
+    scored = good[good["bleu"].notna()]
+    if scored.empty or scored["bleu_stats"].isna().any():
+        return math.nan
+    first = scored.sort_values("repeat", kind="stable").drop_duplicates(list(SAMPLE_KEY))
+    return corpus_bleu([list(s) for s in first["bleu_stats"]])
+
+
+def rescore_cut_answers(rows: pd.DataFrame, datasets: Collection[str]) -> pd.DataFrame:
+    """``rows`` with each final-answer ``accuracy`` of an output cut at the cap scored as today's scorer
+    scores it (``metrics.task_accuracy.cut_answer_credit``): rows written before the rule (issue 63) kept
+    the credit of a last number read from an output the cap cut.
+
+    Args:
+        rows: rows with ``accuracy``, ``output_text`` and ``at_cap`` (``with_text_health`` fills it for
+            older rows).
+        datasets: the datasets whose scorer reads the ending (``DatasetSpec.reads_ending``).
+
+    Returns:
+        The same frame where nothing changes, else a copy with those accuracies replaced.
+    """
+    from lade_bench.metrics.task_accuracy import cut_answer_credit
+
+    if not {"accuracy", "at_cap", "output_text"} <= set(rows.columns) or rows.empty:
+        return rows
+    cut = rows["at_cap"].fillna(False).astype(bool) & rows["dataset"].isin(list(datasets))
+    credited = cut & (rows["accuracy"] == 1.0)
+    if not credited.any():
+        return rows
+    fixed = [cut_answer_credit(1.0, str(text)) for text in rows.loc[credited, "output_text"]]
+    out = rows.copy()
+    out.loc[credited, "accuracy"] = fixed
     return out
 
 
