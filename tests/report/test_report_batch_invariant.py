@@ -10,16 +10,19 @@ column, refuses the sweep; the figures draw ``ar_standard`` as a reference, not 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
 import pytest
 
+from lade_bench import stats
+from lade_bench.methods import STANDARD_PATH_REFERENCE
 from lade_bench.report.baselines import collect_rows
 from lade_bench.report.baselines import main as baselines_main
 from lade_bench.report.batch_invariant import TABLE_COLUMNS, batch_invariant_table, render_markdown
 from lade_bench.report.figures import draw_accept_histogram
-from lade_bench.results import load_rows
+from lade_bench.results import load_rows, read_index
 from lade_bench.results.archive import is_archive
 
 MAX_NEW_TOKENS = 8
@@ -33,12 +36,18 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def sweep(cli_server, tmp_path_factory):
-    """The sweep folder of one real cell of the plan, run from the command line."""
+def run(cli_server, tmp_path_factory):
+    """One real cell of the plan, run from the command line: (its sweep folder, the run's console output)."""
     root = tmp_path_factory.mktemp("runs")
     result = cli_server.run([*SWEEP, f"output_root={root}"], cwd=root, timeout=600)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    return root / "batch_invariant"
+    return root / "batch_invariant", result.stdout
+
+
+@pytest.fixture(scope="module")
+def sweep(run):
+    """The sweep folder of the cell."""
+    return run[0]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +99,9 @@ def test_every_number_of_the_table_is_the_rows_arithmetic(rows, written):
         assert rec["compression_ratio"] == pytest.approx(arm_rows["new_tokens"].sum() / steps)
         decode_widths = [w for widths in arm_rows["step_tokens"] for w in list(widths)[1:]]
         assert rec["step_tokens_mean"] == pytest.approx(sum(decode_widths) / len(decode_widths))
-        assert rec["capped_share"] == pytest.approx((arm_rows["new_tokens"] >= MAX_NEW_TOKENS).mean())
+        # At the cap: the budget reached without a stop token (the rows' own text-health column, issue 63).
+        at_cap = (arm_rows["new_tokens"] >= MAX_NEW_TOKENS) & arm_rows["at_cap"].astype(bool)
+        assert rec["capped_share"] == pytest.approx(at_cap.mean())
         if rec["arm"] == "ar":
             # The path's AR cost: its time per token over plain AR's, on the same two questions.
             assert rec["path_ar_cost"] == pytest.approx(cost["ar"] / cost["ar_standard"], rel=1e-12)
@@ -141,3 +152,36 @@ def test_the_histogram_draws_ar_standard_as_a_reference_not_a_method(rows):
     figure = draw_accept_histogram(rows, "title", "context")
     labels = [t.get_text() for ax in figure.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert len(labels) == 2 and not any(label.startswith(("AR", "ar")) for label in labels), labels
+
+
+def test_the_cell_on_the_path_says_so_everywhere_and_its_methods_equal_ar(run, rows):
+    """The index, folder, rows and manifest name the path; every method equals the path's AR; every speedup is
+    against the faster AR arm by the rows' own summed times, and summary.json and the console say which."""
+    sweep, stdout = run
+    (entry,) = read_index(sweep)
+    assert entry["status"] == "done" and entry["step_path"] == "batch_invariant"
+    cell_dir = sweep / entry["cell_dir"]
+    assert "-greedy-bi-" in cell_dir.name
+    assert set(rows["step_path"]) == {"batch_invariant"} and (rows["new_tokens"] == MAX_NEW_TOKENS).all()
+    assert rows.loc[rows["arm"].isin(["lookahead", "prompt_lookup"]), "matches_ar"].all()
+    standard = rows[rows["arm"] == STANDARD_PATH_REFERENCE]
+    assert len(standard) == len(rows[rows["arm"] == "ar"]) and standard["matches_ar"].notna().all()
+    paired = stats.common_rows(rows)
+    times = paired.groupby("arm")["wall_time_s"].sum()
+    faster = STANDARD_PATH_REFERENCE if times[STANDARD_PATH_REFERENCE] < times["ar"] else "ar"
+    assert stats.speedup_baseline(paired, sampled=False) == faster
+    summary = json.loads((cell_dir / "summary.json").read_text())
+    assert summary["speedup_baseline"] == faster
+    slower = "ar" if faster == STANDARD_PATH_REFERENCE else STANDARD_PATH_REFERENCE
+    assert "speedup" not in summary["arms"][faster]
+    assert summary["arms"][slower]["speedup"] == pytest.approx(times[faster] / times[slower])
+    records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
+    assert records[faster]["speedup_ci_note"] == "baseline" and records[faster]["speedup"] == 1.0
+    assert f"speedups are against {faster}: the faster of the cell's two AR arms" in stdout
+    # What the load-time check ran on this CPU: every GEMM shape of SmolLM2 (its LM head too) with its row
+    # chunk, the row counts compared through it, the attention cases.
+    record = json.loads((cell_dir / "manifest.json").read_text())["step_path"]
+    assert record["path"] == "batch_invariant"
+    assert [576, 49152] in record["check"]["linear_shapes"] and record["check"]["attention_cases"] > 0
+    assert 33 in record["check"]["linear_row_counts"]
+    assert len(record["check"]["linear_chunks"]) == len(record["check"]["linear_shapes"])

@@ -20,9 +20,7 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from lade_bench import stats
 from lade_bench.decoding.core import batch_invariant
-from lade_bench.methods import STANDARD_PATH_REFERENCE
 from lade_bench.results import ROW_SCHEMA, SCHEMA_VERSION, CellWriter, load_rows, read_index
 from lade_bench.results.schema import COLUMNS_BY_NAME, upgrade_row
 from lade_bench.runner.cell import profile_key
@@ -30,7 +28,7 @@ from lade_bench.runner.job import CONFIG_ERROR_EXIT, run_job
 from lade_bench.runner.plan import launch_identity, plan_cell
 
 from ..results.results_helpers import make_row
-from .conftest import QUIET, REPO, TINY
+from .conftest import REPO, TINY
 
 BF16 = [*TINY, "dtype=bfloat16"]
 ON_PATH = [*BF16, "step_path=batch_invariant"]
@@ -137,49 +135,8 @@ def test_rows_written_before_the_column_read_as_the_standard_path(tmp_path):
     assert len(committed) and set(committed["step_path"]) == {"standard"}
 
 
-@pytest.mark.slow
-def test_from_the_command_line_a_smollm2_cell_on_the_path_equals_ar_and_says_so(run_cli, tmp_path):
-    question = tmp_path / "question.jsonl"
-    question.write_text(json.dumps(QUESTION) + "\n")
-    # ar_standard (issue 68, part D): plain AR on the standard path, timed beside the path's AR.
-    arms = "arms=[ar,ar_standard,lookahead]"
-    result = run_cli(*SMOLLM2, f"dataset.path={question}", "step_path=batch_invariant", arms, *QUIET)
-    assert result.returncode == 0, result.stderr[-3000:]
-    (entry,) = read_index(tmp_path / "runs" / "single")
-    assert entry["status"] == "done" and entry["step_path"] == "batch_invariant"
-    cell_dir = tmp_path / "runs" / "single" / entry["cell_dir"]
-    assert "-greedy-bi-" in cell_dir.name
-    rows = load_rows(cell_dir)
-    assert len(rows) == 3 and rows["error"].isna().all()
-    assert set(rows["step_path"]) == {"batch_invariant"}
-    (matches,) = rows.loc[rows["arm"] == "lookahead", "matches_ar"]
-    assert bool(matches) and (rows["new_tokens"] == 8).all()
-    _assert_speedups_against_the_faster_ar(rows, cell_dir, result.stdout)
-    # What the load-time check ran on this CPU: every linear shape of SmolLM2 (its LM head too), attention cases.
-    record = json.loads((cell_dir / "manifest.json").read_text())["step_path"]
-    assert record["path"] == "batch_invariant"
-    assert [576, 49152] in record["check"]["linear_shapes"] and record["check"]["attention_cases"] > 0
-    assert 33 in record["check"]["linear_row_counts"]
-    assert len(record["check"]["linear_chunks"]) == len(record["check"]["linear_shapes"])
-
-
-def _assert_speedups_against_the_faster_ar(rows, cell_dir, stdout):
-    """Both AR arms ran (ar_standard's match recorded, not required); every speedup is against the one
-    whose paired rows took less time, and summary.json and the console say which."""
-    standard = rows[rows["arm"] == STANDARD_PATH_REFERENCE]
-    assert len(standard) == 1 and standard["matches_ar"].notna().all()
-    paired = stats.common_rows(rows)
-    times = paired.groupby("arm")["wall_time_s"].sum()
-    faster = STANDARD_PATH_REFERENCE if times[STANDARD_PATH_REFERENCE] < times["ar"] else "ar"
-    assert stats.speedup_baseline(paired, sampled=False) == faster
-    summary = json.loads((cell_dir / "summary.json").read_text())
-    assert summary["speedup_baseline"] == faster
-    slower = "ar" if faster == STANDARD_PATH_REFERENCE else STANDARD_PATH_REFERENCE
-    assert "speedup" not in summary["arms"][faster]
-    assert summary["arms"][slower]["speedup"] == pytest.approx(times[faster] / times[slower])
-    records = {rec["arm"]: rec for rec in stats.summarize_cell(rows)}
-    assert records[faster]["speedup_ci_note"] == "baseline" and records[faster]["speedup"] == 1.0
-    assert f"speedups are against {faster}: the faster of the cell's two AR arms" in stdout
+# The real SmolLM2 command-line cell on the path (rows, folder, manifest, the faster-AR baseline) is checked in
+# tests/report/test_report_batch_invariant.py, on the one cell that module runs for its table.
 
 
 @pytest.mark.slow
