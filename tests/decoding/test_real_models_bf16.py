@@ -25,7 +25,7 @@ from lade_bench.decoding.core import batch_invariant
 BASELINE_ROWS = Path(__file__).resolve().parents[2] / "paper_figures" / "baselines" / "rows" / "baselines"
 # model (as the committed rows name it) -> MT-Bench question ids whose first turn the standard path
 # got wrong in bfloat16 with both methods.
-PROMPTS = {"smollm2-135m-instruct": ("88", "83"), "gemma3-270m": ("83",)}
+PROMPTS = {"smollm2-135m-instruct": ("88",), "gemma3-270m": ("83",)}
 NEW_TOKENS = 32
 LOOKAHEAD = LookaheadParams(5, 7, 7, prompt_as_reference=True)
 

@@ -393,8 +393,9 @@ class InvarianceReport:
 def check_batch_invariance(model: nn.Module, *, seed: int = 0) -> InvarianceReport:
     """Measure, on the model's own shapes and this device, that the path keeps every row identical.
 
-    Each distinct GEMM layer shape gets its row chunk (:func:`measure_row_chunks`), then runs random rows
-    alone and inside row counts up to and beyond ``LINEAR_ROW_CHUNK`` through that chunking; the
+    Each distinct GEMM layer shape gets its row chunk (:func:`measure_row_chunks`, which compares every row
+    count up to it), then runs random rows alone and inside a step one row past ``LINEAR_ROW_CHUNK``
+    through that chunking (whole pieces and a one-row last piece); the
     attention runs gapped tree-like steps, padded steps and many-row steps against each row attending
     alone to its compacted keys.
 
@@ -407,16 +408,19 @@ def check_batch_invariance(model: nn.Module, *, seed: int = 0) -> InvarianceRepo
     layers = [module for _, module in row_gemm_layers(model)]
     kinds = {(type(m).__name__, *gemm_shape(m)): type(m) for m in layers}
     chunks = measure_row_chunks(layers, dtype, device, generator)
-    counts = (*range(2, LINEAR_ROW_CHUNK + 2), 2 * LINEAR_ROW_CHUNK + 7)
+    # The counts up to the chunk were compared while measuring it; one step past every chunk (whole pieces
+    # and a one-row last piece) checks the pieces themselves.
+    beyond = LINEAR_ROW_CHUNK + 1
+    counts = (*range(2, LINEAR_ROW_CHUNK + 1), beyond)
     keys = sorted(kinds)
     for key in keys:
         kind, n_in, n_out = key
         probe = _probe(kinds[key], n_in, n_out, generator, dtype, device)
         setattr(probe, ROW_CHUNK_ATTRIBUTE, chunks[key])
-        x = _random((max(counts), n_in), generator, dtype, device)
+        x = _random((beyond, n_in), generator, dtype, device)
         with torch.no_grad():
-            alone = torch.cat([_chunked_forward(probe, x[i : i + 1]) for i in range(max(counts))])
-            for rows in counts:
+            alone = torch.cat([_chunked_forward(probe, x[i : i + 1]) for i in range(beyond)])
+            for rows in (beyond,):
                 together = _chunked_forward(probe, x[:rows])
                 if not torch.equal(together, alone[:rows]):
                     raise BatchInvarianceError(
