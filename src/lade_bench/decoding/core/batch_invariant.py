@@ -49,8 +49,12 @@ from lade_bench.decoding.core.params import BATCH_INVARIANT_ATTENTION as ATTENTI
 # embedded model's shape on the AMX Xeon in bfloat16 and changed above (docs/engine.md, "Batch
 # invariance on the CPU"). Each shape's own chunk, at most this, is measured at load.
 LINEAR_ROW_CHUNK = 32
-# Draws of random rows each GEMM shape's row chunk is measured on (measure_row_chunks).
+# Draws of random rows each GEMM shape's row chunk is measured on (measure_row_chunks): at least
+# MEASURE_DRAWS, up to MAX_MEASURE_DRAWS for shapes whose weight has at most MEASURE_DRAW_BUDGET / draws
+# entries (a tiny model's 32 -> 128 layer gets the most, an embedded model's layers the least).
 MEASURE_DRAWS = 2
+MAX_MEASURE_DRAWS = 64
+MEASURE_DRAW_BUDGET = 1 << 22
 # The attribute of a GEMM layer (``nn.Linear``, ``Conv1D``) on the path that holds its measured row chunk.
 ROW_CHUNK_ATTRIBUTE = "_lade_row_chunk"
 # Keys per value block: 64-key blocks gave one kernel for every row count and for one-row batched
@@ -352,9 +356,11 @@ def measure_row_chunks(
         probe = _probe(kinds[key], n_in, n_out, generator, dtype, device)
         forward = type(probe).forward
         chunk = LINEAR_ROW_CHUNK
-        # Two kernels can agree on most inputs (a short reduction rounds alike in either order), so
-        # each count is compared on two draws of rows.
-        for _ in range(MEASURE_DRAWS):
+        # Two kernels can agree on most inputs (a short reduction rounds alike in either order), so each
+        # count is compared on several draws of rows: more where a draw costs little (the small shapes
+        # whose short reductions agree most often), at least MEASURE_DRAWS.
+        draws = min(MAX_MEASURE_DRAWS, max(MEASURE_DRAWS, MEASURE_DRAW_BUDGET // (n_in * n_out)))
+        for _ in range(draws):
             x = _random((LINEAR_ROW_CHUNK, n_in), generator, dtype, device)
             with torch.no_grad():
                 alone = torch.cat([forward(probe, x[i : i + 1]) for i in range(chunk)])
