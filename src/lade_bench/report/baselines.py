@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -347,19 +347,32 @@ def write_baselines(sweep_dirs: Sequence[str | Path], out: str | Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
-    parser = argparse.ArgumentParser(prog="python -m lade_bench.report.baselines", description=__doc__.split("\n\n")[0])
-    parser.add_argument("sweeps", nargs="+", help="sweep folders of a baselines run")
+def table_main(
+    argv: list[str] | None, module: str, doc: str, what: str, write: Callable[[Sequence[str], str], Path]
+) -> int:
+    """The command line of a sweep-table report (``SWEEP_DIR ... --out DIR``): writes it, says where; 2 on bad input.
+
+    Args:
+        module: the ``python -m`` module name; ``doc``: its docstring (the first paragraph is the description).
+        what: the table's name in the closing line (``baselines``, ``batch-invariant``) and the sweep kind.
+        write: (sweep folders, out folder) -> the table's path.
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.split("\n\n")[0])
+    parser.add_argument("sweeps", nargs="+", help=f"sweep folders of a {what} run")
     parser.add_argument("--out", required=True, help="folder for tables/ and rows/")
     args = parser.parse_args(argv)
     try:
-        path = write_baselines(args.sweeps, args.out)
+        path = write(args.sweeps, args.out)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"baselines table: {path}; rows (archives): {Path(args.out) / ROWS_DIR}/")
+    print(f"{what} table: {path}; rows (archives): {Path(args.out) / ROWS_DIR}/")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    return table_main(argv, "lade_bench.report.baselines", __doc__, "baselines", write_baselines)
 
 
 if __name__ == "__main__":

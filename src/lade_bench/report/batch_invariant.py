@@ -25,9 +25,7 @@ table exactly. Only finished sweeps are tabulated: a cell still running or faile
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,7 +33,15 @@ import pandas as pd
 
 from lade_bench import stats
 from lade_bench.methods import REFERENCE, STANDARD_PATH_REFERENCE, must_match_ar
-from lade_bench.report.baselines import ROWS_DIR, arm_records, collect_rows, interval_text, number_text, with_mode
+from lade_bench.report.baselines import (
+    ROWS_DIR,
+    arm_records,
+    collect_rows,
+    interval_text,
+    number_text,
+    table_main,
+    with_mode,
+)
 from lade_bench.results.archive import export_archive
 from lade_bench.results.atomic import atomic_write_text
 
@@ -176,19 +182,7 @@ def write_batch_invariant(sweep_dirs: Sequence[str | Path], out: str | Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
-    parser = argparse.ArgumentParser(
-        prog="python -m lade_bench.report.batch_invariant", description=__doc__.split("\n\n")[0]
-    )
-    parser.add_argument("sweeps", nargs="+", help="sweep folders of a +sweep=batch_invariant run")
-    parser.add_argument("--out", required=True, help="folder for tables/ and rows/")
-    args = parser.parse_args(argv)
-    try:
-        path = write_batch_invariant(args.sweeps, args.out)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"batch-invariant table: {path}; rows (archives): {Path(args.out) / ROWS_DIR}/")
-    return 0
+    return table_main(argv, "lade_bench.report.batch_invariant", __doc__, "batch-invariant", write_batch_invariant)
 
 
 if __name__ == "__main__":

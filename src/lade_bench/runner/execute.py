@@ -66,7 +66,7 @@ def count_pending_rows(plan: CellPlan, samples: Sequence[Sample], done: set) -> 
 def warm_up(plan: CellPlan, cell_model: CellModel, sample: Sample) -> None:
     """Untimed generations of every arm on ``sample``'s first turn, so no arm pays one-off costs."""
     counts = plan.counts
-    prompt = _prompt(plan, cell_model, sample, 0, [])
+    prompt = turn_prompt(plan, cell_model, sample, 0, [])
     budget = min(counts.warmup_new_tokens, counts.max_new_tokens)
     warm_up_arms(
         plan.arms,
@@ -93,7 +93,7 @@ def warm_up_states(plan: CellPlan, cell_model: CellModel, sample: Sample, states
             for arm in arms:
                 history: list[tuple[str, str]] = []
                 for turn in range(len(sample.turns)):
-                    prompt = _prompt(plan, cell_model, sample, turn, history)
+                    prompt = turn_prompt(plan, cell_model, sample, turn, history)
                     state = states.get(arm, repeat)
                     result = generate(arm, cell_model, prompt, plan, counts.seed, max_new_tokens=budget, state=state)
                     answer = cell_model.tokenizer.decode(result.tokens, skip_special_tokens=True)
@@ -218,7 +218,7 @@ def _generate_row(
     ids: dict[str, Any],
     state: Any = None,
 ) -> dict[str, Any]:
-    prompt = _prompt(plan, cell_model, sample, turn, history)
+    prompt = turn_prompt(plan, cell_model, sample, turn, history)
     try:
         result = generate(arm, cell_model, prompt, plan, ids["seed"], state=state)
     except _FATAL:
@@ -234,10 +234,11 @@ def _generate_row(
     return result_row(ids, len(prompt), result, text, cell_model.stop_ids)
 
 
-def _prompt(
+def turn_prompt(
     plan: CellPlan, cell_model: CellModel, sample: Sample, turn: int, history: list[tuple[str, str]]
 ) -> list[int]:
-    """The turn's prompt ids, rendered with the model's chat template and system prompt."""
+    """The turn's prompt ids, rendered in the model's prompt format (its chat template and system prompt, or
+    its completion format): the one rendering every arm of a cell and the tuner's probe use."""
     model = plan.model
     tokenizer = cell_model.tokenizer
     return render_prompt(

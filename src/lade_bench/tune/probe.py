@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lade_bench.datasets import Sample, render_prompt
+from lade_bench.datasets import Sample
 from lade_bench.metrics.speed import per_token_speedup, speedup
 from lade_bench.runner.arms import generate
-from lade_bench.runner.execute import CellModel
+from lade_bench.runner.execute import CellModel, turn_prompt
 from lade_bench.runner.plan import CellPlan
 from lade_bench.runner.rows import derive_seed
 from lade_bench.runner.timing import arm_order
@@ -119,20 +119,12 @@ def build_units(
         sample_indices: each sample's index in the tune's sample list (its seeds derive from it, as
             in the runner).
     """
-    model, tokenizer = plan.model, cell_model.tokenizer
+    tokenizer = cell_model.tokenizer
     units = []
     for sample, index in zip(samples, sample_indices, strict=True):
         history: list[tuple[str, str]] = []
         for turn in range(len(sample.turns)):
-            prompt = render_prompt(
-                tokenizer,
-                sample,
-                turn,
-                history,
-                chat=model.chat,
-                system_prompt=model.system_prompt,
-                completion_format=model.completion_format,
-            )
+            prompt = turn_prompt(plan, cell_model, sample, turn, history)
             seed = derive_seed(plan.counts.seed, index, turn)
             units.append(ProbeUnit(sample.sample_id, turn, tuple(prompt), seed))
             if turn + 1 < len(sample.turns):
