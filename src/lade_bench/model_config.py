@@ -82,3 +82,8 @@ def tokenizer_source(model_cfg: Any) -> str:
     if source == "embedded":
         return f"embedded:{embedded_name(model_cfg)}"
     return f"hf:{model_cfg.name_or_path}@{getattr(model_cfg, 'revision', None) or 'main'}"
+
+
+class PartError(RuntimeError):
+    """A model fetched on request: a part is missing or damaged, or the assembled file does not match its pinned
+    sha256 (``models.part_wheels``). Here, torch-free, so that a job catches it without importing the models."""

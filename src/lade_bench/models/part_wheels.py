@@ -28,13 +28,10 @@ from typing import IO
 
 from tqdm import tqdm
 
+from lade_bench.model_config import PartError as PartError
 from lade_bench.results.atomic import fsync_dir, temp_name
 
 _CHUNK = 1 << 22  # 4 MiB reads: hashing speed without holding a part in memory
-
-
-class PartError(RuntimeError):
-    """A part is missing or damaged, or the assembled file does not match its pinned sha256."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from omegaconf import DictConfig
 from lade_bench.datasets import DatasetFormatError, DatasetUnavailableError, UnknownDatasetError
 from lade_bench.decoding.core.params import DecodingConfigError, UnsupportedModelError
 from lade_bench.methods.registry import cell_devices
-from lade_bench.models.part_wheels import PartError
+from lade_bench.model_config import PartError
 from lade_bench.runner.plan import CellConfigError, CellPlan, plan_cell
 from lade_bench.runner.rank_env import RanksError, launched_world_size
 from lade_bench.runner.sinks import default_sinks
