@@ -33,6 +33,7 @@ import pandas as pd
 
 from lade_bench import stats
 from lade_bench.methods import REFERENCE, STANDARD_PATH_REFERENCE, must_match_ar
+from lade_bench.report.baselines import CELL_COLUMNS as BASELINES_CELL_COLUMNS
 from lade_bench.report.baselines import (
     ROWS_DIR,
     arm_records,
@@ -46,18 +47,10 @@ from lade_bench.results.archive import export_archive
 from lade_bench.results.atomic import atomic_write_text
 
 TABLE_NAME = "batch_invariant"
-CELL_COLUMNS = (
-    "model",
-    "dataset",
-    "dtype",
-    "mode",
-    "step_path",
-    "ngram",
-    "window",
-    "guesses",
-    "prompt_as_reference",
-    "processor",
-)
+# The baselines table's cell columns with the step path after the mode: a cell on the path is never read as
+# a standard one.
+_MODE_AT = BASELINES_CELL_COLUMNS.index("mode") + 1
+CELL_COLUMNS = (*BASELINES_CELL_COLUMNS[:_MODE_AT], "step_path", *BASELINES_CELL_COLUMNS[_MODE_AT:])
 TABLE_COLUMNS = (
     *CELL_COLUMNS,
     "arm",
