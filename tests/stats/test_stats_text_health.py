@@ -7,12 +7,14 @@ Rows written before schema 12 (as these, built without the columns) get the meas
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from lade_bench import stats
 from lade_bench.report import tables
-from lade_bench.stats.text_health import inferred_stop_ids
+from lade_bench.results import load_rows
+from lade_bench.stats.text_health import inferred_stop_ids, with_text_health
 from tests.stats.rows import frame, row
 
 LOOP = [5, 6, 7, 8] * 5  # 20 tokens, one loop from 0: 17 4-grams, 4 distinct
@@ -99,3 +101,25 @@ def test_without_any_loop_the_split_is_the_speedup_itself(tmp_path):
         la["speedup_ci_low"],
         la["speedup_ci_high"],
     )
+
+
+def test_the_docs_loop_and_repetition_counts_are_the_committed_spec_bench_rows():
+    """docs/statistics.md's counts of loops and repetition on the committed Spec-Bench AR outputs (one per model,
+    question and turn: AR's output is the same in every cell) are what the rows give."""
+    root = Path(__file__).resolve().parents[2]
+    rows = with_text_health(load_rows(root / "paper_figures" / "spec_bench" / "rows" / "spec_bench"))
+    ar = rows[(rows["arm"] == "ar") & (rows["repeat"] == 0)].drop_duplicates(["model", "sample_id", "turn"])
+    by_model = {model: group for model, group in ar.groupby("model")}
+    gemma, smollm2 = by_model["gemma3-270m"], by_model["smollm2-135m-instruct"]
+    assert len(gemma) == len(smollm2) == 70
+    text = " ".join((root / "docs" / "statistics.md").read_text().split())
+    expected = (
+        f"this counts {int(gemma['loop_start'].notna().sum())} of Gemma-3-270M's {len(gemma)} AR outputs and "
+        f"{int(smollm2['loop_start'].notna().sum())} of SmolLM2's as loops"
+    )
+    assert expected in text
+    figures = (
+        f"(Gemma distinct-4 {gemma['distinct_4'].mean():.2f}, {gemma['repeated_4gram_share'].mean():.0%} repeated; "
+        f"SmolLM2 {smollm2['repeated_4gram_share'].mean():.0%} repeated)"
+    )
+    assert figures in text
