@@ -69,3 +69,34 @@ def test_jacobi_equals_ar_greedy(gemma3, real_prompts):
     reference = autoregressive_generate(model, real_prompts[-1], 8, eos_token_id=tokenizer.eos_token_id)
     result = jacobi_generate(model, real_prompts[-1], 8, block_size=3, eos_token_id=tokenizer.eos_token_id)
     assert result.tokens == reference.tokens
+
+
+def test_the_tokenizer_read_from_its_file_is_the_classes_own(gemma3):
+    """The embedded Gemma's tokenizer is read from tokenizer.json by the tokenizers library
+    (``gguf_cache.READ_FROM_FILE``): every MT-Bench and HumanEval prompt, and text that needs byte fallback,
+    encodes to the ids GemmaTokenizer's own Python rebuild gives and decodes back alike; the special tokens,
+    padding side and input names are the class's."""
+    from transformers import AutoTokenizer, GemmaTokenizer
+
+    _, fast = gemma3
+    assert type(fast).__name__ == "TokenizersBackend"
+    slow = AutoTokenizer.from_pretrained(converted_gemma3_dir())
+    assert isinstance(slow, GemmaTokenizer)
+    texts = [
+        turn
+        for name in ("mt_bench", "humaneval")
+        for sample in load_dataset_samples(name, limit=None)
+        for turn in sample.turns
+    ]
+    texts += ["  leading spaces,\ttabs\nand lines ", "Ünïcödé — 漢字 🙂 \x00\x7f", "<bos> literal <eos> markers", ""]
+    for text in texts:
+        for special in (True, False):
+            ids = slow.encode(text, add_special_tokens=special)
+            assert fast.encode(text, add_special_tokens=special) == ids, text[:60]
+        assert fast.decode(ids) == slow.decode(ids) and fast.decode(ids, skip_special_tokens=True) == slow.decode(
+            ids, skip_special_tokens=True
+        )
+    for attribute in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "padding_side", "chat_template"):
+        assert getattr(fast, attribute) == getattr(slow, attribute), attribute
+    assert fast.all_special_ids == slow.all_special_ids and fast.model_input_names == slow.model_input_names
+    assert len(fast) == len(slow) and fast.get_vocab() == slow.get_vocab()

@@ -65,8 +65,8 @@ class Claim:
 
 
 def committed_rows(root: Path) -> pd.DataFrame:
-    """Every committed per-sample row (reference sweeps, assisted, tune held-out, baselines, Spec-Bench)
-    in one frame.
+    """Every committed per-sample row (reference sweeps, assisted, tune held-out, baselines, batch-invariant,
+    Spec-Bench) in one frame.
 
     Adds ``dtype`` (float32 outside the baselines archive, whose manifests record it per cell) and
     ``group``: the Spec-Bench category group of a Spec-Bench row (its cell's one group), else empty.
@@ -76,7 +76,8 @@ def committed_rows(root: Path) -> pd.DataFrame:
     folders += sorted((root / "paper_figures" / "tune").glob("*/heldout_rows"))
     folders += sorted((root / "paper_figures" / "spec_bench" / "rows").iterdir())
     frames = [load_rows(folder).assign(dtype="float32") for folder in folders]
-    frames.append(collect_rows([root / "paper_figures" / "baselines" / "rows" / "baselines"]).drop(columns="processor"))
+    for archive in ("baselines", "batch_invariant"):
+        frames.append(collect_rows([root / "paper_figures" / archive / "rows" / archive]).drop(columns="processor"))
     rows = pd.concat(frames, ignore_index=True)
     is_spec_bench = rows["dataset"] == SPEC_BENCH
     groups = rows.loc[is_spec_bench, "sample_id"].map(group_of_sample)
@@ -89,7 +90,8 @@ def _value(text: str) -> object:
     return int(text) if re.fullmatch(r"-?\d+", text) else text
 
 
-def _selectors(text: str) -> dict[str, object]:
+def parse_selectors(text: str) -> dict[str, object]:
+    """A marker's ``column=value`` selectors as a dict (ints and booleans parsed)."""
     pairs = [item.split("=", 1) for item in text.split()]
     if any(len(pair) != 2 for pair in pairs):
         raise ValueError(f"a selector is column=value: {text!r}")
@@ -101,7 +103,9 @@ def claims_in(document: Path, root: Path) -> list[Claim]:
     found = []
     for verdict, body in MARKER.findall(document.read_text(encoding="utf-8")):
         left, _, right = body.partition(" vs ")
-        found.append(Claim(str(document.relative_to(root)), verdict, _selectors(left), _selectors(right) or None))
+        found.append(
+            Claim(str(document.relative_to(root)), verdict, parse_selectors(left), parse_selectors(right) or None)
+        )
     return found
 
 
@@ -123,9 +127,10 @@ def _cells(rows: pd.DataFrame, selectors: dict[str, object]) -> Iterator[pd.Data
 
 
 def _per_token(cell: pd.DataFrame) -> bool:
-    # Sampled outputs, and the baselines table's low-precision ones, may differ in length from AR's:
-    # those speedups are per token, as their tables report them.
-    return bool(cell["do_sample"].iloc[0]) or cell["sweep"].iloc[0] == "baselines"
+    # Sampled outputs, and the baselines and batch-invariant tables' low-precision ones (against plain bf16
+    # AR, whose outputs differ), may differ in length from AR's: those speedups are per token, as their
+    # tables report them.
+    return bool(cell["do_sample"].iloc[0]) or cell["sweep"].iloc[0] in ("baselines", "batch_invariant")
 
 
 def speedup_bounds(cell: pd.DataFrame, arm: str, baseline: str) -> list[tuple[float, float]]:
@@ -173,6 +178,12 @@ def _slim(rows: pd.DataFrame) -> pd.DataFrame:
 
 def claim_verdicts(claim: Claim, rows: pd.DataFrame) -> list[tuple[str, str]]:
     """(cell, verdict the rows give) for every cell (or pair of cells) the claim selects; never empty."""
+    return [(name, verdict(bounds)) for name, bounds in claim_bounds(claim, rows)]
+
+
+def claim_bounds(claim: Claim, rows: pd.DataFrame) -> list[tuple[str, list[tuple[float, float]]]]:
+    """(cell, its interval at each of :data:`SEEDS`) for every cell (or pair of cells) the claim selects;
+    never empty."""
     # The per-token lists and texts play no part in a speedup; without them pandas' merges are far faster.
     rows = _slim(rows)
     # Only cells that ran the arm (a tuned cell has no prompt lookup arm): the selectors name it.
@@ -192,7 +203,7 @@ def claim_verdicts(claim: Claim, rows: pd.DataFrame) -> list[tuple[str, str]]:
             bounds = contrast_bounds(cell, partners[0], arm)
         if any(low != low or high != high for low, high in bounds):  # NaN: no interval to judge by
             raise AssertionError(f"{claim.label()}: {name} has no interval")
-        results.append((name, verdict(bounds)))
+        results.append((name, bounds))
     if not results:
         raise AssertionError(f"{claim.label()}: selects no cell")
     return results

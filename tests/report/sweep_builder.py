@@ -40,6 +40,7 @@ from lade_bench.profiling.device_profile import (
 from lade_bench.report import aggregate
 from lade_bench.results import COLUMN_NAMES, CellWriter, build_manifest, cell_id, update_index
 from lade_bench.runner.plan import arm_sections, readable_cell_name
+from lade_bench.runner.rows import decode_step_means
 
 SWEEP_NAME = "unit_report"
 MODEL_NAME = "tiny-llama"
@@ -253,6 +254,7 @@ def _result_columns(
         "tokens_per_s": result.tokens_per_s,
         "compression_ratio": result.compression_ratio,
         "step_tokens": result.step_tokens,
+        **decode_step_means(result),
         **rouge,
         "passed": (ids[-1] % 2 == 0) if spec.dataset == "toy_code" else None,
         "accuracy": None,

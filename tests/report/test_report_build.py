@@ -9,12 +9,15 @@ import sys
 from lade_bench.report.build import build_report
 from lade_bench.report.figures import FIGURES
 from lade_bench.report.tables import PAPER_TABLES
+from lade_bench.report.text_health import FIGURE as TEXT_HEALTH_FIGURE
 
 
 def test_cli_writes_figures_tables_and_html(sweep_report):
     # The report the CLI wrote (conftest.py: main([sweep, "--out", out, "--n-boot", "300"]), built once).
     tmp_path, printed = sweep_report.out, sweep_report.printed
-    drawn = [name for name in FIGURES if name != "speedup_vs_devices"]  # no multi-device cell here
+    # No multi-device cell here; the text-health figure is drawn beside the registry's (its rows record
+    # accepted tokens per step).
+    drawn = [*(name for name in FIGURES if name != "speedup_vs_devices"), TEXT_HEALTH_FIGURE]
     for name in drawn:
         assert (tmp_path / "figures" / f"{name}.png").is_file()
         assert (tmp_path / "figures" / f"{name}.pdf").is_file()

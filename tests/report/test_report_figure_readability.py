@@ -20,6 +20,8 @@ from matplotlib.text import Text
 from lade_bench import stats
 from lade_bench.report.figures import FIGURES, FigureSkipped, draw_speedup_bars
 from lade_bench.report.sweep import Sweep, sweep_from_rows
+from lade_bench.report.text_health import FIGURE as TEXT_HEALTH_FIGURE
+from lade_bench.report.text_health import accepted_vs_repetition
 
 from .sweep_builder import MODEL_NAME, as_model, with_speedups
 
@@ -28,8 +30,11 @@ OTHER = "a-long-model-name-instruct-v2-with-a-suffix"
 SECOND_SWEEP = "an_ablation_sweep_with_a_long_name"
 # Lowered so that the 2-3 samples of the test cells get intervals (error bars to place labels over).
 WITH_CI = stats.IntervalSettings(n_boot=200, min_units=2)
-# The figures the single-device sweep draws (the multi-device one has its own test).
-DRAWN = [name for name in FIGURES if name != "speedup_vs_devices"]
+# The figures the single-device sweep draws (the multi-device one has its own test), the report's text-health
+# figure (drawn outside the registry, by report.text_health) included.
+DRAWERS = {name: spec.draw for name, spec in FIGURES.items() if name != "speedup_vs_devices"}
+DRAWERS[TEXT_HEALTH_FIGURE] = accepted_vs_repetition
+DRAWN = list(DRAWERS)
 
 
 def _sweep(base: Sweep, rows: pd.DataFrame, intervals: stats.IntervalSettings = WITH_CI) -> Sweep:
@@ -121,7 +126,7 @@ def test_no_two_texts_overlap_and_titles_fit_the_figure(sweep, two_models):
     # One model (one-panel figures, the narrowest titles), and two models under long model and sweep names.
     for source in (sweep, two_models):
         for name in DRAWN:
-            fig = _drawn(FIGURES[name].draw(source))
+            fig = _drawn(DRAWERS[name](source))
             bounds = fig.bbox
             titles = [fig._suptitle, *(ax.title for ax in fig.axes if ax.get_visible())]
             titles = [t for t in titles if t is not None and t.get_text()]
@@ -135,10 +140,29 @@ def test_no_two_texts_overlap_and_titles_fit_the_figure(sweep, two_models):
                 assert not _overlaps([t for t in ax.texts if t.get_text().strip()], fig), (name, ax.get_title())
 
 
+def test_every_legend_lies_inside_its_figure(sweep, two_models):
+    """Issue 63: the Spec-Bench speedup bars' legend ran past the figure's lower edge and was cut; a
+    legend's every edge lies within the figure as saved."""
+    for source in (sweep, two_models):
+        for name in DRAWN:
+            fig = _drawn(DRAWERS[name](source))
+            renderer, bounds = fig.canvas.get_renderer(), fig.bbox
+            for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]:
+                # Within a pixel: the layout places text at sub-pixel positions.
+                box = legend.get_window_extent(renderer)
+                inside = (
+                    bounds.x0 - 1 <= box.x0
+                    and box.x1 <= bounds.x1 + 1
+                    and bounds.y0 - 1 <= box.y0
+                    and box.y1 <= bounds.y1 + 1
+                )
+                assert inside, (name, box, bounds)
+
+
 def test_every_figure_states_n(sweep, two_models):
     for source in (sweep, two_models):
         for name in DRAWN:
-            texts = [t.get_text() for t in _texts(FIGURES[name].draw(source))]
+            texts = [t.get_text() for t in _texts(DRAWERS[name](source))]
             assert any("n=" in t for t in texts), name
 
 
@@ -254,3 +278,23 @@ def test_bars_say_how_warm_a_stateful_arm_ran(sweep):
     labels = [text.get_text() for text in fig.legends[0].get_texts()]
     assert sum("(state saw 0-39 earlier requests)" in label for label in labels) == 1
     assert len(labels) == one_cell["arm"].nunique()
+
+
+def test_no_legend_hides_a_point_of_the_repetition_figure(two_models):
+    """Issue 63: each panel's legend sat over the points in its upper left corner (3 of the committed
+    Spec-Bench points). Every point of every panel lies outside every legend, and the axis says what it
+    measures."""
+    fig = _drawn(accepted_vs_repetition(two_models))
+    renderer = fig.canvas.get_renderer()
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+    boxes = [legend.get_window_extent(renderer) for legend in legends]
+    assert boxes, "the figure says which marker is a loop"
+    points = 0
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        assert ax.get_xlabel() == "share of its 4-grams that repeat an earlier one"
+        for collection in ax.collections:
+            for x, y in ax.transData.transform(collection.get_offsets()):
+                points += 1
+                assert not any(box.contains(x, y) for box in boxes), (ax.get_title(), x, y)
+                assert ax.bbox.y0 < y < ax.bbox.y1, (ax.get_title(), "a point on the frame")
+    assert points

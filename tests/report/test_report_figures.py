@@ -9,6 +9,8 @@ import pytest
 from lade_bench import stats
 from lade_bench.report.figures import FIGURES, FigureSkipped, build_figures
 from lade_bench.report.sweep import Sweep, sweep_from_rows
+from lade_bench.report.text_health import CAPTION as TEXT_HEALTH_CAPTION
+from lade_bench.report.text_health import FIGURE as TEXT_HEALTH_FIGURE
 
 
 def _subset(sweep: Sweep, mask, profiles=None) -> Sweep:
@@ -29,11 +31,12 @@ def test_every_figure_is_written_as_png_and_pdf(sweep_report):
     skipped = dict(line.removeprefix("skipped ").split(": ", 1) for line in lines if line.startswith("skipped "))
     assert [name for name in skipped if name in FIGURES] == [MULTI_DEVICE]
     assert "no greedy cell ran on more than one device" in skipped[MULTI_DEVICE]
-    assert [png.stem for png in written] == [name for name in FIGURES if name != MULTI_DEVICE]
+    # The registry's figures, then the text-health figure (report.text_health: its rows record accepted tokens).
+    assert [png.stem for png in written] == [*(name for name in FIGURES if name != MULTI_DEVICE), TEXT_HEALTH_FIGURE]
     for png in written:
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert png.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
-        assert FIGURES[png.stem].caption
+        assert FIGURES[png.stem].caption if png.stem in FIGURES else TEXT_HEALTH_CAPTION
 
 
 def test_figures_name_model_device_and_sweep(sweep):

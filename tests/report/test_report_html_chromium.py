@@ -10,6 +10,7 @@ import pytest
 
 from lade_bench.report.build import FIGURES_DIR, REPORT_HTML
 from lade_bench.report.figures import FIGURES
+from lade_bench.report.text_health import FIGURE as TEXT_HEALTH_FIGURE
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -49,7 +50,8 @@ def test_html_report_renders_every_figure_in_chromium(sweep_report, tmp_path):
     total = re.search(r'data-figures-total="(\d+)"', body.group(0))
     rendered = re.search(r'data-figures-rendered="(\d+)"', body.group(0))
     assert total and rendered, f"the page's load script did not run: {body.group(0)}"
-    drawn = [name for name in FIGURES if name != "speedup_vs_devices"]  # no multi-device cell here
+    # No multi-device cell here; the text-health figure is drawn beside the registry's.
+    drawn = [*(name for name in FIGURES if name != "speedup_vs_devices"), TEXT_HEALTH_FIGURE]
     assert int(total.group(1)) == len(drawn) and figures_written == sorted(drawn)
     assert int(rendered.group(1)) == len(drawn), "some figures did not decode in the browser"
     assert f"{len(drawn)} of {len(drawn)} figures rendered." in dom

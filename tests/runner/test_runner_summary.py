@@ -135,3 +135,24 @@ def test_arm_order_alternates_and_seeds_are_deterministic():
     assert derive_seed(0, 3, 1) == derive_seed(0, 3, 1)
     seeds = {derive_seed(s, i, t) for s in range(3) for i in range(20) for t in range(2)}
     assert len(seeds) == 120 and all(0 <= s < 2**31 for s in seeds)
+
+
+def test_a_resumed_cells_old_rows_are_rescored_as_the_report_rescores_them():
+    """Issue 63: the committed Spec-Bench SmolLM2 math cell (rows from before schema 12) credited one output
+    cut at the cap for its last number (10.0%); the report withdraws that credit, and so does the runner's
+    own summary of the same rows (what summary.json and the console of a resumed cell show)."""
+    from pathlib import Path
+
+    archive = Path(__file__).resolve().parents[2] / "paper_figures" / "spec_bench" / "rows" / "spec_bench"
+    rows = load_rows(archive)
+    math_rows = rows[
+        (rows["model"] == "smollm2-135m-instruct")
+        & rows["sample_id"].str.startswith("math_reasoning-")
+        & (rows["arm"] == "prompt_lookup")
+    ]
+    (cell_id,) = math_rows["cell_id"].unique()  # the every-method cell
+    cell = rows[rows["cell_id"] == cell_id]
+    assert "at_cap" not in cell or cell["at_cap"].isna().all()  # rows from before schema 12
+    assert cell.loc[cell["arm"] == "ar", "accuracy"].mean() == pytest.approx(0.1)
+    summary = summarize_cell(cell, n_boot=50)
+    assert summary["arms"]["ar"]["accuracy"] == 0.0

@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from lade_bench.conf import PACKAGE_CONF_DIR
@@ -207,6 +207,21 @@ def load_dataset_samples(
     if per_category_limit is not None and spec.categories is not None:
         samples = _cap_groups(samples, spec.categories, per_category_limit)
     return samples if limit is None else samples[:limit]
+
+
+def sample_groups(dataset: str, sample_ids: Iterable[object]) -> str:
+    """The groups of a categorised dataset that ``sample_ids`` belong to, joined by ``+`` in the spec's
+    order (``"math_reasoning"``, ``"qa+rag"``); "" for a dataset without categories or not registered.
+
+    A Spec-Bench cell runs one group, so its rows' dataset column alone ("spec_bench") would label one
+    group as the whole benchmark; reports show a cell's groups beside its dataset with this.
+    """
+    spec = _REGISTRY.get(str(dataset))
+    if spec is None or spec.categories is None or spec.category_of_id is None:
+        return ""
+    category_of = spec.category_of_id
+    categories = {category_of(str(value)) for value in sample_ids}
+    return "+".join(group for group, members in spec.categories.items() if categories & set(members))
 
 
 def category_selection(

@@ -81,6 +81,9 @@ class DatasetSpec:
             holds (``{"mt_bench": ("writing", ...), "translation": ("translation",)}``), in report
             order; every sample's ``payload["category"]`` is one of them. ``dataset.categories`` picks
             groups or categories, ``dataset.per_category_limit`` caps each group. None: no categories.
+        category_of_id: for a dataset with ``categories``, the category of a row's ``sample_id`` (a row
+            carries its id, not its payload): how a report names the groups a cell ran
+            (``registry.sample_groups``). Required exactly when ``categories`` is given.
     """
 
     name: str
@@ -98,6 +101,7 @@ class DatasetSpec:
     splits: tuple[str, ...] | None = None
     default_split: str = "test"
     categories: Mapping[str, tuple[str, ...]] | None = None
+    category_of_id: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
         """Refuse an incomplete spec, naming the dataset and the field to fill."""
@@ -133,6 +137,10 @@ def _problems(spec: DatasetSpec) -> list[str]:
         problems.append("runs_code=True needs code=CodeAnswer(...): how the code is read out of an answer")
     if not isinstance(spec.config, str) or not spec.config.strip():
         problems.append("config must name its conf/dataset/<config>.yaml")
+    if (spec.categories is None) != (spec.category_of_id is None):
+        problems.append(
+            "categories and category_of_id go together: a report names a cell's groups from its rows' sample ids"
+        )
     for field_name in ("load", "prompt"):
         if not callable(getattr(spec, field_name)):
             problems.append(f"{field_name} must be callable")

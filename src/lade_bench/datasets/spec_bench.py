@@ -217,4 +217,5 @@ SPEC = DatasetSpec(
     local_format=LOCAL_FORMAT,
     splits=SPLITS,
     categories=GROUPS,
+    category_of_id=lambda value: parse_sample_id(value)[0],
 )

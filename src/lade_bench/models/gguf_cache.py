@@ -7,13 +7,29 @@ folder and read from there afterwards.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+import transformers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    TokenizersBackend,
+)
+
+# Tokenizer classes whose loader rebuilds the whole tokenizer.json in Python (transformers parses Gemma-3's
+# 33 MB file with ``json`` and builds its 262,144-token BPE from Python dicts: 4-5 CPU-seconds at every
+# load, paid by every process that loads the model) although the file already holds the very normalizer,
+# pre-tokenizer, decoder and BPE settings the class hard-codes. A folder of one of these is read by the
+# tokenizers library directly, in one Rust parse; tests/models/test_folder_tokenizer.py checks that both
+# loaders encode and decode alike.
+READ_FROM_FILE = frozenset({"GemmaTokenizer"})
 
 
 def is_converted(folder: Path) -> bool:
@@ -80,5 +96,20 @@ def load_converted(
 ) -> tuple[torch.nn.Module, PreTrainedTokenizerBase]:
     """Model (eval mode, on ``device``) and tokenizer from a converted folder."""
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation=attn_implementation)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer = load_folder_tokenizer(folder)
     return model.to(device).eval(), tokenizer  # type: ignore[arg-type]  # transformers' own .to() typing
+
+
+def load_folder_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of a converted folder: ``AutoTokenizer``'s, except for a class of :data:`READ_FROM_FILE`,
+    whose ``tokenizer.json`` the tokenizers library reads directly (same tokens, one parse instead of a
+    Python rebuild), with the class's padding side and input names."""
+    config_file = folder / "tokenizer_config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    name = config.get("tokenizer_class")
+    if name in READ_FROM_FILE and (folder / "tokenizer.json").is_file():
+        cls = getattr(transformers, name)
+        return TokenizersBackend.from_pretrained(  # type: ignore[no-any-return]
+            folder, padding_side=cls.padding_side, model_input_names=list(cls.model_input_names)
+        )
+    return AutoTokenizer.from_pretrained(folder)

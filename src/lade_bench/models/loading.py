@@ -21,6 +21,7 @@ from lade_bench.model_config import embedded_name
 from lade_bench.model_config import tokenizer_source as tokenizer_source
 from lade_bench.models.embedded import converted_smollm2_dir, load_embedded_smollm2
 from lade_bench.models.gemma3 import converted_gemma3_dir, load_embedded_gemma3
+from lade_bench.models.gguf_cache import load_folder_tokenizer
 from lade_bench.models.qwen_coder import QWEN_CODER_MODELS, load_qwen_coder, qwen_coder_folder
 from lade_bench.models.tiny import TINY_ARCHITECTURES, tiny_model
 
@@ -212,7 +213,7 @@ def load_tokenizer(model_cfg: Any, *, cache_dir: str | Path | None = None) -> Pr
         name = embedded_name(model_cfg)
         if name not in EMBEDDED_MODELS:
             raise ValueError(f"model.embedded={name!r} is not an embedded model; use one of {list(EMBEDDED_MODELS)}")
-        return AutoTokenizer.from_pretrained(EMBEDDED_MODELS[name].folder(cache))
+        return load_folder_tokenizer(EMBEDDED_MODELS[name].folder(cache))
     if source == "hf":
         options = dict(revision=model_cfg.revision, trust_remote_code=model_cfg.trust_remote_code)
         return AutoTokenizer.from_pretrained(model_cfg.name_or_path, **options)

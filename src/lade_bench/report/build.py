@@ -154,7 +154,11 @@ def build_report(
         atomic_write_text(out / UNITS_NOTE, NO_LOOP_NOTE)
     if html:
         page = render_html(
-            sweep, result.figures, skipped, html_tables, summary_display_table(sweep.summary, sweep.record_label)
+            sweep,
+            result.figures,
+            skipped,
+            html_tables,
+            summary_display_table(sweep.summary, sweep.record_label, sweep.dataset_text),
         )
         result.html = write_html(out / REPORT_HTML, page)
     return result

@@ -368,6 +368,8 @@ def speedup_compression_vs_n(sweep: Sweep) -> Figure:
 # Bars per row of the bar figure: a model with many groups (several sweeps and datasets) wraps into
 # rows of this many bars rather than making a figure tens of inches wide that no viewer can read.
 BAR_SLOTS_PER_ROW = 24
+# Height of one line of a size-8 legend entry, with its spacing, in inches.
+_LEGEND_LINE_IN = 0.19
 # Empty space between two groups of bars, in bar widths.
 _GROUP_GAP = 0.8
 
@@ -460,6 +462,10 @@ def draw_speedup_bars(
     across = _chars_across(float(fig.get_figwidth()), 8)
     ncols = len(arms) if sum(widths) <= across else max(1, min(len(arms), across // max(widths)))
     fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
+    # The legend's own height on top of the panels': at a fixed height the layout squeezed it past the
+    # figure's lower edge (the Spec-Bench bars' last entry was cut).
+    lines = max(str(h.get_label()).count("\n") + 1 for h in handles)
+    fig.set_figheight(fig.get_figheight() + math.ceil(len(handles) / ncols) * lines * _LEGEND_LINE_IN)
     return _titled(fig, title, context, "n = samples per group, every arm on the same samples (paired)")
 
 
@@ -547,24 +553,32 @@ def _bar_text(value: float, note: str) -> str:
 def speedup_bars(sweep: Sweep) -> Figure:
     """Per-dataset speedup of every arm (lookahead, prompt lookup, ...) over AR.
 
-    Per (sweep, model, dataset) the headline cell, on the samples it reports; where the sweep ran
+    Per (sweep, model, dataset, subset) the headline cell, on the samples it reports; where the sweep ran
     exactly one more greedy cell there (the main sweep's tuned preset beside the declared
     configuration, prompt as reference off beside on), that cell too, on all its samples. Grid sweeps
-    (the ablations) keep their headline cell only: their own figures show every cell.
+    (the ablations) keep their headline cell only: their own figures show every cell. A cell that ran
+    part of a categorised dataset is named with its groups (``Sweep.dataset_text``).
     """
     if sweep.headline.empty:
         raise FigureSkipped("no greedy cells")
     greedy = sweep.summary[~sweep.summary["do_sample"].astype(bool)]
+    greedy = greedy.assign(subset=_subsets_of(sweep, greedy))
     extra = []
-    for (name, model, dataset), head in sweep.headline.groupby(["sweep", "model", "dataset"], sort=False):
-        cells = greedy[(greedy["sweep"] == name) & (greedy["model"] == model) & (greedy["dataset"] == dataset)]
+    keys = ["sweep", "model", "dataset", "subset"]
+    for (name, model, dataset, subset), head in sweep.headline.groupby(keys, sort=False):
+        cells = greedy[
+            (greedy["sweep"] == name)
+            & (greedy["model"] == model)
+            & (greedy["dataset"] == dataset)
+            & (greedy["subset"] == subset)
+        ]
         others = cells[~cells["cell_id"].isin(head["cell_id"])]
         if others["cell_id"].nunique() == 1:
-            extra.append(others)
+            extra.append(others.drop(columns="subset"))
     # Each extra cell beside its headline cell (same sweep and dataset), not after all of them.
-    shown = pd.concat([sweep.headline, *extra], ignore_index=True).sort_values(
-        ["model", "sweep", "dataset"], kind="stable"
-    )
+    shown = pd.concat([sweep.headline.drop(columns="subset"), *extra], ignore_index=True)
+    shown = shown.assign(dataset=_subsets_of(sweep, shown, named=True))
+    shown = shown.sort_values(["model", "sweep", "dataset"], kind="stable")
     return draw_speedup_bars(
         shown,
         "Speedup per dataset (greedy; the headline cell, never chosen on the samples shown, and the one "
@@ -573,6 +587,14 @@ def speedup_bars(sweep: Sweep) -> Figure:
         cell_processors(sweep.cells),
         sweep.arm_labels(shown),
     )
+
+
+def _subsets_of(sweep: Sweep, records: pd.DataFrame, *, named: bool = False) -> list[str]:
+    """Per record (``sweep``, ``cell_id``, ``dataset``): the groups its cell ran of a categorised dataset
+    ("" for the whole dataset), or with ``named`` the dataset as tables show it (``Sweep.dataset_text``)."""
+    if named:
+        return [sweep.dataset_text(rec) for rec in records[["sweep", "cell_id", "dataset"]].to_dict("records")]
+    return [sweep.subsets.get((str(s), str(c)), "") for s, c in zip(records["sweep"], records["cell_id"], strict=True)]
 
 
 def _shape_text(rec: pd.Series | dict) -> str:
@@ -587,7 +609,10 @@ def draw_accept_histogram(
 
     Never pooled across models, sweeps or cells: a pooled histogram's mean matches no reported
     compression ratio. Each legend entry names the arm, its mean (the cell's compression) and its
-    n; the legend's title names the cell.
+    n; the legend's title names the cell. Every panel has the same axes (the longest pass drawn and
+    the fraction scale are the figure's, not the panel's), so panels compare by eye; each arm is a
+    line of markers, one per length, which stays readable with seven arms where grouped bars were
+    slivers.
 
     Raises:
         FigureSkipped: ``rows`` has no error-free rows of a method (AR and ar_standard are references).
@@ -600,21 +625,24 @@ def draw_accept_histogram(
     if data.empty:
         raise FigureSkipped("no rows of a method (only the AR references)")
     panels = list(data.groupby(["model", "sweep", "dataset", "cell_id"], sort=True))
+    hists = [
+        {arm: stats.accept_histogram(cell[cell["arm"] == arm]) for arm in aggregate.sorted_arms(cell["arm"].unique())}
+        for _, cell in panels
+    ]
+    # One length axis for the figure: the longest cap any panel needs (passes past it pooled into one point).
+    cap = max(_histogram_cap(panel) for panel in hists)
     several_sweeps = data["sweep"].nunique() > 1
     panel_w = 5.0
     fig, axes = _grid(len(panels), panel_w=panel_w, panel_h=4.6)
-    for ax, ((model, sweep_name, dataset, _), cell) in zip(axes, panels, strict=True):
-        arms = aggregate.sorted_arms(cell["arm"].unique())
-        width = 0.8 / len(arms)
-        hists = {arm: stats.accept_histogram(cell[cell["arm"] == arm]) for arm in arms}
-        cap = _histogram_cap(hists)
-        tallest = 0.0
-        for i, arm in enumerate(arms):
+    tallest = 0.0
+    pooled = any(length > cap for panel in hists for hist in panel.values() for length in hist)
+    for ax, ((model, sweep_name, dataset, _), cell), panel in zip(axes, panels, hists, strict=True):
+        arms = list(panel)
+        for arm in arms:
             arm_rows = cell[cell["arm"] == arm]
-            lengths = np.array(list(hists[arm]), dtype=int)
-            counts = np.array(list(hists[arm].values()), dtype=float)
+            lengths = np.array(list(panel[arm]), dtype=int)
+            counts = np.array(list(panel[arm].values()), dtype=float)
             mean = float((lengths * counts).sum() / counts.sum())  # over every pass, the tail included
-            offset = (i - (len(arms) - 1) / 2) * width
             label = (
                 f"{(labels or {}).get(arm) or method_label(arm)}: mean {mean:.2f}, "
                 f"n={arm_rows['sample_id'].nunique()} samples "
@@ -622,22 +650,15 @@ def draw_accept_histogram(
             )
             # A configuration's label makes an entry wider than the panel: wrapped to its width.
             label = _wrap(label, _chars_across(panel_w, 6.5))
-            # Passes longer than the cap (a few long assisted rounds) pooled into one bar past it.
             shown = np.minimum(lengths, cap + 1)
-            folded = pd.Series(counts).groupby(shown).sum()
+            folded = pd.Series(counts).groupby(shown).sum().sort_index()
             fractions = folded.to_numpy() / counts.sum()
-            ax.bar(folded.index.to_numpy() + offset, fractions, width, color=method_color(arm), label=label)
+            ax.plot(
+                folded.index.to_numpy(), fractions, color=method_color(arm), marker="o", markersize=4,
+                linewidth=1.2, label=label,
+            )  # fmt: skip
             tallest = max(tallest, float(fractions.max()))
-        ax.set_ylim(0.0, tallest * 1.12)
-        # Auto ticks, less any so close to the pooled bar that its label would overprint ">cap".
-        room = max(1.0, 0.06 * (cap + 1))
-        ticks = [t for t in ax.get_xticks() if 0 < t <= cap and cap + 1 - t >= room and float(t).is_integer()]
-        pooled = any(length > cap for hist in hists.values() for length in hist)
-        ax.set_xticks(
-            [*ticks, *([cap + 1] if pooled else [])], [str(int(t)) for t in ticks] + ([f">{cap}"] if pooled else [])
-        )
-        ax.set_xlim(0.3, cap + (1.7 if pooled else 0.7))
-        ax.set_xlabel("tokens emitted per forward pass (prefill included)", fontsize=9)
+        ax.set_xlabel("tokens emitted per forward pass (prefill included; log scale)", fontsize=9)
         ax.set_ylabel("fraction of forward passes", fontsize=9)
         rec = cell.iloc[0]
         # The lookahead shape only in a cell that ran lookahead: in any other its columns are unused settings.
@@ -646,9 +667,20 @@ def draw_accept_histogram(
         name = " | ".join([str(model), *([str(sweep_name)] if several_sweeps else []), str(dataset)])
         name = _wrap(f"{name}{shape}{ref}", _chars_across(panel_w - 0.6, 9))
         ax.set_title(f"{name}\n{_n_text([cell['sample_id'].nunique()])} (paired)", fontsize=9)
-        # Below the panel, not over it: a legend inside covered a third of the bars.
+        # Below the panel, not over it: a legend inside covered a third of the points.
         ax.legend(fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False,
                   title=f"cell: {dataset}{shape.replace(' |', ',')}", title_fontsize=6.5)  # fmt: skip
+    # A log2 length axis: most passes emit 1-5 tokens, a few drafts' tails reach tens, and on a linear axis
+    # shared by every panel the common lengths were squeezed into its first tenth.
+    ticks = [t for t in (1, 2, 4, 8, 16, 32, 64, 128) if t <= cap and (not pooled or (cap + 1) / t >= 1.3)]
+    for ax in axes[: len(panels)]:
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(0.85, (cap + 1) * 1.15)
+        ax.set_ylim(0.0, tallest * 1.12)
+        ax.set_xticks(
+            [*ticks, *([cap + 1] if pooled else [])], [str(t) for t in ticks] + ([f">{cap}"] if pooled else [])
+        )
+        ax.minorticks_off()
     return _titled(
         fig, title, context, "n = samples every arm of the cell completed; rows = (sample, turn, repeat) runs"
     )
@@ -680,6 +712,7 @@ def accept_length_histogram(sweep: Sweep) -> Figure:
     if sweep.headline_choice.empty:
         raise FigureSkipped("no greedy cells")
     rows = stats.headline_rows(sweep.rows, sweep.headline_choice)
+    rows = rows.assign(dataset=_subsets_of(sweep, rows, named=True)) if len(rows) else rows
     return draw_accept_histogram(
         rows,
         "Tokens accepted per forward pass (greedy headline cells, one panel per cell)",
@@ -990,7 +1023,8 @@ def build_figures(
 TUNE_FIGURE = "tune_step_cost"
 TUNE_CAPTION = (
     "Tuner (python -m lade_bench.tune): step cost on this device vs tokens accepted per step for every "
-    "configuration searched, with iso-speedup lines; stars are the pre-declared top-k on held-out samples."
+    "configuration searched, with iso-speedup lines; stars are the pre-declared top-k (hollow, at their probe "
+    "point, when a later validation run timed them: their held-out speedups and intervals are in the box)."
 )
 
 

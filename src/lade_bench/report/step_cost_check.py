@@ -29,7 +29,7 @@ import pandas as pd
 
 from lade_bench import stats
 from lade_bench.datasets.spec_bench import GROUP_OF, parse_sample_id
-from lade_bench.methods import get_method, is_registered, runs_on_one_model
+from lade_bench.methods import STANDARD_PATH_REFERENCE, get_method, is_registered, runs_on_one_model
 from lade_bench.profiling.device_profile import ProfileKey, StoredProfile, profile_model_matches, same_device_kind
 from lade_bench.report.conditions import cell_processor
 from lade_bench.report.sweep import CellFiles, Sweep
@@ -204,7 +204,7 @@ def _check_record(
         "measured_verdict": stats.speedup_verdict(low, high),
         "profile": stored.path.name if stored is not None else "",
     }
-    reason = missing or _unpredictable(arm, arm_rows, ar_rows)
+    reason = missing or _two_paths(paired) or _unpredictable(arm, arm_rows, ar_rows)
     predicted = math.nan
     if not reason and stored is not None:
         try:
@@ -280,6 +280,18 @@ def _ordered(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
     return rows[["wall_time_s", "forward_time_s"]].to_dict("records")
+
+
+def _two_paths(paired: pd.DataFrame) -> str:
+    """Why a cell that times AR on two step paths cannot be checked ("" otherwise): its measured speedups
+    are against the faster AR arm, often AR on the standard path (``ar_standard``), while a profile is one
+    path's step curve, so the model would price both AR arms alike and predict against the other one."""
+    if (paired["arm"] == STANDARD_PATH_REFERENCE).any():
+        return (
+            "the cell times AR on two step paths (ar and ar_standard) and measures against the faster; "
+            "a device profile is one path's step curve"
+        )
+    return ""
 
 
 def _unpredictable(arm: str, arm_rows: pd.DataFrame, ar_rows: pd.DataFrame) -> str:

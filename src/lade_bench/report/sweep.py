@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from lade_bench import stats
-from lade_bench.datasets.registry import ending_datasets
+from lade_bench.datasets.registry import ending_datasets, sample_groups
 from lade_bench.methods import configuration_label, get_method, is_registered
 from lade_bench.profiling.device_profile import (
     PROFILES_DIR,
@@ -109,9 +109,12 @@ class Sweep:
         index: the sweep indexes concatenated (cell status, failures), with a ``sweep_root`` column.
         intervals: the interval settings ``summary`` was computed with (tables computing more
             intervals use the same).
-        headline_choice: ``stats.choose_headline``: the headline cell per (sweep, model, dataset),
-            how it was chosen and which samples it reports.
+        headline_choice: ``stats.choose_headline``: the headline cell per (sweep, model, dataset,
+            subset, mode), how it was chosen and which samples it reports.
         headline: ``aggregate.headline_summary``: those cells' records on their reported samples.
+        subsets: the groups of a categorised dataset each cell ran, by ``(sweep, cell_id)``
+            (``datasets.registry.sample_groups``; Spec-Bench: one group per cell); "" or absent: the
+            whole dataset. Every table and figure names a cell's dataset with :meth:`dataset_text`.
     """
 
     roots: list[Path]
@@ -124,6 +127,7 @@ class Sweep:
     intervals: stats.IntervalSettings = field(default_factory=stats.IntervalSettings)
     headline_choice: pd.DataFrame = field(default_factory=pd.DataFrame)
     headline: pd.DataFrame = field(default_factory=pd.DataFrame)
+    subsets: dict[tuple[str, str], str] = field(default_factory=dict)
     # Each cell's parsed config.yaml, read once on first use (the labels of every table and figure ask).
     _configs: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, init=False, repr=False)
 
@@ -156,6 +160,13 @@ class Sweep:
             str(arm): self.arm_label(str(arm), zip(part["sweep"], part["cell_id"], strict=True))
             for arm, part in keys.groupby("arm", sort=False)
         }
+
+    def dataset_text(self, rec: Any) -> str:
+        """The dataset of one record (a mapping with ``dataset``, ``sweep``, ``cell_id``) as tables and figures
+        show it: with the groups the cell ran where it ran part of a categorised dataset
+        (``spec_bench: math_reasoning``), so one Spec-Bench group is never labelled as the benchmark."""
+        subset = self.subsets.get((str(rec["sweep"]), str(rec["cell_id"])), "")
+        return f"{rec['dataset']}: {subset}" if subset else str(rec["dataset"])
 
     def record_label(self, rec: Any) -> str:
         """:meth:`arm_label` of one (cell, arm) record (a mapping with ``arm``, ``sweep``, ``cell_id``)."""
@@ -313,7 +324,8 @@ def sweep_from_rows(
     )
     headlines = {(c.sweep, c.cell_id): c.headline for c in cells}
     declared = stats.declared_cells(summary, headlines) if len(summary) else frozenset()
-    choice = stats.choose_headline(rows, summary, declared) if len(summary) else pd.DataFrame()
+    subsets = cell_subsets(rows)
+    choice = stats.choose_headline(rows, summary, declared, subsets=subsets) if len(summary) else pd.DataFrame()
     headline = pd.DataFrame()
     if len(choice):
         headline = aggregate.headline_summary(rows, choice, intervals=intervals, summary=summary)
@@ -328,7 +340,21 @@ def sweep_from_rows(
         intervals=intervals,
         headline_choice=choice,
         headline=headline,
+        subsets=subsets,
     )
+
+
+def cell_subsets(rows: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """The groups of a categorised dataset each cell's rows ran (``datasets.registry.sample_groups``), by
+    ``(sweep, cell_id)``; cells of a dataset without categories are left out (the whole dataset)."""
+    subsets: dict[tuple[str, str], str] = {}
+    if rows.empty:
+        return subsets
+    for (sweep, cell_id, dataset), cell in rows.groupby(["sweep", "cell_id", "dataset"], sort=False):
+        groups = sample_groups(str(dataset), cell["sample_id"].unique())
+        if groups:
+            subsets[(str(sweep), str(cell_id))] = groups
+    return subsets
 
 
 def cell_profiles(

@@ -255,7 +255,7 @@ def main_speedup_table(sweep: Sweep) -> pd.DataFrame:
             {
                 "Sweep": rec["sweep"],
                 "Model": rec["model"],
-                "Dataset": rec["dataset"],
+                "Dataset": sweep.dataset_text(rec),
                 **({CPU_HEADER: cpu[(str(rec["sweep"]), str(rec["cell_id"]))]} if cpu else {}),
                 MODE_HEADER: mode_cell(rec),
                 "Selection": selection_label(rec),
@@ -290,7 +290,7 @@ def ablation_wg_table(sweep: Sweep) -> pd.DataFrame:
         {
             "Sweep": rec["sweep"],
             "Model": rec["model"],
-            "Dataset": rec["dataset"],
+            "Dataset": sweep.dataset_text(rec),
             **({CPU_HEADER: cpu[(str(rec["sweep"]), str(rec["cell_id"]))]} if cpu else {}),
             MODE_HEADER: mode_cell(rec),
             "N": fmt_int(rec["ngram"]),
@@ -332,7 +332,7 @@ def sampling_rouge_table(sweep: Sweep) -> pd.DataFrame:
                 {
                     "Sweep": rec["sweep"],
                     "Model": rec["model"],
-                    "Dataset": rec["dataset"],
+                    "Dataset": sweep.dataset_text(rec),
                     MODE_HEADER: mode_cell(rec),
                     "Temp.": fmt(rec["temperature"]),
                     "top-p": fmt(rec["top_p"]),
@@ -380,7 +380,7 @@ def knob_contrasts_table(sweep: Sweep) -> pd.DataFrame:
         {
             "Sweep": rec["sweep"],
             "Model": rec["model"],
-            "Dataset": rec["dataset"],
+            "Dataset": sweep.dataset_text({**rec, "cell_id": rec["cell_from"]}),
             MODE_HEADER: rec["mode"],
             "Change": f"{KNOB_LABELS[rec['knob']]} {_knob_level(rec['knob'], rec['level_from'])} -> "
             f"{_knob_level(rec['knob'], rec['level_to'])}",
@@ -595,21 +595,26 @@ def without_flat_only_verification(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_display_table(
-    summary: pd.DataFrame, label_of: Callable[[dict[str, Any]], str] | None = None
+    summary: pd.DataFrame,
+    label_of: Callable[[dict[str, Any]], str] | None = None,
+    dataset_of: Callable[[dict[str, Any]], str] | None = None,
 ) -> pd.DataFrame:
     """Every (cell, arm) of the summary as display strings (the report's "all cells" table).
 
     Args:
         label_of: a record -> its Method text (``Sweep.record_label``: the configuration that ran);
             None: the method's plain label.
+        dataset_of: a record -> its Dataset text (``Sweep.dataset_text``: with the groups a cell ran);
+            None: the dataset column.
     """
     label_of = label_of or (lambda rec: arm_label(rec["arm"]))
+    dataset_of = dataset_of or (lambda rec: str(rec["dataset"]))
     rows = [
         {
             "Sweep": rec["sweep"],
             "Cell": rec["cell_id"],
             "Model": rec["model"],
-            "Dataset": rec["dataset"],
+            "Dataset": dataset_of(rec),
             MODE_HEADER: mode_cell(rec),
             "N": fmt_int(rec["ngram"]),
             "W": fmt_int(rec["window"]),

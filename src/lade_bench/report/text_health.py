@@ -13,6 +13,7 @@ import os
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from scipy.stats import spearmanr
 
 from lade_bench import stats
@@ -41,6 +42,7 @@ CAPTION = (
     "output (row) of each method, crosses for outputs that end in an exact loop; Spearman's rank "
     "correlation per method (every cell of a method pooled)."
 )
+_NO_LOOP_MARKER, _LOOP_MARKER = "o", "x"
 # AR (and AR on the standard step path) accepts one token per step: no panel of its own.
 _REFERENCES = (REFERENCE, STANDARD_PATH_REFERENCE)
 
@@ -75,7 +77,9 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(spearmanr(x, y).statistic)
 
 
-def _method_rows(sweep: Sweep) -> pd.DataFrame:
+def method_rows(sweep: Sweep) -> pd.DataFrame:
+    """The rows the repetition figure draws: every error-free method row (not AR's) recording both accepted
+    tokens per decode step and a repeated-4-gram share, text health filled in for older rows."""
     rows = stats.with_text_health(sweep.rows) if len(sweep.rows) else sweep.rows
     if rows.empty or "mean_accepted" not in rows:
         return rows.iloc[0:0]
@@ -90,7 +94,7 @@ def accepted_vs_repetition(sweep: Sweep) -> Figure:
     Raises:
         FigureSkipped: no method row records both (only AR, or rows without accepted counts).
     """
-    rows = _method_rows(sweep)
+    rows = method_rows(sweep)
     if rows.empty:
         raise FigureSkipped("no method's rows record accepted tokens per step and an output of 4 tokens or more")
     arms = stats.sorted_arms(rows["arm"].unique())
@@ -103,19 +107,25 @@ def accepted_vs_repetition(sweep: Sweep) -> Figure:
         y = part["mean_accepted"].to_numpy(dtype=np.float64)
         looped = part["loop_start"].notna().to_numpy()
         color = method_color(arm)
-        ax.scatter(x[~looped], y[~looped], s=14, alpha=0.55, color=color, label="no loop")
-        ax.scatter(x[looped], y[looped], s=22, alpha=0.8, marker="x", color=color, label="ends in a loop")
+        ax.scatter(x[~looped], y[~looped], s=14, alpha=0.55, color=color, marker=_NO_LOOP_MARKER)
+        ax.scatter(x[looped], y[looped], s=22, alpha=0.8, color=color, marker=_LOOP_MARKER)
         rho = spearman(x, y)
         rho_text = "n/a" if math.isnan(rho) else f"{rho:.2f}"
         # A configuration's label can be wider than its panel: wrapped, never cut at the figure's edge.
         label = _wrap(labels.get(arm, arm), _chars_across(panel_w, 9))
         ax.set_title(f"{label}\nSpearman {rho_text}, n={len(part)} outputs", fontsize=9)
         ax.set_xlim(-0.03, 1.03)
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("repeated 4-grams (share of the output's)")
+        # Headroom over the highest point, so no point sits on the frame.
+        ax.set_ylim(0, 1.08 * float(np.nanmax(y)) if len(y) and np.isfinite(np.nanmax(y)) else None)
+        ax.set_xlabel("share of its 4-grams that repeat an earlier one")
         ax.set_ylabel("accepted tokens / decode step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
+    # One legend for the figure, below the panels: a legend inside a panel hid the points under it.
+    markers = [
+        Line2D([], [], color="dimgrey", marker=_NO_LOOP_MARKER, linestyle="none", label="output ends in no loop"),
+        Line2D([], [], color="dimgrey", marker=_LOOP_MARKER, linestyle="none", label="output ends in a loop"),
+    ]
+    fig.legend(handles=markers, loc="outside lower center", ncols=2, fontsize=8, frameon=False)
     return _titled(
         fig,
         "Accepted tokens per step against repetition of the output",

@@ -11,8 +11,10 @@ bound stopped while measuring are hollow, those pruned unmeasured sit at their b
 the held-out results of the top-k are stars numbered by search rank (their held-out speedups listed in a
 box, since the top-k sit too close together for labels beside them), reference presets
 (e.g. the paper's) hollow diamonds. A validation rerun (``search_from``: the held-out cells timed later,
-maybe on another machine) cannot be placed on the search profile's step costs: its top-k are starred at
-the point where the search measured them, and every held-out number, the presets' included, is in the box.
+maybe on another machine) cannot be placed on the search profile's step costs: its top-k are hollow stars at
+the point where the search measured them, and every held-out number, the presets' included, is in the box
+with its interval and what that interval lets one say (a probe point on the faster side of the 1x line is
+not a held-out win).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     for rec in record.get("heldout") or []:
         lookahead = rec["arms"].get("lookahead", {})
         speed = lookahead.get("speedup")
-        result = f"{speed:.2f}x held-out (n={lookahead.get('n_units')})" if speed else "no held-out speedup"
+        result = heldout_text(lookahead)
         point = probes.get(rec["config"]) if rerun else _heldout_point(rec, profile)
         if rec.get("reference"):
             if rerun or point is None:
@@ -89,8 +91,11 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
         x, y = point
         points_x.append(x)
         points_y.append(y)
-        ax.scatter([x], [y], marker="*", s=260 if winner else 150, color=VERIFICATION_COLORS[rec["verification"]],
-                   edgecolors="black", linewidths=1.2 if winner else 0.6, zorder=5)  # fmt: skip
+        # Hollow at a probe point: a filled star there read as the held-out result, on the faster side of
+        # the 1x line while the held-out interval included 1.
+        color = VERIFICATION_COLORS[rec["verification"]]
+        ax.scatter([x], [y], marker="*", s=260 if winner else 150, facecolors="none" if rerun else color,
+                   edgecolors=color if rerun else "black", linewidths=1.6 if winner else 1.0, zorder=5)  # fmt: skip
         # The top-k usually sit close together (they won the same search), so full labels beside the
         # stars would overprint one another: the stars carry their search rank, the box the details.
         ax.annotate(f"{rank}", (x, y), fontsize=8, fontweight="bold", xytext=(8, 6), textcoords="offset points",
@@ -110,7 +115,8 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
     ax.set_ylabel("step cost on this device, t(k) / (AR time per token)" if tau else "step cost, t(k) / t(1)")
     _token_axis(ax, profile, tau)
     ax.legend(fontsize=7, loc="upper left")
-    box = ["stars, by search rank" + (" (at their probe point):" if rerun else ":"), *star_lines]
+    where = f" (hollow: where the {len(record.get('probe_sample_ids', []))}-sample probe put them):"
+    box = ["stars, by search rank" + (where if rerun else ":"), *star_lines]
     if reference_lines:
         box += ["reference presets (not searched):", *reference_lines]
     if rerun:
@@ -119,14 +125,29 @@ def draw_tune_figure(record: Mapping[str, Any]) -> Figure:
         ax.text(0.99, 0.02, "\n".join(box), transform=ax.transAxes, fontsize=7, ha="right", va="bottom",
                 multialignment="left", bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})  # fmt: skip
     search = record.get("search", {})
+    heldout = f"{len(record.get('heldout_sample_ids', []))} held-out samples"
     title = (
         f"Tuning lookahead: {search.get('evaluated', '?')} configurations on {len(record.get('probe_sample_ids', []))} "
-        f"probe samples; stars: top-{len(star_lines)} on {len(record.get('heldout_sample_ids', []))} "
-        "held-out samples"
+        f"probe samples;\nstars: top-{len(star_lines)} "
+        + (f"at their probe point, their results on {heldout} in the box" if rerun else f"on {heldout}")
     )
     context = f"model: {record.get('model')} | device: {record.get('device')} | dataset: {record.get('dataset')}"
     fig.suptitle(f"{title}\n{context}; lines: speedup = tokens per step / step cost", fontsize=9)
     return fig
+
+
+def heldout_text(lookahead: Mapping[str, Any]) -> str:
+    """A held-out lookahead summary record as the box states it: speedup, 95% interval, n and what the
+    interval lets one say (faster, slower, or that the data cannot tell, where it includes 1)."""
+    speed = lookahead.get("speedup")
+    if not speed:
+        return "no held-out speedup"
+    low, high = lookahead.get("speedup_ci_low"), lookahead.get("speedup_ci_high")
+    n = f"n={lookahead.get('n_units')}"
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{speed:.2f}x held-out ({n}, no interval)"
+    verdict = "faster than AR" if low > 1.0 else "slower than AR" if high < 1.0 else "the data cannot tell"
+    return f"{speed:.2f}x [{low:.2f}, {high:.2f}] held-out ({n}): {verdict}"
 
 
 def _probe_point(conf: Mapping[str, Any], profile: Mapping[str, Any]) -> tuple[float, float] | None:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from lade_bench import stats
+from lade_bench.datasets.registry import ending_datasets
 
 # Quality metrics appear only where the dataset has them (NaN from the aggregate means "absent").
 _OPTIONAL = ("rouge1", "rouge2", "rougeL", "rougeLsum", "pass@1", "accuracy", "matches_ar", *stats.MISMATCH_SUMMARY)
@@ -48,6 +49,10 @@ def summarize_cell(
         ``engine_errors`` and, where mismatches have them, ``ar_margin_median`` and ``arm_margin_max``
         (see ``stats.mismatch_summary``). A number that cannot be computed is None.
     """
+    # Rows a resumed cell kept from before schema 12 get their text health and today's scoring of an output
+    # cut at the cap, as every report gives them (issue 63): summary.json and the console never show a
+    # credit the report withdraws. Rows written since are returned as they are.
+    rows = stats.rescore_cut_answers(stats.with_text_health(rows), ending_datasets())
     summary: dict[str, Any] = {
         "n_samples": int(rows["sample_id"].nunique()),
         "n_rows": len(rows),

@@ -1,7 +1,9 @@
 """The headline cell per (sweep, model, dataset, mode), chosen without the samples it is reported on.
 
 The mode (eager, or compiled with its torch.compile mode; ``stats.modes``) is part of the group: a
-sweep that ran both gets a headline of each, never one chosen across them.
+sweep that ran both gets a headline of each, never one chosen across them. So is the subset of a
+categorised dataset a cell ran (``subsets``: Spec-Bench's groups, one per cell): each group gets its own
+headline instead of one group standing for the benchmark.
 
 Per (sweep, model, dataset, mode) one greedy cell (:func:`choose_headline`): the configuration the sweep
 declared before it ran (``report.headline`` in its config) when one of its cells has it; else, when
@@ -37,7 +39,7 @@ SELECTION_ONLY = "only candidate"
 SELECTION_SPLIT = "selected on half A"
 # The keys of a declared headline (``report.headline`` in a sweep's config).
 HEADLINE_KEYS: tuple[str, ...] = ("ngram", "window", "guesses", "prompt_as_reference")
-HEADLINE_COLUMNS: tuple[str, ...] = (*SUMMARY_COLUMNS, "selection", "n_candidates")
+HEADLINE_COLUMNS: tuple[str, ...] = (*SUMMARY_COLUMNS, "subset", "selection", "n_candidates")
 
 
 def declared_cells(
@@ -87,11 +89,13 @@ def choose_headline(
     declared: Collection[tuple[str, str]] = frozenset(),
     *,
     baseline: str = BASELINE_ARM,
+    subsets: Mapping[tuple[str, str], str] | None = None,
 ) -> pd.DataFrame:
-    """The headline cell per (sweep, model, dataset, mode), chosen without the samples it is reported on.
+    """The headline cell per (sweep, model, dataset, subset, mode), chosen without the samples it is reported on.
 
-    Among the greedy cells of a (sweep, model, dataset) of one mode (eager, or compiled in one
-    torch.compile mode):
+    Among the greedy cells of a (sweep, model, dataset, subset) of one mode (eager, or compiled in one
+    torch.compile mode), where ``subsets`` gives each (sweep, cell_id) the part of its dataset it ran
+    (``datasets.registry.sample_groups``; "" or absent: the whole dataset):
 
     1. the cells whose configuration the sweep declared (:func:`declared_cells`), if any;
     2. else those that ran the most methods, preferring prompt-as-reference on (configuration only);
@@ -100,25 +104,33 @@ def choose_headline(
        speedup over ``baseline`` on half A is chosen, and only half B is reported.
 
     Returns:
-        One row per (sweep, model, dataset, mode) with ``sweep, cell_id, model, dataset, mode``
+        One row per (sweep, model, dataset, subset, mode) with ``sweep, cell_id, model, dataset, subset, mode``
         (``stats.mode_label``), ``selection`` (``SELECTION_*``), ``n_candidates`` (greedy cells it was chosen among) and
         ``reported_samples`` (the sample ids reported, or None for all).
     """
-    columns = ["sweep", "cell_id", "model", "dataset", "mode", "selection", "n_candidates", "reported_samples"]
+    columns = [
+        "sweep", "cell_id", "model", "dataset", "subset", "mode", "selection", "n_candidates", "reported_samples",
+    ]  # fmt: skip
     greedy = summary[~summary["do_sample"].astype(bool)]
-    cells = _candidate_frame(greedy, declared)
+    cells = _candidate_frame(greedy, declared, subsets or {})
     choices = []
-    for (sweep, model, dataset, mode), group in cells.groupby(["sweep", "model", "dataset", "mode"], sort=False):
+    keys = ["sweep", "model", "dataset", "subset", "mode"]
+    for (sweep, model, dataset, subset, mode), group in cells.groupby(keys, sort=False):
         choice = _choose_in_group(rows, group, baseline)
         if choice is None:
-            logger.info("no headline for %s/%s/%s (%s): one sample cannot be split", sweep, model, dataset, mode)
+            logger.info(
+                "no headline for %s/%s/%s%s (%s): one sample cannot be split",
+                sweep, model, dataset, f" ({subset})" if subset else "", mode,
+            )  # fmt: skip
             continue
         cell_id, selection, reported = choice
-        choices.append([sweep, cell_id, model, dataset, mode, selection, len(group), reported])
+        choices.append([sweep, cell_id, model, dataset, subset, mode, selection, len(group), reported])
     return pd.DataFrame(choices, columns=columns)
 
 
-def _candidate_frame(greedy: pd.DataFrame, declared: Collection[tuple[str, str]]) -> pd.DataFrame:
+def _candidate_frame(
+    greedy: pd.DataFrame, declared: Collection[tuple[str, str]], subsets: Mapping[tuple[str, str], str]
+) -> pd.DataFrame:
     """One row per greedy cell, in summary order, with what the configuration-only ranking needs."""
     per_cell = []
     for (sweep, cell_id), cell in greedy.groupby(list(CELL_KEY), sort=False):
@@ -128,6 +140,7 @@ def _candidate_frame(greedy: pd.DataFrame, declared: Collection[tuple[str, str]]
                 "cell_id": cell_id,
                 "model": cell["model"].iloc[0],
                 "dataset": cell["dataset"].iloc[0],
+                "subset": subsets.get((str(sweep), str(cell_id)), ""),
                 # Summaries of every version have both columns (cell_attributes fills them).
                 "mode": mode_label(cell["compiled"].iloc[0], cell["compile_mode"].iloc[0]),
                 "n_arms": cell["arm"].nunique(),
@@ -135,7 +148,7 @@ def _candidate_frame(greedy: pd.DataFrame, declared: Collection[tuple[str, str]]
                 "declared": (str(sweep), str(cell_id)) in declared,
             }
         )
-    columns = ["sweep", "cell_id", "model", "dataset", "mode", "n_arms", "prompt_as_reference", "declared"]
+    columns = ["sweep", "cell_id", "model", "dataset", "subset", "mode", "n_arms", "prompt_as_reference", "declared"]
     return pd.DataFrame(per_cell, columns=columns)
 
 
@@ -200,7 +213,8 @@ def headline_summary(
             instead of being summarized twice (each cell's records depend on its own rows only).
 
     Returns:
-        ``HEADLINE_COLUMNS``: the summary columns plus ``selection`` and ``n_candidates``.
+        ``HEADLINE_COLUMNS``: the summary columns plus ``subset`` ("" where ``choice`` has none: a choice
+        made before subsets existed), ``selection`` and ``n_candidates``.
     """
     whole = choice["reported_samples"].isna() if summary is not None else pd.Series(False, index=choice.index)
     reported = headline_rows(rows, choice[~whole])
@@ -211,7 +225,8 @@ def headline_summary(
     if not parts:
         return pd.DataFrame(columns=list(HEADLINE_COLUMNS))
     summary = parts[0] if len(parts) == 1 else sort_summary(pd.concat(parts, ignore_index=True), arm_order)
-    labels = choice[[*CELL_KEY, "selection", "n_candidates"]]
+    labels = choice.assign(subset=choice["subset"] if "subset" in choice else "")
+    labels = labels[[*CELL_KEY, "subset", "selection", "n_candidates"]]
     return summary.merge(labels, on=list(CELL_KEY), how="left")[list(HEADLINE_COLUMNS)]
 
 
