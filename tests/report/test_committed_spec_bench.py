@@ -334,3 +334,33 @@ def test_the_readme_sizes_speed_py_against_ours_with_the_committed_rows(rebuilt)
     )
     known = {n for row in expected for n in re.findall(r"\d+\.\d+", row)}
     assert_quotes_only_table_numbers(prose, known, "README.md speed_py section", quoted=QUOTED_DECIMAL)
+
+
+def test_smollm2s_translation_wins_say_the_outputs_copy_the_german_source(shared_data_dir):
+    """Issue 63: SmolLM2's translation "wins" were stated without saying its outputs copy the untranslated
+    German source. The README's count of AR outputs sharing a four-word run with their source sentence is
+    the committed rows' (the outputs) against Spec-Bench's question file (the sources)."""
+    questions = {}
+    for line in (shared_data_dir / "spec_bench" / "question.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        questions[int(record["question_id"])] = record["turns"][0]
+    rows = load_rows(ARCHIVE)
+    ar = rows[
+        (rows["arm"] == "ar")
+        & (rows["model"] == "smollm2-135m-instruct")
+        & rows["sample_id"].str.startswith("translation-")
+    ].drop_duplicates("sample_id")
+
+    def runs(text: str) -> set[tuple[str, ...]]:
+        words = text.split()
+        return {tuple(words[i : i + 4]) for i in range(len(words) - 3)}
+
+    copying = sum(
+        bool(runs(str(r["output_text"])) & runs(questions[int(str(r["sample_id"]).rpartition("-")[2])]))
+        for r in ar.to_dict("records")
+    )
+    text = " ".join((FOLDER / "README.md").read_text().split())
+    assert (
+        f"{copying} of SmolLM2's {len(ar)} AR translation outputs repeat at least one four-word run of the German "
+        "source sentence" in text
+    )
