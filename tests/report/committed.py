@@ -108,3 +108,10 @@ def assert_quotes_only_table_numbers(prose: str, known: set[str], where: object,
     found = set(re.findall(quoted, prose))
     assert found, f"{where}: the prose quotes no number"
     assert found <= known, (where, sorted(found - known))
+
+
+def markdown_rows(path: Path) -> list[dict[str, str]]:
+    """A generated markdown table's rows as {header: cell} (the file's first table)."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]]

@@ -231,3 +231,21 @@ def test_the_top_readme_says_where_exact_and_fast_meet_with_the_tables_numbers(t
     assert f"N5 W7 G7 is faster in {won} of {of}" in readme
     cost = table.loc[table["arm"] == "ar", "path_ar_cost"]
     assert f"AR costs {cost.min():.2f}x-{cost.max():.2f}x plain AR's time per token" in readme
+
+
+def test_the_readmes_conditions_are_the_manifests():
+    """The load range, the row chunk every linear shape took and the attention cases the README states are
+    what the cells' manifests recorded."""
+    manifests = list(cell_manifests(ARCHIVE).values())
+    loads = [
+        m["timing_conditions"][moment]["load_average"][0]
+        for m in manifests
+        for moment in ("start", "end")
+        if m["timing_conditions"].get(moment)
+    ]
+    chunks = {chunk for m in manifests for chunk in m["step_path"]["check"]["linear_chunks"]}
+    (cases,) = {m["step_path"]["check"]["attention_cases"] for m in manifests}
+    (chunk,) = chunks
+    readme = " ".join((FOLDER / "README.md").read_text().split())
+    assert f"the 1-minute load at the cells' starts and ends was {min(loads):.2f}-{max(loads):.2f}" in readme
+    assert f"every linear layer shape took {chunk}-row pieces, and {cases} attention cases" in readme

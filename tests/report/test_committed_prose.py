@@ -37,7 +37,7 @@ from .claims import (
     parse_selectors,
     speedup_bounds,
 )
-from .committed import SPEC_BENCH_SECTION
+from .committed import SPEC_BENCH_SECTION, markdown_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "paper_figures"
@@ -623,13 +623,7 @@ def test_the_tune_figure_title_counts_the_configurations_it_stars(dataset):
 def test_gemmas_mt_bench_lookahead_win_says_its_turns_are_loops():
     """Issue 63: the README called lookahead faster on Gemma MT-Bench without saying the turns it won on are
     loops. Its loop count and loop-free speedup are the committed main table's, read from its row."""
-    table = (FIGURES / "tables" / "main_speedup.md").read_text().splitlines()
-    header = [cell.strip() for cell in next(line for line in table if line.startswith("| Sweep")).strip("|").split("|")]
-    rows = [
-        dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True))
-        for line in table
-        if line.startswith("| main ")
-    ]
+    rows = [r for r in markdown_rows(FIGURES / "tables" / "main_speedup.md") if r["Sweep"] == "main"]
     wanted = {"Model": "gemma3-270m", "Dataset": "mt_bench", "Method": "Lookahead", "W": "7"}
     (rec,) = [r for r in rows if all(r[key] == value for key, value in wanted.items())]
     loops, turns = rec["Loops"].split("/")

@@ -43,6 +43,7 @@ from .committed import (
     assert_quotes_only_table_numbers,
     assert_tables_recompute,
     kept_figure,
+    markdown_rows,
     numbers_in_tables,
     spec_bench_cell_arms,
 )
@@ -83,20 +84,13 @@ def test_the_main_and_ablation_tables_name_each_cells_spec_bench_group():
     main table has every group of each model, once."""
     groups = {f"spec_bench: {group}" for group in GROUPS}
     for name in ("main_speedup", "ablation_wg"):
-        table = _markdown_rows(FOLDER / TABLES_DIR / f"{name}.md")
+        table = markdown_rows(FOLDER / TABLES_DIR / f"{name}.md")
         for model in ("gemma3-270m", "smollm2-135m-instruct"):
             shown = {row["Dataset"] for row in table if row["Model"] == model}
             assert shown == groups, (name, model, shown)
-    main = _markdown_rows(FOLDER / TABLES_DIR / "main_speedup.md")
+    main = markdown_rows(FOLDER / TABLES_DIR / "main_speedup.md")
     ar_rows = [(row["Model"], row["Dataset"]) for row in main if row["Method"] == "AR"]
     assert len(ar_rows) == len(set(ar_rows)) == 2 * len(GROUPS)
-
-
-def _markdown_rows(path: Path) -> list[dict[str, str]]:
-    """A generated markdown table's rows as {header: cell} (its first table)."""
-    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
-    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    return [dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]]
 
 
 def test_the_committed_figures_are_the_ones_the_rows_give(rebuilt):
