@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 
 import pytest
@@ -144,6 +145,28 @@ def test_error_while_logging_closes_the_run_and_propagates(sweep_dir, tmp_path):
         sink(config, {"status": "done"}, rows, tmp_path / "c")
     (run_dir,) = list((tmp_path / "wandb").glob("offline-run-*"))
     assert read_offline_run(run_dir).exit_code == 1
+
+
+def test_a_write_error_naming_no_file_names_the_w_and_b_run_folder(sweep_dir, tmp_path, monkeypatch):
+    # W&B's own writes (its run files, its debug log closing on a full disk) raise OSErrors naming no file;
+    # the runner's one line must still say where the space ran out. The fault is injected while the run logs.
+    from lade_bench.report import wandb_sink
+    from lade_bench.results.atomic import WriteFailed
+    from lade_bench.runner.job import describe_write_error
+
+    def full_disk(rows):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(wandb_sink, "samples_table_frame", full_disk)
+    cell_dir, config = _cell_dir(sweep_dir, "toy_sum")
+    sink = WandbSink(WandbSettings(mode="offline", project="p", dir=str(tmp_path), log_figures=False))
+    with pytest.raises(WriteFailed) as raised:
+        sink(config, {"status": "done"}, load_rows(cell_dir), tmp_path / "c")
+    (run_dir,) = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert raised.value.filename == str(run_dir)
+    assert read_offline_run(run_dir).exit_code == 1
+    line = describe_write_error(raised.value)
+    assert line.startswith(f"cannot write {run_dir}: No space left on device (") and " free)" in line, line
 
 
 def test_disabled_mode_writes_nothing(sweep_dir, tmp_path):

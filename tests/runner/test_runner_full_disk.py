@@ -75,20 +75,22 @@ def _assert_complete_and_tidy(sweep) -> None:
 
 
 def test_a_read_only_folder_and_out_of_space_are_one_line_each_and_the_rerun_completes(tmp_path, cli_server):
-    # One folder, three runs: read-only (nothing can be written, so the next run starts from an empty
-    # folder as a first run would), then too small (a run cut off mid-write), then large enough.
-    (read_only, out_of_space, rerun), sweep = _run_on_small_mount(
-        cli_server, tmp_path, "size=64m,ro", "rw,size=300k", "size=64m"
+    # One folder, four runs: read-only (nothing can be written, so the next run starts from an empty
+    # folder as a first run would), then too small twice (runs cut off mid-write: at 60 KiB while rows are
+    # written, at 300 KiB later, at the figures or W&B's own files), then large enough.
+    (read_only, *out_of_space, rerun), sweep = _run_on_small_mount(
+        cli_server, tmp_path, "size=64m,ro", "rw,size=60k", "size=300k", "size=64m"
     )
     assert read_only["rc"] == 1
     _assert_one_clear_line(read_only["log"], "cannot write ", "Read-only file system", "output_root=")
-    assert out_of_space["rc"] == 1
-    _assert_one_clear_line(out_of_space["log"], "cannot write ", "No space left on device", "free", "rerun")
-    # One of the suite's own writers names its file and the bytes it needed. In runs of the whole suite a write
-    # that is not one of ours (it raised an OSError naming no file; which library's, the log does not say) met
-    # the full disk first, and the line then says "a results file"; the module alone fills it at one of ours.
-    (line,) = [line for line in out_of_space["log"].splitlines() if "cannot write" in line]
-    if "cannot write a results file" not in line:
-        assert "needed" in line, line
+    for cut_off in out_of_space:
+        assert cut_off["rc"] == 1
+        _assert_one_clear_line(cut_off["log"], "cannot write ", "No space left on device", "free", "rerun")
+        # The line names where the space ran out: a results file with the bytes it needed, or the W&B run's
+        # folder (W&B's own writes raise errors naming no file, and only W&B knows their size).
+        (line,) = [line for line in cut_off["log"].splitlines() if "cannot write" in line]
+        where = line.split("cannot write ", 1)[1].split(": No space", 1)[0]
+        assert where.startswith(str(tmp_path / "out")), line
+        assert "needed" in line or "/wandb/" in where, line
     assert rerun["rc"] == 0, rerun["log"][-3000:]
     _assert_complete_and_tidy(sweep)

@@ -30,11 +30,12 @@ run id when the record is unreadable), so that a cell keeps one W&B run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +50,7 @@ from lade_bench.report.figures import FigureSkipped, draw_accept_histogram, draw
 from lade_bench.report.sweep import config_arm_label
 from lade_bench.report.tables import sampling_label
 from lade_bench.results import MANIFEST_JSON
+from lade_bench.results.atomic import write_failed
 
 logger = logging.getLogger(__name__)
 
@@ -192,6 +194,21 @@ def _read_manifest(cell_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
+@contextlib.contextmanager
+def _naming_the_run_folder(folder: Path) -> Iterator[None]:
+    """Re-raise an OSError that names no file (W&B's own writes) as a write failure naming the W&B run folder.
+
+    Out of space, W&B's debug log fails on close with a bare "No space left on device"; the runner's one
+    line must still say where the space ran out (its size is W&B's to know, so none is given).
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename:
+            raise
+        raise write_failed(exc, folder, None) from exc
+
+
 class WandbSink:
     """Per-cell sink logging one W&B run per cell; see the module docstring.
 
@@ -270,27 +287,31 @@ class WandbSink:
             settings=wandb.Settings(console="off"),
         )
         sync_dir = Path(run.settings.sync_dir) if self.settings.mode == "offline" else None
+        # W&B writes its own files (the run's records, media, its debug log) and its OSErrors name none of them.
+        run_folder = Path(run.settings.sync_dir) if getattr(run.settings, "sync_dir", None) else wandb_dir
         exit_code = 1
         metrics: dict[str, Any] = {}
         figures: list[Path] = []
         notes: dict[str, str] = {}
         try:
-            if len(rows):
-                cell_summary = aggregate.summarize(rows, n_boot=self.settings.n_boot)
-                # The table's columns first; then every quality metric the dataset declares (BLEU, chrF, ...).
-                metrics = {**aggregate.flat_quality(rows), **aggregate.flat_metrics(cell_summary)}
-                notes = aggregate.flat_notes(cell_summary)
-                if self.settings.log_table:
-                    run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
-                if self.settings.log_figures:
-                    figures = self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep, cell_config)
-            status = {"status": "failed" if failure else "done", "n_rows": len(rows)}
-            if failure:
-                status["error"] = failure
-            run.summary.update({**metrics, **notes, **status})
-            exit_code = 1 if failure else 0
+            with _naming_the_run_folder(run_folder):
+                if len(rows):
+                    cell_summary = aggregate.summarize(rows, n_boot=self.settings.n_boot)
+                    # The table's columns first; then every quality metric the dataset declares (BLEU, chrF, ...).
+                    metrics = {**aggregate.flat_quality(rows), **aggregate.flat_metrics(cell_summary)}
+                    notes = aggregate.flat_notes(cell_summary)
+                    if self.settings.log_table:
+                        run.log({SAMPLES_TABLE_KEY: wandb.Table(dataframe=samples_table_frame(rows))})
+                    if self.settings.log_figures:
+                        figures = self._log_figures(run, cell_summary, rows, cell_dir, manifest, sweep, cell_config)
+                status = {"status": "failed" if failure else "done", "n_rows": len(rows)}
+                if failure:
+                    status["error"] = failure
+                run.summary.update({**metrics, **notes, **status})
+                exit_code = 1 if failure else 0
         finally:
-            run.finish(exit_code=exit_code)
+            with _naming_the_run_folder(run_folder):
+                run.finish(exit_code=exit_code)
             wandb_run_record.record_finished(
                 cell_dir,
                 run_id=run.id,

@@ -404,6 +404,8 @@ def _report_failure(plan: CellPlan, sinks: Sequence[Sink], message: str) -> None
     for sink in sinks:
         try:
             sink(sink_config(plan), summary, rows, plan.cell_dir)
+        except OSError as exc:  # often the cell's own error again (a full disk): one line, not a traceback
+            log.warning("sink %r could not report the failed cell %s: %s", sink, plan.cell_id, exc)
         except Exception:
             log.exception("sink %r failed while reporting the failed cell %s", sink, plan.cell_id)
 
