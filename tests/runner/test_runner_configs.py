@@ -89,7 +89,20 @@ def test_sweep_files_are_exactly_the_paper_experiments():
         "baselines",
         "batch_invariant",
         "spec_bench",
+        "real_text_code",
     }
+
+
+def test_real_text_code_sweep_is_the_declared_humaneval_cell_of_the_1_5b_model(compose_cfg):
+    """Issue 63's code cell: the real 1.5B instruct model under its chat template, the declared arms at their
+    papers' defaults (Spec-Bench's lookahead, prompt lookup's n-gram of 3), HumanEval's first 40 in file order."""
+    plan = plan_cell(compose_cfg(["+sweep=real_text_code", "model_cache_dir=/nonexistent/cache"]))
+    assert plan.sweep_root.name == "real_text_code" and plan.dataset_spec.name == "humaneval"
+    assert plan.arms == ("ar", "lookahead", "prompt_lookup", "suffix_decoding")
+    cfg = plan.cfg
+    assert cfg.model.name == "qwen2.5-coder-1.5b-instruct" and cfg.model.chat is True
+    assert (cfg.lookahead.ngram, cfg.lookahead.window, cfg.lookahead.guesses) == (5, 7, 7)
+    assert cfg.prompt_lookup.max_ngram_size == 3 and cfg.dataset.limit == 40 and cfg.dataset.shuffle_seed is None
 
 
 def test_batch_invariant_sweep_is_the_baselines_plan_in_bfloat16_on_the_path(compose_cfg):

@@ -80,6 +80,12 @@ def test_the_spec_bench_plan_sits_once_per_model_each_cell_over_every_group():
             "unknown group 'gemma3_270m xsum': MODEL is one of smollm2 gemma3_270m, DATASET one of mt_bench humaneval",
         ),
         ("batch_invariant_reference.sh", [], "usage: bash scripts/batch_invariant_reference.sh OUTPUT_ROOT [MODEL"),
+        (
+            "real_text_reference.sh",
+            ["OUT", "DATA", "humaneval_7b"],
+            "unknown part 'humaneval_7b': PART is one of spec_bench_0.5b humaneval_1.5b",
+        ),
+        ("real_text_reference.sh", ["OUT"], "usage: bash scripts/real_text_reference.sh OUTPUT_ROOT SHARED_DATA_DIR"),
     ],
 )
 def test_a_bad_group_is_named_with_the_allowed_ones_before_anything_runs(tmp_path, script, args, message):

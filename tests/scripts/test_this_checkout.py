@@ -16,6 +16,7 @@ RESULT_SCRIPTS = (
     "assisted_reference.sh",
     "baselines_reference.sh",
     "batch_invariant_reference.sh",
+    "real_text_reference.sh",
 )
 
 
