@@ -33,7 +33,9 @@
 # --reference --model qwen2.5-coder-0.5b); a run without them is refused, naming the command. A part cut short
 # resumes: rerun the same command (on the commit the cell started on, which each manifest records). The run
 # without PART archives both sweeps into paper_figures/real_text/rows/ and writes the reports into
-# paper_figures/real_text/ from those archives alone; commit them only when every cell is complete.
+# paper_figures/real_text/ from those archives alone, each twice: on every question, and on the questions
+# whose AR output ends in no repeating loop (report --units no_loop, the <sweep>_no_loop folders); commit
+# them only when every cell is complete.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=this_checkout.sh
@@ -78,5 +80,7 @@ results=paper_figures/real_text
 for sweep in spec_bench real_text_code; do
     "$py" -m lade_bench.results.archive "$out/$sweep" "$results/rows/$sweep"
     "$py" -m lade_bench.report "$results/rows/$sweep" --out "$results/$sweep"
+    # The same tables and figures on the questions whose AR output ends in no repeating loop.
+    "$py" -m lade_bench.report "$results/rows/$sweep" --units no_loop --out "$results/${sweep}_no_loop"
 done
-echo "results: $results/ (spec_bench/ and real_text_code/: tables, figures, report.html; rows/ holds the rows and cell records)"
+echo "results: $results/ (spec_bench/, real_text_code/ and their _no_loop twins: tables, figures, report.html; rows/ holds the rows and cell records)"
