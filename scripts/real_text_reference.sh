@@ -49,17 +49,11 @@ fi
 require_arg_count "usage: bash scripts/real_text_reference.sh OUTPUT_ROOT SHARED_DATA_DIR [PART]  (--parts lists them)" $# 2 3
 out=$1
 questions=$2/spec_bench/question.jsonl
+require_item part PART "${3:-}" "${parts[*]}"
+require_spec_bench_questions "$questions"
 todo=("${parts[@]}")
 if [ $# -eq 3 ]; then
-    if [[ ! " ${parts[*]} " =~ " $3 " ]]; then
-        echo "unknown part '$3': PART is one of ${parts[*]}" >&2
-        exit 2
-    fi
     todo=("$3")
-fi
-if [ ! -f "$questions" ]; then
-    echo "no Spec-Bench question file at $questions: SHARED_DATA_DIR is the folder holding spec_bench/question.jsonl" >&2
-    exit 2
 fi
 for part in "${todo[@]}"; do
     case $part in

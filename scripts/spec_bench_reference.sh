@@ -35,23 +35,14 @@ if [ "${1:-}" = --models ]; then
     printf '%s\n' "${models[@]}"
     exit 0
 fi
-if [ $# -ne 2 ] && [ $# -ne 3 ]; then
-    echo "usage: bash scripts/spec_bench_reference.sh OUTPUT_ROOT SHARED_DATA_DIR [MODEL]  (--models lists them)" >&2
-    exit 2
-fi
+require_arg_count "usage: bash scripts/spec_bench_reference.sh OUTPUT_ROOT SHARED_DATA_DIR [MODEL]  (--models lists them)" $# 2 3
 out=$1
 questions=$2/spec_bench/question.jsonl
+require_item model MODEL "${3:-}" "${models[*]}"
+require_spec_bench_questions "$questions"
 todo=("${models[@]}")
 if [ $# -eq 3 ]; then
-    if [[ ! " ${models[*]} " =~ " $3 " ]]; then
-        echo "unknown model '$3': MODEL is one of ${models[*]}" >&2
-        exit 2
-    fi
     todo=("$3")
-fi
-if [ ! -f "$questions" ]; then
-    echo "no Spec-Bench question file at $questions: SHARED_DATA_DIR is the folder holding spec_bench/question.jsonl" >&2
-    exit 2
 fi
 sweep=paper_figures/spec_bench
 for model in "${todo[@]}"; do

@@ -36,3 +36,22 @@ require_group() {
         exit 2
     fi
 }
+
+# A sitting script's optional one-item argument: exit 2 naming the allowed ones unless ITEM (when given) is one.
+#   require_item "model" "MODEL" "${3:-}" "${models[*]}"
+require_item() {
+    local what=$1 name=$2 item=$3 allowed=$4
+    if [ -n "$item" ] && [[ ! " $allowed " =~ " $item " ]]; then
+        echo "unknown $what '$item': $name is one of $allowed" >&2
+        exit 2
+    fi
+}
+
+# Spec-Bench's question file under SHARED_DATA_DIR: exit 2 saying what the folder must hold unless it is there.
+#   require_spec_bench_questions "$questions"
+require_spec_bench_questions() {
+    if [ ! -f "$1" ]; then
+        echo "no Spec-Bench question file at $1: SHARED_DATA_DIR is the folder holding spec_bench/question.jsonl" >&2
+        exit 2
+    fi
+}
